@@ -1,0 +1,98 @@
+"""Configuration of the SAC/RLPD agent. Every field is documented; all are overridable from CLI and YAML."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class EncoderConfig:
+    """How observations become the latent the actor and critics read."""
+
+    state_hidden_dims: tuple[int, ...] = ()
+    """Hidden sizes of the proprioception MLP (Linear-LayerNorm-tanh blocks); empty = raw state."""
+    conv_channels: tuple[int, ...] = (32, 32, 32, 32)
+    """Channels of each 3x3 conv layer of the per-camera encoder."""
+    conv_strides: tuple[int, ...] = (2, 2, 2, 1)
+    """Stride of each conv layer (same length as conv_channels)."""
+    latent_dim: int = 64
+    """Output size of each camera's encoder (Linear -> LayerNorm -> tanh)."""
+    augment_pad: int = 4
+    """Random-shift augmentation: pixels of replicate padding; 0 disables augmentation."""
+    pretrained_path: str | None = None
+    """Local safetensors file with conv-encoder weights (see ObservationEncoder.save_pretrained)."""
+    freeze_pretrained: bool = True
+    """Freeze the loaded pretrained encoder (it is then not trained and not in any optimizer)."""
+
+
+@dataclass
+class SACConfig:
+    """Soft actor-critic with the RLPD recipe (LayerNorm critic ensemble, subset-min target, high UTD)."""
+
+    hidden_dims: tuple[int, ...] = (256, 256)
+    """Hidden layer sizes of the actor and of every critic."""
+    num_critics: int = 10
+    """Critic ensemble size (RLPD: 10)."""
+    num_min_critics: int = 2
+    """Target = min over a random subset of this many target critics (RLPD: 2)."""
+    critic_layer_norm: bool = True
+    """LayerNorm after every hidden critic layer (RLPD's key stabiliser for offline data)."""
+    actor_layer_norm: bool = False
+    """LayerNorm in the actor's hidden layers."""
+    utd: int = 20
+    """Update-to-data ratio: critic updates per environment step; the actor and temperature update once."""
+    batch_size: int = 256
+    """Transitions per gradient step."""
+    discount: float = 0.99
+    """Discount factor gamma."""
+    tau: float = 0.005
+    """Polyak rate of the target critics (and target encoder)."""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critics and the shared encoder."""
+    temperature_lr: float = 3e-4
+    """Adam learning rate of log(alpha)."""
+    init_temperature: float = 1.0
+    """Initial entropy temperature alpha."""
+    target_entropy: float | None = None
+    """Entropy target for automatic tuning; None = -|A|/2 (RLPD)."""
+    backup_entropy: bool = True
+    """Subtract alpha * log pi(a'|s') in the critic target."""
+    hl_gauss: bool = False
+    """Categorical critic trained with the HL-Gauss cross-entropy loss ("Stop Regressing") instead of MSE."""
+    hl_gauss_bins: int = 101
+    """Number of value bins of the HL-Gauss critic."""
+    hl_gauss_range: tuple[float, float] = (-200.0, 200.0)
+    """Value range (min, max) covered by the HL-Gauss bins; set it to the task's return range."""
+    hl_gauss_sigma_ratio: float = 0.75
+    """Gaussian width as a multiple of the bin width (paper default 0.75)."""
+    bf16: bool = False
+    """Run the network matmuls in bfloat16 autocast (fast on CPUs with AMX and on GPUs)."""
+    compile: bool = False
+    """torch.compile the update step; see benchmarks/learner_speed.py before enabling."""
+    device: str = "cpu"
+    """Torch device of the learner ('cpu', 'cuda', 'cuda:1', ...)."""
+    seed: int = 0
+    """Seed of parameter init and of the update's randomness."""
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    """Observation encoder."""
+
+    def validate(self) -> None:
+        """Raises ValueError naming the offending field."""
+        checks = [
+            (self.num_critics >= 1, "num_critics must be >= 1"),
+            (1 <= self.num_min_critics <= self.num_critics, "num_min_critics must be in [1, num_critics]"),
+            (self.utd >= 1, "utd must be >= 1"),
+            (self.batch_size >= 1, "batch_size must be >= 1"),
+            (0.0 <= self.discount <= 1.0, "discount must be in [0, 1]"),
+            (0.0 < self.tau <= 1.0, "tau must be in (0, 1]"),
+            (self.init_temperature > 0, "init_temperature must be > 0"),
+            (self.hl_gauss_bins >= 2, "hl_gauss_bins must be >= 2"),
+            (self.hl_gauss_range[0] < self.hl_gauss_range[1], "hl_gauss_range must be (min, max) with min < max"),
+            (len(self.encoder.conv_channels) == len(self.encoder.conv_strides),
+             "encoder.conv_channels and encoder.conv_strides must have the same length"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"agent config: {message}")

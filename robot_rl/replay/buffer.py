@@ -1,0 +1,186 @@
+"""Replay buffer with partitions (online, demos, interventions) and RLPD-style mixed sampling.
+
+Interventions are stored twice by design (HIL-SERL): in ``interventions`` (part of the prior data) and in
+``online`` (they are also on-policy-ish experience). ``prior`` = demos plus interventions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from robot_rl.replay.storage import RingStorage
+from robot_rl.spaces import ObsSpec
+
+PARTITIONS = ("online", "demos", "interventions")
+GROUPS = {"online": ("online",), "prior": ("demos", "interventions"), "demos": ("demos",),
+          "interventions": ("interventions",)}
+
+
+@dataclass
+class ReplayConfig:
+    """Sizes and sampling mix of the learner's replay buffer."""
+
+    online_capacity: int = 1_000_000
+    """Rows (≈ transitions) kept in the online partition."""
+    demos_capacity: int = 100_000
+    """Rows kept in the demonstrations partition."""
+    interventions_capacity: int = 100_000
+    """Rows kept in the human-interventions partition."""
+    mix: dict[str, float] = field(default_factory=lambda: {"online": 0.5, "prior": 0.5})
+    """Share of each batch per group: online, prior (= demos + interventions), demos, interventions.
+    An empty group's share goes to the others (RLPD symmetric sampling = online 0.5, prior 0.5)."""
+    seed: int = 0
+    """Seed of the sampler's random generator."""
+
+    def validate(self) -> None:
+        for name in PARTITIONS:
+            if getattr(self, f"{name}_capacity") < 2:
+                raise ValueError(f"replay config: {name}_capacity must be >= 2")
+        unknown = set(self.mix) - set(GROUPS)
+        if unknown:
+            raise ValueError(f"replay config: mix has unknown group(s) {sorted(unknown)}; use {sorted(GROUPS)}")
+        if any(w < 0 for w in self.mix.values()) or sum(self.mix.values()) <= 0:
+            raise ValueError("replay config: mix weights must be >= 0 and sum to > 0")
+
+
+def nest(flat: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """``{"obs/pixels/front": a}`` -> ``{"obs": {"pixels": {"front": a}}}``."""
+    out: dict[str, Any] = {}
+    for key, value in flat.items():
+        *parents, leaf = key.split("/")
+        node = out
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+class ReplayBuffer:
+    """Partitioned in-RAM replay. ``add`` routes by source; ``sample`` mixes partitions per batch."""
+
+    def __init__(self, spec: ObsSpec, action_dim: int, cfg: ReplayConfig | None = None) -> None:
+        self.cfg = cfg = cfg or ReplayConfig()
+        cfg.validate()
+        self.spec, self.action_dim = spec, action_dim
+        self.partitions = {name: RingStorage(spec, action_dim, getattr(cfg, f"{name}_capacity"))
+                           for name in PARTITIONS}
+        self.rng = np.random.default_rng(cfg.seed)
+        self._out: dict[tuple[int, int], dict[str, np.ndarray]] = {}
+
+    def __len__(self) -> int:
+        return sum(p.num_transitions for p in self.partitions.values())
+
+    def sizes(self) -> dict[str, int]:
+        return {name: p.num_transitions for name, p in self.partitions.items()}
+
+    def add(self, obs: Mapping[str, Any], action: np.ndarray, reward: float, terminated: bool, truncated: bool,
+            next_obs: Mapping[str, Any], *, source: str = "online", intervened: bool = False,
+            policy_version: int = 0, episode_id: int = 0, step: int = 0, stream: int = 0) -> None:
+        """Adds one transition. source: 'online' | 'demo' | 'intervention' (the latter also goes to online)."""
+        targets = {"online": ("online",), "demo": ("demos",), "intervention": ("interventions", "online")}
+        if source not in targets:
+            raise ValueError(f"unknown transition source {source!r}; use one of {sorted(targets)}")
+        intervened = intervened or source == "intervention"
+        for name in targets[source]:
+            self.partitions[name].add(obs, action, reward, terminated, truncated, next_obs, intervened=intervened,
+                                      source=source, policy_version=policy_version, episode_id=episode_id,
+                                      step=step, stream=stream)
+
+    # ---------------------------------------------------------------- sampling
+    def _counts(self, batch_size: int, mix: Mapping[str, float]) -> dict[str, int]:
+        """Per-partition sample counts for one minibatch (largest remainder; empty groups re-distributed)."""
+        sizes = self.sizes()
+        groups = {g: w for g, w in mix.items() if w > 0 and sum(sizes[p] for p in GROUPS[g]) > 0}
+        if not groups:
+            raise ValueError(f"cannot sample: every partition in mix {dict(mix)} is empty (sizes {sizes})")
+        total = sum(groups.values())
+        exact = {g: batch_size * w / total for g, w in groups.items()}
+        counts = {g: int(np.floor(x)) for g, x in exact.items()}
+        for g in sorted(exact, key=lambda g: counts[g] - exact[g])[: batch_size - sum(counts.values())]:
+            counts[g] += 1
+        per_partition = dict.fromkeys(PARTITIONS, 0)
+        for g, n in counts.items():
+            members = [p for p in GROUPS[g] if sizes[p] > 0]
+            weights = np.array([sizes[p] for p in members], float)
+            split = self.rng.multinomial(n, weights / weights.sum()) if len(members) > 1 else [n]
+            for p, k in zip(members, split):
+                per_partition[p] += int(k)
+        return per_partition
+
+    def sample(self, batch_size: int, mix: Mapping[str, float] | None = None, utd: int | None = None,
+               reuse_output: bool = False) -> dict[str, Any]:
+        """A batch ``[B, ...]`` (or ``[utd, B, ...]``) of transitions, every minibatch holding the mix.
+
+        Returns nested numpy arrays: ``obs``/``next_obs`` (``state``, ``pixels/<cam>`` uint8), ``action``,
+        ``reward``, ``terminated``, ``truncated``, ``intervened``, ``source``, ``policy_version``,
+        ``episode_id``, ``step``. With ``reuse_output`` the arrays live in buffers reused by the next call of
+        the same shape (no page faults on large pixel batches; copy them if you keep them).
+        """
+        mix = mix if mix is not None else self.cfg.mix
+        u = utd or 1
+        counts = self._counts(batch_size, mix)
+        # Rows laid out partition-major inside each minibatch: [u, B] with partition p in columns [a_p, b_p).
+        rows_by_partition = {p: self.partitions[p].sample_rows(u * n, self.rng).reshape(u, n)
+                             for p, n in counts.items() if n > 0}
+        out = self._output_buffers(u, batch_size) if reuse_output else None
+        if out is None:
+            parts = [self.partitions[p].gather(r.reshape(-1)) for p, r in rows_by_partition.items()]
+            flat = {k: np.concatenate([x[k].reshape(u, -1, *x[k].shape[1:]) for x in parts], axis=1)
+                    for k in parts[0]}
+        else:
+            # Gather each partition's [u, n] block into a contiguous scratch, then one strided copy per key.
+            col = 0
+            for p, r in rows_by_partition.items():
+                n = r.shape[1]
+                if len(rows_by_partition) == 1:
+                    self.partitions[p].gather(r.reshape(-1), {k: v.reshape(u * n, *v.shape[2:])
+                                                              for k, v in out.items()})
+                else:
+                    block = self.partitions[p].gather(r.reshape(-1))
+                    for k, v in block.items():
+                        out[k][:, col:col + n] = v.reshape(u, n, *v.shape[1:])
+                col += n
+            flat = out
+        if utd is None:
+            flat = {k: v[0] for k, v in flat.items()}
+        return nest(flat)
+
+    def _output_buffers(self, u: int, batch_size: int) -> dict[str, np.ndarray]:
+        key = (u, batch_size)
+        if key not in self._out:
+            probe = self.partitions["online"].gather(np.zeros(1, np.int64))
+            self._out[key] = {k: np.empty((u, batch_size, *v.shape[1:]), v.dtype) for k, v in probe.items()}
+        return self._out[key]
+
+    def add_dataset(self, path: str, partition: str = "demos") -> int:
+        """Appends every transition of a store on disk (e.g. a demo dataset) to ``partition``; returns count."""
+        from robot_rl.replay.store import load_transitions
+
+        _, _, arrays = load_transitions(path, expected_spec=self.spec, expected_action_dim=self.action_dim)
+        before = self.partitions[partition].num_transitions
+        self.partitions[partition].append_rows(arrays)
+        return self.partitions[partition].num_transitions - before
+
+    # ------------------------------------------------------------ persistence
+    def save(self, path: str) -> None:
+        """Writes every partition to a zarr store at ``path`` atomically (see robot_rl.replay.store)."""
+        from robot_rl.replay.store import save_buffer
+
+        save_buffer(self, path)
+
+    @classmethod
+    def load(cls, path: str, cfg: ReplayConfig | None = None) -> "ReplayBuffer":
+        """Reads a store written by :meth:`save`; raises ReplayStoreError on missing/truncated/mismatched data."""
+        from robot_rl.replay.store import load_buffer
+
+        return load_buffer(path, cfg)
+
+    def state(self) -> dict[str, Any]:
+        """Sampler RNG state (for exact resume)."""
+        return {"rng": self.rng.bit_generator.state}
+
+    def load_state(self, state: Mapping[str, Any]) -> None:
+        self.rng.bit_generator.state = state["rng"]

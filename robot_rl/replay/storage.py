@@ -1,0 +1,190 @@
+"""Preallocated ring storage for one replay partition, with every frame stored once.
+
+Layout: one *row* per observation. A transition lives in the row of its observation and points at the row of
+its next observation (``next_row``). Consecutive transitions of an episode share rows (next obs of step t is the
+obs of step t+1), so an episode of T steps takes T + 1 rows: memory per transition is (T + 1) / T frames per
+camera. Rows that only hold an episode's final observation have ``valid = False`` and are never sampled as a
+transition start.
+
+Several concurrent episode streams (e.g. the N sims of a batched env) are kept apart by a ``stream`` id.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+
+from robot_rl.spaces import ObsSpec
+
+SOURCES = ("online", "demo", "intervention")
+SOURCE_CODE = {name: i for i, name in enumerate(SOURCES)}
+
+# Per-row metadata arrays: name -> (dtype, per-row shape is scalar).
+META_FIELDS: dict[str, np.dtype] = {
+    "reward": np.dtype(np.float32),
+    "terminated": np.dtype(bool),
+    "truncated": np.dtype(bool),
+    "intervened": np.dtype(bool),
+    "source": np.dtype(np.uint8),
+    "policy_version": np.dtype(np.int64),
+    "episode_id": np.dtype(np.int64),
+    "step": np.dtype(np.int64),
+    "next_row": np.dtype(np.int64),
+    "valid": np.dtype(bool),
+}
+
+
+def array_specs(spec: ObsSpec, action_dim: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Every stored array: name -> (per-row shape, dtype). Camera arrays are named ``pixels/<camera>``."""
+    out: dict[str, tuple[tuple[int, ...], np.dtype]] = {
+        "state": ((spec.state_dim,), np.dtype(np.float32)),
+        "action": ((action_dim,), np.dtype(np.float32)),
+    }
+    for cam, shape in sorted(spec.cameras.items()):
+        out[f"pixels/{cam}"] = (tuple(shape), np.dtype(np.uint8))
+    out.update({name: ((), dtype) for name, dtype in META_FIELDS.items()})
+    return out
+
+
+class RingStorage:
+    """Fixed-capacity ring of observation rows (see module docstring). Oldest rows are overwritten first."""
+
+    def __init__(self, spec: ObsSpec, action_dim: int, capacity: int) -> None:
+        if capacity < 2:
+            raise ValueError(f"replay capacity must be >= 2, got {capacity}")
+        self.spec, self.action_dim, self.capacity = spec, action_dim, int(capacity)
+        self.arrays: dict[str, np.ndarray] = {
+            name: np.zeros((self.capacity, *shape), dtype) for name, (shape, dtype) in
+            array_specs(spec, action_dim).items()}
+        self.arrays["next_row"].fill(-1)
+        self.cursor = 0  # next row to write
+        self.size = 0  # rows in use
+        self.num_transitions = 0  # valid rows currently stored
+        self.total_added = 0  # transitions ever added (monotonic)
+        self._pending: dict[int, int] = {}  # stream -> row holding that stream's latest next-obs
+
+    # ----------------------------------------------------------------- writing
+    def _write_obs(self, obs: Mapping[str, Any]) -> int:
+        row = self.cursor
+        if self.arrays["valid"][row] and self.size == self.capacity:
+            self.num_transitions -= 1
+        for stream, pending_row in list(self._pending.items()):
+            if pending_row == row:  # the ring caught up with a stream's open episode
+                del self._pending[stream]
+        self.arrays["valid"][row] = False
+        self.arrays["next_row"][row] = -1
+        self.arrays["state"][row] = obs["state"]
+        for cam in self.spec.cameras:
+            self.arrays[f"pixels/{cam}"][row] = obs["pixels"][cam]
+        self.cursor = (row + 1) % self.capacity
+        self.size = min(self.size + 1, self.capacity)
+        return row
+
+    def add(self, obs: Mapping[str, Any], action: np.ndarray, reward: float, terminated: bool, truncated: bool,
+            next_obs: Mapping[str, Any], *, intervened: bool = False, source: str = "online",
+            policy_version: int = 0, episode_id: int = 0, step: int = 0, stream: int = 0) -> int:
+        """Stores one transition; returns its row. ``obs`` is written only if it does not continue ``stream``."""
+        row = self._pending.pop(stream, None)
+        if row is None or not np.array_equal(self.arrays["state"][row], obs["state"]):
+            row = self._write_obs(obs)
+        next_row = self._write_obs(next_obs)
+        a = self.arrays
+        a["action"][row] = action
+        a["reward"][row] = reward
+        a["terminated"][row] = terminated
+        a["truncated"][row] = truncated
+        a["intervened"][row] = intervened
+        a["source"][row] = SOURCE_CODE[source]
+        a["policy_version"][row] = policy_version
+        a["episode_id"][row] = episode_id
+        a["step"][row] = step
+        a["next_row"][row] = next_row
+        a["valid"][row] = True
+        self.num_transitions += 1
+        self.total_added += 1
+        if not (terminated or truncated):
+            self._pending[stream] = next_row
+        return row
+
+    # ---------------------------------------------------------------- reading
+    def sample_rows(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """``n`` uniformly random transition rows (vectorised rejection of final-obs-only rows)."""
+        if self.num_transitions == 0:
+            raise ValueError("cannot sample from an empty replay partition")
+        rows = rng.integers(0, self.size, n)
+        bad = ~self.arrays["valid"][rows]
+        while bad.any():  # final-obs rows are ~1/T of the ring, so this converges in a few rounds
+            rows[bad] = rng.integers(0, self.size, int(bad.sum()))
+            bad[bad] = ~self.arrays["valid"][rows[bad]]
+        return rows
+
+    def gather(self, rows: np.ndarray, out: dict[str, np.ndarray] | None = None,
+               offset: int = 0) -> dict[str, np.ndarray]:
+        """Transitions at ``rows`` as flat arrays. With ``out`` (flat preallocated arrays), writes into
+        ``out[name][offset:offset + len(rows)]`` instead of allocating."""
+        nxt = self.arrays["next_row"][rows]
+        result = out if out is not None else {}
+        sel = slice(offset, offset + len(rows))
+
+        def put(key: str, src: np.ndarray, index: np.ndarray) -> None:
+            if out is None:
+                result[key] = src[index]
+            else:
+                np.take(src, index, axis=0, out=out[key][sel])
+
+        put("obs/state", self.arrays["state"], rows)
+        put("next_obs/state", self.arrays["state"], nxt)
+        for cam in self.spec.cameras:
+            put(f"obs/pixels/{cam}", self.arrays[f"pixels/{cam}"], rows)
+            put(f"next_obs/pixels/{cam}", self.arrays[f"pixels/{cam}"], nxt)
+        for name in ("action", *META_FIELDS):
+            if name not in ("next_row", "valid"):
+                put(name, self.arrays[name], rows)
+        return result
+
+    def append_rows(self, arrays: Mapping[str, np.ndarray]) -> None:
+        """Bulk-appends rows read from a store (e.g. a demo dataset); ``next_row`` is relative to ``arrays``."""
+        n = len(arrays["valid"])
+        if n > self.capacity - self.size:
+            raise ValueError(f"{n} rows do not fit: partition capacity {self.capacity}, {self.size} rows in use; "
+                             "raise the partition's capacity")
+        start = self.cursor
+        for name, dst in self.arrays.items():
+            dst[start:start + n] = arrays[name]
+        nxt = self.arrays["next_row"][start:start + n]
+        nxt[nxt >= 0] += start
+        added = int(np.count_nonzero(arrays["valid"]))
+        self.cursor = (start + n) % self.capacity
+        self.size += n
+        self.num_transitions += added
+        self.total_added += added
+
+    # ------------------------------------------------------------ persistence
+    def counters(self) -> dict[str, int]:
+        return {"cursor": self.cursor, "size": self.size, "num_transitions": self.num_transitions,
+                "total_added": self.total_added, "capacity": self.capacity}
+
+    def restore(self, arrays: Mapping[str, np.ndarray], counters: Mapping[str, int]) -> None:
+        """Fills the ring from saved rows (``arrays[name][:size]``), re-packing if the capacity differs."""
+        size, cursor = int(counters["size"]), int(counters["cursor"])
+        if size > self.capacity:
+            raise ValueError(f"saved partition has {size} rows but the replay capacity is {self.capacity}; "
+                             "raise replay capacity")
+        wrapped = size == int(counters["capacity"]) and cursor != 0
+        if wrapped and size < self.capacity:  # into a larger ring: oldest row first
+            order = (np.arange(size) + cursor) % size
+            self.cursor = size
+        else:  # same layout: copy as is, bit for bit
+            order = np.arange(size)
+            self.cursor = cursor if wrapped else size % self.capacity
+        new_index = np.empty(size, np.int64)
+        new_index[order] = np.arange(size)
+        for name, dst in self.arrays.items():
+            dst[:size] = arrays[name][order]
+        nxt = self.arrays["next_row"][:size]
+        nxt[nxt >= 0] = new_index[nxt[nxt >= 0]]
+        self.size = size
+        self.num_transitions = int(self.arrays["valid"][:size].sum())
+        self.total_added = int(counters.get("total_added", self.num_transitions))
+        self._pending.clear()
