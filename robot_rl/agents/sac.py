@@ -200,6 +200,7 @@ class SACAgent:
             "log_alpha": self.log_alpha.detach().clone(),
             "optimizer": self.optimizer.state_dict(),
             "generator": self.generator.get_state(),
+            "torch_rng": torch.get_rng_state(),  # the policy's sampling noise uses the global generator
             "update_step": self.update_step,
             "critic_step": self.critic_step,
         }
@@ -213,5 +214,7 @@ class SACAgent:
             self.log_alpha.copy_(state["log_alpha"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
+        if "torch_rng" in state:
+            torch.set_rng_state(state["torch_rng"])
         self.update_step = int(state["update_step"])
         self.critic_step = int(state["critic_step"])

@@ -1,0 +1,99 @@
+"""The ``robot-rl`` command.
+
+    robot-rl train [CONFIG] [--resume RUN_DIR] [--field.sub value ...]
+    robot-rl eval RUN_DIR [--episodes N]
+
+CONFIG is a YAML file or the name of a bundled task config (robot_rl/configs/<name>.yaml); every field of
+TrainConfig can be overridden with a flag, e.g. ``--agent.utd 10 --total-env-steps 20000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+CONFIG_DIR = Path(__file__).parent / "configs"
+
+
+def resolve_config(name: str) -> Path:
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml"):
+        return path
+    bundled = CONFIG_DIR / f"{name}.yaml"
+    if not bundled.is_file():
+        known = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
+        raise SystemExit(f"unknown task config {name!r}: not a .yaml file and not bundled (bundled: {known})")
+    return bundled
+
+
+def cmd_train(argv: list[str]) -> int:
+    from robot_rl.config import ConfigError, load_yaml, parse
+    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.runtime.trainer import Trainer
+
+    resume = None
+    if "--resume" in argv:
+        i = argv.index("--resume")
+        if i + 1 >= len(argv):
+            raise SystemExit("--resume needs a run folder")
+        resume = argv[i + 1]
+        argv = argv[:i] + argv[i + 2:]
+    config_path = None
+    if argv and not argv[0].startswith("-"):
+        config_path, argv = resolve_config(argv[0]), argv[1:]
+    elif resume is not None:
+        config_path = Path(resume) / "config.yaml"
+    elif not any(a in ("-h", "--help") for a in argv):
+        config_path = resolve_config("pendulum")
+    try:
+        if config_path is not None:
+            load_yaml(TrainConfig, config_path)  # fail early with a clean message naming the field
+        cfg = parse(TrainConfig, config_path, argv, prog="robot-rl train")
+        trainer = Trainer(cfg, resume_dir=resume)
+    except (ConfigError, ValueError, FileExistsError, FileNotFoundError) as exc:
+        print(f"robot-rl train: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"run folder: {trainer.run_dir}")
+    result = trainer.run()
+    print("final evaluation: " + json.dumps({k: round(v, 3) for k, v in result.items()}))
+    print(f"policy: {trainer.run_dir / 'checkpoints'}  curve: {trainer.run_dir / 'learning_curve.png'}")
+    return 0
+
+
+def cmd_eval(argv: list[str]) -> int:
+    from robot_rl.agents.sac import SACAgent
+    from robot_rl.config import load_yaml
+    from robot_rl.envs.make import make_env
+    from robot_rl.runtime.checkpoint import latest_checkpoint
+    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.runtime.evaluation import evaluate
+    from robot_rl.spaces import ObsSpec, action_dim_of
+
+    parser = argparse.ArgumentParser(prog="robot-rl eval")
+    parser.add_argument("run_dir")
+    parser.add_argument("--episodes", type=int, default=10)
+    args = parser.parse_args(argv)
+    cfg = load_yaml(TrainConfig, Path(args.run_dir) / "config.yaml")
+    env = make_env(cfg.env)
+    agent = SACAgent(ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space), cfg.agent)
+    agent.load_policy(latest_checkpoint(args.run_dir) / "policy.safetensors")
+    result = evaluate(agent, env, args.episodes)
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+COMMANDS = {"train": cmd_train, "eval": cmd_eval}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
+        print(__doc__)
+        return 0 if not argv or argv[0] in ("-h", "--help") else 2
+    return COMMANDS[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Runtime: the training loop, evaluation, checkpoints and run-folder logging."""

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs robot_rl on a fresh Debian/Ubuntu machine: system libraries (apt), a virtual environment at .venv/
+# and the project with its dev tools. Idempotent: a second run only re-installs when pyproject.toml changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# System libraries: MuJoCo offscreen rendering (EGL/OSMesa), RealSense (libusb), HID devices (hidapi).
+APT_PACKAGES=(libegl1 libgl1 libosmesa6 libusb-1.0-0 libhidapi-hidraw0 libhidapi-libusb0)
+missing=()
+for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "[setup] apt-get install ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+PYTHON="${PYTHON:-python3}"
+"$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11), "robot_rl needs Python >= 3.11"'
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+stamp=.venv/.robot_rl-installed
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "[setup] installing robot_rl into .venv (torch 2.13.0 CPU unless a torch build is already installed)"
+  .venv/bin/python -m pip install -q --upgrade pip
+  # A GPU user installs the CUDA build of torch 2.13.0 into .venv first; this pin then keeps it.
+  .venv/bin/python -c 'import torch' 2>/dev/null || .venv/bin/python -m pip install -q "torch==2.13.0"
+  .venv/bin/python -m pip install -q -e ".[dev]"
+  echo "$want" > "$stamp"
+fi
+echo "[setup] ready: .venv/bin/robot-rl"
