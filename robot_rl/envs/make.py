@@ -25,6 +25,8 @@ class EnvConfig:
 
 def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
     """``gymnasium.make`` + action rescaled to [-1, 1] + Box observations wrapped as ``{"state": ...}``."""
+    if cfg.id.startswith("robot_rl/"):
+        import robot_rl_sim  # noqa: F401  (registers the sim tasks)
     try:
         env = gym.make(cfg.id, max_episode_steps=cfg.max_episode_steps, render_mode=render_mode, **cfg.kwargs)
     except gym.error.Error as exc:

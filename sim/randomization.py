@@ -1,0 +1,88 @@
+"""Domain randomisation for sim-to-real: physics, camera, lighting, action latency, observation noise.
+
+Everything is off by default. Ranges are multiplicative scales around the model's nominal values (sampled
+uniformly per reset), so randomisation never drifts: each reset starts again from the nominal model.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+import mujoco
+import numpy as np
+
+
+@dataclass
+class RandomizationConfig:
+    """Per-reset randomisation of a MuJoCo task. (1.0, 1.0) / 0 = off."""
+
+    friction_scale: tuple[float, float] = (1.0, 1.0)
+    """Uniform range of the factor applied to every geom's sliding friction."""
+    mass_scale: tuple[float, float] = (1.0, 1.0)
+    """Uniform range of the factor applied to every body's mass (and inertia)."""
+    damping_scale: tuple[float, float] = (1.0, 1.0)
+    """Uniform range of the factor applied to every joint's damping."""
+    camera_pos_noise: float = 0.0
+    """Camera position offset per axis, uniform in [-x, x] metres."""
+    light_noise: float = 0.0
+    """Light diffuse intensity offset, uniform in [-x, x] (per light, all channels)."""
+    action_latency_steps: int = 0
+    """Delay line: the env applies the action given this many control steps ago."""
+    obs_noise_std: float = 0.0
+    """Std of Gaussian noise added to the state observation."""
+
+    def validate(self) -> None:
+        for name in ("friction_scale", "mass_scale", "damping_scale"):
+            lo, hi = getattr(self, name)
+            if not 0 < lo <= hi:
+                raise ValueError(f"randomization.{name} must satisfy 0 < low <= high, got {(lo, hi)}")
+        for name in ("camera_pos_noise", "light_noise", "obs_noise_std"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"randomization.{name} must be >= 0")
+        if self.action_latency_steps < 0:
+            raise ValueError("randomization.action_latency_steps must be >= 0")
+
+
+class DomainRandomizer:
+    """Holds a model's nominal values and re-samples the randomised ones on every :meth:`reset`."""
+
+    def __init__(self, model: mujoco.MjModel, cfg: RandomizationConfig) -> None:
+        cfg.validate()
+        self.cfg = cfg
+        self.nominal = {
+            "geom_friction": model.geom_friction.copy(),
+            "body_mass": model.body_mass.copy(),
+            "body_inertia": model.body_inertia.copy(),
+            "dof_damping": model.dof_damping.copy(),
+            "cam_pos": model.cam_pos.copy(),
+            "light_diffuse": model.light_diffuse.copy(),
+        }
+        self._actions: deque[np.ndarray] = deque()
+
+    def reset(self, model: mujoco.MjModel, rng: np.random.Generator) -> None:
+        cfg, nom = self.cfg, self.nominal
+        model.geom_friction[:] = nom["geom_friction"]
+        model.geom_friction[:, 0] *= rng.uniform(*cfg.friction_scale)
+        mass = rng.uniform(*cfg.mass_scale)
+        model.body_mass[:] = nom["body_mass"] * mass
+        model.body_inertia[:] = nom["body_inertia"] * mass
+        model.dof_damping[:] = nom["dof_damping"] * rng.uniform(*cfg.damping_scale)
+        model.cam_pos[:] = nom["cam_pos"] + rng.uniform(-1, 1, nom["cam_pos"].shape) * cfg.camera_pos_noise
+        offsets = rng.uniform(-1, 1, (len(nom["light_diffuse"]), 1)) * cfg.light_noise
+        model.light_diffuse[:] = np.clip(nom["light_diffuse"] + offsets, 0.0, 1.0)
+        self._actions.clear()
+
+    def delay(self, action: np.ndarray) -> np.ndarray:
+        """Returns the action to apply now (zeros until the delay line is full)."""
+        if self.cfg.action_latency_steps == 0:
+            return action
+        self._actions.append(action)
+        if len(self._actions) > self.cfg.action_latency_steps:
+            return self._actions.popleft()
+        return np.zeros_like(action)
+
+    def noisy_state(self, state: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        if self.cfg.obs_noise_std == 0:
+            return state
+        return (state + rng.normal(0, self.cfg.obs_noise_std, state.shape)).astype(state.dtype)
