@@ -19,7 +19,7 @@ class ObsSpec:
     cameras: dict[str, tuple[int, int, int]] = field(default_factory=dict)
 
     @classmethod
-    def from_space(cls, space: gym.Space) -> "ObsSpec":
+    def from_space(cls, space: gym.Space) -> ObsSpec:
         if not isinstance(space, gym.spaces.Dict) or "state" not in space.spaces:
             raise TypeError(f"observation space must be a Dict with a 'state' Box (got {space}); "
                             "wrap plain Box envs with robot_rl.envs.StateDictObservation")

@@ -8,9 +8,10 @@ disjoint parameters, so summing them and stepping one optimizer is exact).
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import torch

@@ -6,8 +6,9 @@ Interventions are stored twice by design (HIL-SERL): in ``interventions`` (part 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -172,7 +173,7 @@ class ReplayBuffer:
         save_buffer(self, path)
 
     @classmethod
-    def load(cls, path: str, cfg: ReplayConfig | None = None) -> "ReplayBuffer":
+    def load(cls, path: str, cfg: ReplayConfig | None = None) -> ReplayBuffer:
         """Reads a store written by :meth:`save`; raises ReplayStoreError on missing/truncated/mismatched data."""
         from robot_rl.replay.store import load_buffer
 

@@ -11,7 +11,8 @@ Several concurrent episode streams (e.g. the N sims of a batched env) are kept a
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 

@@ -131,6 +131,6 @@ class Trainer:
         save_checkpoint(self.run_dir, self.agent, self.replay, counters)
 
     def _progress(self) -> Progress:
-        return Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                        TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
-                        disable=not self.cfg.progress)
+        return Progress(TextColumn("[bold]{task.description}"), BarColumn(),
+                        TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), TimeRemainingColumn(),
+                        TextColumn("{task.fields[info]}"), disable=not self.cfg.progress)

@@ -1,0 +1,109 @@
+"""The training loop end to end on a real gymnasium env: learning, run folder, checkpoints, resume, CLI."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from robot_rl.config import ConfigError, load_yaml, parse
+from robot_rl.runtime.checkpoint import latest_checkpoint
+from robot_rl.runtime.config import TrainConfig
+from robot_rl.runtime.trainer import Trainer
+from robot_rl.utils.state_io import load_state
+
+
+def small_config(tmp_path, **overrides) -> TrainConfig:
+    cfg = TrainConfig(name="t", runs_dir=str(tmp_path), total_env_steps=400, random_steps=100, learning_starts=100,
+                      eval_every=0, eval_episodes=1, checkpoint_every=200, log_every=50, progress=False)
+    cfg.agent.num_critics, cfg.agent.utd, cfg.agent.batch_size = 3, 2, 32
+    cfg.agent.hidden_dims = (32, 32)
+    for key, value in overrides.items():
+        setattr(cfg, key, value)
+    return cfg
+
+
+@pytest.mark.slow
+def test_pendulum_learns_beyond_random(tmp_path):
+    """Pendulum-v1: random policy scores about -1200; SAC gets above -400 within 3000 steps."""
+    cfg = TrainConfig(name="learn", runs_dir=str(tmp_path), total_env_steps=3000, random_steps=300,
+                      learning_starts=300, eval_every=0, eval_episodes=5, checkpoint_every=0, progress=False)
+    cfg.agent.num_critics, cfg.agent.utd = 3, 2
+    result = Trainer(cfg).run()
+    assert result["return_mean"] > -400, result
+    run = tmp_path / "learn"
+    for name in ("config.yaml", "metrics.jsonl", "learning_curve.png", "final_eval.json"):
+        assert (run / name).is_file(), name
+    assert list((run / "tb").iterdir()), "no TensorBoard events"
+
+
+def test_run_folder_checkpoint_and_resume_restore_everything(tmp_path):
+    trainer = Trainer(small_config(tmp_path))
+    trainer.run()
+    run = tmp_path / "t"
+    ckpt = latest_checkpoint(run)
+    assert ckpt.name == f"{400:010d}"
+    counters = json.loads((ckpt / "counters.json").read_text())
+    assert counters["env_steps"] == 400 and counters["updates"] == 301
+    saved_actor = {k: v.clone() for k, v in trainer.agent.actor.state_dict().items()}
+    saved_sizes = trainer.replay.sizes()
+
+    cfg = small_config(tmp_path, total_env_steps=400)
+    resumed = Trainer(cfg, resume_dir=run)
+    assert resumed.counters["env_steps"] == 400 and resumed.counters["updates"] == 301
+    assert resumed.replay.sizes() == saved_sizes
+    for k, v in resumed.agent.actor.state_dict().items():
+        assert torch.equal(v, saved_actor[k]), k
+    state = load_state(ckpt / "agent.safetensors")
+    assert state["update_step"] == 301
+    # Continue training: counters move on from the checkpoint, not from zero.
+    resumed.cfg.total_env_steps = 500
+    resumed.run()
+    assert json.loads((latest_checkpoint(run) / "counters.json").read_text())["env_steps"] == 500
+
+
+def test_new_run_refuses_to_overwrite_existing_run(tmp_path):
+    Trainer(small_config(tmp_path, total_env_steps=150, checkpoint_every=0)).run()
+    with pytest.raises(FileExistsError, match="--resume"):
+        Trainer(small_config(tmp_path))
+
+
+def test_yaml_then_cli_precedence_and_field_errors(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("total_env_steps: 123\nagent:\n  utd: 7\n  hidden_dims: [64, 64]\n")
+    cfg = parse(TrainConfig, path, ["--agent.utd", "3"])
+    assert cfg.total_env_steps == 123 and cfg.agent.utd == 3 and cfg.agent.hidden_dims == (64, 64)
+    path.write_text("agent:\n  num_critics: ten\n")
+    with pytest.raises(ConfigError, match="agent.num_critics: expected int"):
+        load_yaml(TrainConfig, path)
+    path.write_text("agent:\n  num_critic: 10\n")
+    with pytest.raises(ConfigError, match="agent.num_critic"):
+        load_yaml(TrainConfig, path)
+
+
+def test_cli_reports_bad_values_naming_the_field(tmp_path):
+    exe = [sys.executable, "-m", "robot_rl.cli", "train", "pendulum", "--runs-dir", str(tmp_path)]
+    proc = subprocess.run([*exe, "--agent.num-min-critics", "20"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "num_min_critics" in proc.stderr
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("replay:\n  mix: {online: 0.5, prior2: 0.5}\n")
+    proc = subprocess.run([sys.executable, "-m", "robot_rl.cli", "train", str(bad)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "prior2" in proc.stderr
+
+
+def test_cli_train_and_eval_end_to_end(tmp_path):
+    run = [sys.executable, "-m", "robot_rl.cli", "train", "pendulum", "--runs-dir", str(tmp_path), "--name", "cli",
+           "--total-env-steps", "300", "--random-steps", "100", "--learning-starts", "100", "--agent.utd", "1",
+           "--agent.num-critics", "2", "--eval-episodes", "1", "--no-progress"]
+    proc = subprocess.run(run, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "final evaluation" in proc.stdout
+    proc = subprocess.run([sys.executable, "-m", "robot_rl.cli", "eval", str(tmp_path / "cli"), "--episodes", "2"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert np.isfinite(json.loads(proc.stdout)["return_mean"])
