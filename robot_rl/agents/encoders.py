@@ -110,10 +110,15 @@ class ObservationEncoder(nn.Module):
             sub = {k.split(".", 1)[1]: v for k, v in tensors.items() if k.split(".", 1)[0] == source}
             if not sub:
                 raise KeyError(f"{path} has no weights for camera {cam!r} (nor shared '*' weights)")
-            missing, unexpected = self.convs[cam].load_state_dict(sub, strict=False)
-            if missing or unexpected:
-                raise ValueError(f"{path}: camera {cam!r} weights do not fit the encoder "
-                                 f"(missing {missing}, unexpected {unexpected}); check encoder.conv_* fields")
+            own = self.convs[cam].state_dict()
+            mismatched = sorted(k for k in set(own) | set(sub)
+                                if k not in own or k not in sub or own[k].shape != sub[k].shape)
+            if mismatched:
+                detail = ", ".join(f"{k}: expected {tuple(own[k].shape) if k in own else 'absent'}, found "
+                                   f"{tuple(sub[k].shape) if k in sub else 'absent'}" for k in mismatched[:4])
+                raise ValueError(f"{path}: camera {cam!r} weights do not fit the encoder ({detail}); "
+                                 "check the encoder.conv_* and encoder.latent_dim fields")
+            self.convs[cam].load_state_dict(sub)
             if freeze:
                 self.convs[cam].requires_grad_(False)
 

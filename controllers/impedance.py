@@ -1,0 +1,191 @@
+"""Cartesian impedance / operational-space control (OSC) for torque-controlled arms.
+
+Two layers, with nothing env-specific in either:
+
+* :func:`osc_torques` — the pure numpy control law. Every array input may carry the same optional leading batch
+  dims ``[...]`` (e.g. ``[N]`` robots in a batched env): one call evaluates them all.
+* :class:`MujocoArmState` — reads the inputs of the law (J, M, q, qd, bias, EE pose and twist) from a MuJoCo
+  ``(model, data)`` into preallocated buffers; :meth:`MujocoArmState.torques` runs the law on them. The same
+  class serves a ROS 2 controller node that uses MuJoCo as its kinematics/dynamics library.
+
+Control law (n arm joints, 6-D task space, world-frame errors)::
+
+    Lambda = (J M^-1 J^T + eps I)^-1                         task-space inertia (damped inverse)
+    F      = Lambda [Kp e - Kd v]                            e = [pos_err (clipped), rot_err (clipped)], v = twist
+    Jbar   = M^-1 J^T Lambda                                 dynamically consistent generalised inverse
+    tau0   = M [k_null (q0 - q) - d_null qd]                 posture task, as a joint acceleration times M
+    tau    = J^T F + (I - J^T Jbar^T) tau0 + bias            bias = Coriolis + gravity (MuJoCo qfrc_bias)
+    tau    = clip(tau, -tau_max, tau_max)
+
+``Kd = 2 zeta sqrt(Kp)``: each task-space axis behaves like a unit-mass spring-damper (the Lambda factor cancels
+the arm's inertia), so stiffnesses here are in 1/s^2 (natural frequency ``sqrt(Kp)`` rad/s), independent of the
+arm's mass. Measured tracking (tests/controllers/test_impedance.py, the 7-DoF arm of robot_rl_sim.arm_model with
+the default gains): after settling, the EE is within 5 mm (typically < 1 mm) of a static Cartesian target
+anywhere in the workspace, and within 0.05 rad in orientation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import mujoco
+import numpy as np
+
+PANDA_TORQUE_LIMITS = (87.0, 87.0, 87.0, 87.0, 12.0, 12.0, 12.0)
+"""Franka Panda joint torque limits in N m (joints 1-7)."""
+
+
+@dataclass
+class ImpedanceGains:
+    """Gains and limits of :func:`osc_torques`. Scalars apply to every axis / joint; arrays broadcast."""
+
+    kp_pos: float = 400.0
+    """Translational stiffness in 1/s^2 (unit-mass: force = Lambda * kp * error); natural frequency sqrt(kp)."""
+    kp_rot: float = 300.0
+    """Rotational stiffness in 1/s^2 (unit-inertia, on the axis-angle orientation error)."""
+    damping_ratio: float = 1.0
+    """zeta of the task-space spring-damper: Kd = 2 zeta sqrt(Kp) (1 = critically damped)."""
+    kp_null: float = 20.0
+    """Nullspace posture stiffness in 1/s^2 (pulls the redundant DoF towards q0 without disturbing the EE)."""
+    damping_ratio_null: float = 1.0
+    """zeta of the nullspace posture task."""
+    torque_limits: tuple[float, ...] | float = field(default=PANDA_TORQUE_LIMITS)
+    """|tau| bound per joint in N m, applied to the final torque (bias compensation included)."""
+    max_pos_error: float = 0.05
+    """The position error's norm is clipped to this (m): bounds the spring force when the target runs away."""
+    max_rot_error: float = 0.5
+    """The orientation error's angle is clipped to this (rad)."""
+    lambda_damping: float = 1e-4
+    """eps added to J M^-1 J^T before inverting (regularises Lambda near singularities)."""
+
+    def validate(self) -> None:
+        for name in ("kp_pos", "kp_rot", "kp_null", "damping_ratio", "damping_ratio_null", "max_pos_error",
+                     "max_rot_error", "lambda_damping"):
+            if np.any(np.asarray(getattr(self, name)) < 0):
+                raise ValueError(f"ImpedanceGains.{name} must be >= 0")
+        if np.any(np.asarray(self.torque_limits) <= 0):
+            raise ValueError("ImpedanceGains.torque_limits must be > 0")
+
+
+ImpedanceConfig = ImpedanceGains  # alias: the name a ROS 2 node's parameter block uses
+
+
+def _clip_norm(x: np.ndarray, max_norm: float) -> np.ndarray:
+    norm = np.linalg.norm(x, axis=-1, keepdims=True)
+    return x * np.minimum(1.0, max_norm / np.maximum(norm, 1e-12))
+
+
+def osc_torques(J: np.ndarray, M: np.ndarray, qd: np.ndarray, q: np.ndarray, bias: np.ndarray,
+                pos_err: np.ndarray, rot_err: np.ndarray, twist: np.ndarray, q0: np.ndarray,
+                gains: ImpedanceGains, M_inv: np.ndarray | None = None) -> np.ndarray:
+    """Joint torques ``[..., n]`` of the OSC impedance law (see the module docstring).
+
+    Args:
+        J: EE Jacobian ``[..., 6, n]``, rows = (linear xyz, angular xyz), world frame.
+        M: joint-space mass matrix ``[..., n, n]``.
+        qd, q: joint velocities / positions ``[..., n]``.
+        bias: Coriolis + gravity generalised forces ``[..., n]`` (compensated: added to the output).
+        pos_err: target position - EE position ``[..., 3]`` (m, world frame).
+        rot_err: orientation error as axis * angle ``[..., 3]`` rotating the EE onto the target (world frame),
+            e.g. from :func:`orientation_error`.
+        twist: EE twist ``[..., 6]`` (linear, angular velocity), e.g. ``J @ qd``.
+        q0: nullspace posture ``[..., n]`` (or ``[n]``).
+        gains: :class:`ImpedanceGains`.
+        M_inv: ``M^-1`` if already known (skips one inversion).
+    """
+    if M_inv is None:
+        M_inv = np.linalg.inv(M)
+    Jt = np.swapaxes(J, -1, -2)
+    MinvJt = M_inv @ Jt                                                       # [..., n, 6]
+    lam_inv = J @ MinvJt
+    lam_inv += gains.lambda_damping * np.eye(6)
+    Lam = np.linalg.inv(lam_inv)                                              # [..., 6, 6]
+    e = np.concatenate([_clip_norm(pos_err, gains.max_pos_error), _clip_norm(rot_err, gains.max_rot_error)], -1)
+    kp = np.repeat(np.array([gains.kp_pos, gains.kp_rot], dtype=np.float64), 3)
+    kd = 2.0 * gains.damping_ratio * np.sqrt(kp)
+    acc = kp * e - kd * twist                                                 # [..., 6] desired task acceleration
+    F = (Lam @ acc[..., None])[..., 0]
+    tau = (Jt @ F[..., None])[..., 0] + bias
+    kd_null = 2.0 * gains.damping_ratio_null * np.sqrt(gains.kp_null)
+    tau0 = (M @ (gains.kp_null * (q0 - q) - kd_null * qd)[..., None])[..., 0]
+    # Nullspace projector N^T = I - J^T Jbar^T with Jbar = M^-1 J^T Lambda  =>  N^T tau0 = tau0 - J^T (Jbar^T tau0)
+    JbarT_tau0 = (Lam @ (np.swapaxes(MinvJt, -1, -2) @ tau0[..., None]))    # [..., 6, 1]
+    tau += tau0 - (Jt @ JbarT_tau0)[..., 0]
+    lim = np.asarray(gains.torque_limits, dtype=np.float64)
+    return np.clip(tau, -lim, lim)
+
+
+def orientation_error(quat_target: np.ndarray, quat_current: np.ndarray) -> np.ndarray:
+    """Axis-angle ``[..., 3]`` (world frame) of the rotation taking ``quat_current`` to ``quat_target``
+    (both ``[..., 4]``, MuJoCo's w-x-y-z order); the shorter way round, angle in [0, pi]."""
+    w1, v1 = quat_target[..., :1], quat_target[..., 1:]
+    w2, v2 = quat_current[..., :1], -quat_current[..., 1:]                   # conjugate of the current
+    w = w1 * w2 - np.sum(v1 * v2, -1, keepdims=True)
+    v = w1 * v2 + w2 * v1 + np.cross(v1, v2)
+    v = np.where(w < 0, -v, v)
+    w = np.abs(w)
+    s = np.linalg.norm(v, axis=-1, keepdims=True)
+    angle = 2.0 * np.arctan2(s, w)
+    return v * np.where(s > 1e-12, angle / np.maximum(s, 1e-12), 2.0)
+
+
+class MujocoArmState:
+    """Reads the OSC inputs of one arm from MuJoCo and evaluates :func:`osc_torques` on them.
+
+    ``site_id``: the EE site (tool centre point); ``dofs``: the arm's dof indices (contiguous, e.g. 0..6).
+    Call :meth:`update` after kinematics are current (``mj_step1`` or ``mj_forward``), then :meth:`torques`.
+    All buffers are preallocated: no MuJoCo name look-ups and few allocations per call.
+    """
+
+    def __init__(self, model: mujoco.MjModel, site_id: int, dofs: np.ndarray | range,
+                 gains: ImpedanceGains | None = None) -> None:
+        dofs = np.asarray(list(dofs), dtype=np.int64)
+        if dofs.size == 0 or np.any(np.diff(dofs) != 1):
+            raise ValueError("dofs must be contiguous dof indices")
+        self.model = model
+        self.site_id = int(site_id)
+        self.gains = gains or ImpedanceGains()
+        self.gains.validate()
+        self.sl = slice(int(dofs[0]), int(dofs[-1]) + 1)
+        n = dofs.size
+        self.qpos_sl = slice(int(model.jnt_qposadr[model.dof_jntid[dofs[0]]]),
+                             int(model.jnt_qposadr[model.dof_jntid[dofs[0]]]) + n)
+        self._jac = np.zeros((6, model.nv))
+        self._M_full = np.zeros((model.nv, model.nv))
+        self.J = np.zeros((6, n))
+        self.M = np.zeros((n, n))
+        self.q = np.zeros(n)
+        self.qd = np.zeros(n)
+        self.bias = np.zeros(n)
+        self.pos = np.zeros(3)
+        self.quat = np.zeros(4)
+        self.twist = np.zeros(6)
+        self._qerr = np.zeros(4)
+        self._qneg = np.zeros(4)
+        self._rot_err = np.zeros(3)
+
+    def update(self, data: mujoco.MjData) -> None:
+        """Reads J, M, q, qd, bias and the EE pose/twist for the current state of ``data``."""
+        m, sl = self.model, self.sl
+        mujoco.mj_jacSite(m, data, self._jac[:3], self._jac[3:], self.site_id)
+        mujoco.mj_fullM(m, self._M_full, data.qM)
+        self.J[:] = self._jac[:, sl]
+        self.M[:] = self._M_full[sl, sl]
+        self.q[:] = data.qpos[self.qpos_sl]
+        self.qd[:] = data.qvel[sl]
+        self.bias[:] = data.qfrc_bias[sl]
+        self.pos[:] = data.site_xpos[self.site_id]
+        mujoco.mju_mat2Quat(self.quat, data.site_xmat[self.site_id])
+        np.dot(self.J, self.qd, out=self.twist)
+
+    def rot_error(self, quat_target: np.ndarray) -> np.ndarray:
+        """World-frame axis-angle error from the current EE orientation to ``quat_target``."""
+        mujoco.mju_negQuat(self._qneg, self.quat)
+        mujoco.mju_mulQuat(self._qerr, quat_target, self._qneg)
+        mujoco.mju_quat2Vel(self._rot_err, self._qerr, 1.0)  # shorter way round, world frame
+        return self._rot_err
+
+    def torques(self, pos_target: np.ndarray, quat_target: np.ndarray, q0: np.ndarray) -> np.ndarray:
+        """Joint torques ``[n]`` that track ``(pos_target, quat_target)`` with posture ``q0`` in the nullspace."""
+        return osc_torques(self.J, self.M, self.qd, self.q, self.bias, pos_target - self.pos,
+                           self.rot_error(quat_target), self.twist, q0, self.gains)

@@ -1,0 +1,202 @@
+"""SAC/RLPD agent: ensemble maths, subset-min target, UTD bookkeeping, entropy tuning, pixels, state round trips."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from robot_rl.agents import EncoderConfig, SACAgent, SACConfig
+from robot_rl.agents.encoders import random_shift
+from robot_rl.agents.hl_gauss import HLGauss
+from robot_rl.agents.networks import EnsembleCritic
+from robot_rl.spaces import ObsSpec
+from robot_rl.utils.state_io import load_state, save_state
+
+D, A, B = 5, 2, 16
+
+
+def batch(utd: int | None = 1, spec: ObsSpec = ObsSpec(D), seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    lead = (utd, B) if utd else (B,)
+
+    def obs():
+        o = {"state": rng.standard_normal((*lead, spec.state_dim)).astype(np.float32)}
+        if spec.cameras:
+            o["pixels"] = {c: rng.integers(0, 256, (*lead, *s), dtype=np.uint8) for c, s in spec.cameras.items()}
+        return o
+    return {"obs": obs(), "next_obs": obs(), "action": rng.uniform(-1, 1, (*lead, A)).astype(np.float32),
+            "reward": rng.standard_normal(lead).astype(np.float32), "terminated": rng.random(lead) < 0.1}
+
+
+def small(**kw) -> SACConfig:
+    base = dict(hidden_dims=(32, 32), num_critics=4, num_min_critics=2, utd=1, batch_size=B)
+    return SACConfig(**{**base, **kw})
+
+
+@pytest.mark.parametrize("layer_norm", [True, False])
+def test_ensemble_matches_per_critic_reference(layer_norm):
+    torch.manual_seed(0)
+    critic = EnsembleCritic(3, 7, (16, 16), 1, layer_norm)
+    with torch.no_grad():  # non-trivial LayerNorm affine so the per-member parameters matter
+        for norm in critic.norms:
+            if layer_norm:
+                norm.weight.normal_()
+                norm.bias.normal_()
+    z, a = torch.randn(9, 5), torch.randn(9, 2)
+    out = critic(z, a)
+    assert out.shape == (3, 9, 1)
+    for e in range(3):
+        x = torch.cat([z, a], -1)
+        for lin, norm in zip(critic.linears, critic.norms):
+            x = x @ lin.weight[e] + lin.bias[e, 0]
+            if layer_norm:
+                x = F.layer_norm(x, x.shape[-1:]) * norm.weight[e, 0] + norm.bias[e, 0]
+            x = F.relu(x)
+        ref = x @ critic.head.weight[e] + critic.head.bias[e, 0]
+        torch.testing.assert_close(out[e], ref, atol=1e-5, rtol=1e-5)
+    members = torch.tensor([2, 0])
+    torch.testing.assert_close(critic(z, a, members=members), out[members], atol=1e-6, rtol=1e-6)
+
+
+def test_target_is_min_over_the_random_subset_not_all_critics():
+    agent = SACAgent(ObsSpec(D), A, small(num_critics=4, num_min_critics=2, backup_entropy=False, discount=0.5))
+    # Target critic member e outputs the constant 10*e + 1: head weights 0, bias = value.
+    with torch.no_grad():
+        agent.target_critic.head.weight.zero_()
+        agent.target_critic.head.bias.copy_(torch.tensor([1.0, 11.0, 21.0, 31.0]).view(4, 1, 1))
+    b = {k: v[0] if not isinstance(v, dict) else {kk: vv[0] for kk, vv in v.items()} for k, v in batch().items()}
+    from robot_rl.agents.sac import to_torch
+    tb = to_torch(b, agent.device)
+    captured = {}
+    original = agent.critic.forward
+
+    def spy(z, action, detach_params=False, members=None):
+        out = original(z, action, detach_params, members)
+        if not detach_params:
+            captured["q"] = out
+        return out
+    agent.critic.forward = spy
+    for members, expected in (([2, 3], 21.0), ([1, 3], 11.0)):  # min over the subset, never the global min 1.0
+        loss, _ = agent._compute_losses(tb, torch.tensor(0.0), torch.tensor(members), update_actor=False)
+        q = captured["q"].squeeze(-1)
+        target = tb["reward"] + 0.5 * (1 - tb["terminated"]) * expected
+        torch.testing.assert_close(loss, (q - target).pow(2).mean())
+
+
+def test_utd_update_does_utd_critic_steps_and_one_actor_step():
+    agent = SACAgent(ObsSpec(D), A, small(utd=5, tau=0.5))
+    target_before = [p.clone() for p in agent.target_critic.parameters()]
+    for call in range(1, 3):
+        agent.update(batch(utd=5, seed=call))
+        state = agent.optimizer.state
+        critic_steps = {int(state[p]["step"]) for p in agent.critic.parameters()}
+        actor_steps = {int(state[p]["step"]) for p in agent.actor.parameters()}
+        assert critic_steps == {5 * call} and actor_steps == {call}
+        assert int(state[agent.log_alpha]["step"]) == call
+    assert agent.critic_step == 10 and agent.update_step == 2
+    assert any(not torch.equal(a, b) for a, b in zip(target_before, agent.target_critic.parameters()))
+
+
+@pytest.mark.parametrize("target_entropy, direction", [(50.0, 1), (-50.0, -1)])
+def test_entropy_tuning_moves_alpha_toward_the_target(target_entropy, direction):
+    agent = SACAgent(ObsSpec(D), A, small(target_entropy=target_entropy, temperature_lr=1e-2))
+    before = agent.alpha
+    for i in range(20):
+        agent.update(batch(seed=i))
+    assert np.sign(agent.alpha - before) == direction
+
+
+def test_hl_gauss_projection_and_learning():
+    hl = HLGauss(-10, 10, 51)
+    y = torch.tensor([-7.3, 0.0, 4.2, 9.0])
+    probs = hl.target_probs(y)
+    torch.testing.assert_close(probs.sum(-1), torch.ones(4))
+    torch.testing.assert_close(hl.to_scalar(probs.log()), y, atol=0.05, rtol=0)
+    agent = SACAgent(ObsSpec(D), A, small(hl_gauss=True, hl_gauss_bins=21, hl_gauss_range=(-5.0, 5.0)))
+    b = batch()
+    first = agent.update(b)["critic_loss"]
+    for _ in range(30):
+        last = agent.update(b)["critic_loss"]
+    assert last < first
+
+
+PIX = ObsSpec(D, {"front": (24, 24, 3), "wrist": (24, 24, 3)})
+PIX_ENC = EncoderConfig(conv_channels=(8, 8), conv_strides=(2, 1), latent_dim=16, augment_pad=2)
+
+
+def test_pixel_agent_acts_and_updates_and_actor_grads_do_not_reach_encoder():
+    agent = SACAgent(PIX, A, small(encoder=PIX_ENC))
+    b = batch(None, PIX)
+    single = {"state": b["obs"]["state"][0], "pixels": {c: f[0] for c, f in b["obs"]["pixels"].items()}}
+    assert agent.act(single).shape == (A,)
+    assert agent.act(b["obs"], deterministic=True).shape == (B, A)
+    from robot_rl.agents.sac import to_torch
+    tb = to_torch(b, agent.device)
+
+    def losses(update_actor: bool) -> torch.Tensor:  # identical randomness for both calls
+        torch.manual_seed(0)
+        agent.generator.manual_seed(0)
+        return agent._compute_losses(tb, torch.tensor(0.1), torch.tensor([0, 1]), update_actor)[0]
+
+    agent.optimizer.zero_grad(set_to_none=True)
+    (losses(True) - losses(False)).backward()  # = actor loss + temperature loss, through the agent's own code
+    assert all(p.grad is None or not p.grad.any() for p in agent.encoder.parameters())
+    assert all(p.grad is None or not p.grad.any() for p in agent.critic.parameters())
+    assert any(p.grad is not None and p.grad.any() for p in agent.actor.parameters())
+    enc_before = [p.clone() for p in agent.encoder.parameters()]
+    agent.update(batch(1, PIX))
+    assert any(not torch.equal(a, b) for a, b in zip(enc_before, agent.encoder.parameters()))
+
+
+def test_random_shift_is_an_integer_translation_of_the_padded_image():
+    images = torch.rand(6, 3, 10, 10)
+    out = random_shift(images, pad=2, generator=torch.Generator().manual_seed(0))
+    assert out.shape == images.shape and out.dtype == images.dtype
+    padded = F.pad(images, (2, 2, 2, 2), mode="replicate")
+    for i in range(6):
+        crops = [padded[i, :, dy:dy + 10, dx:dx + 10] for dy in range(5) for dx in range(5)]
+        assert any(torch.equal(out[i], c) for c in crops)
+    assert not all(torch.equal(out[i], images[i]) for i in range(6))
+
+
+def test_policy_state_and_full_state_round_trips(tmp_path):
+    agent = SACAgent(PIX, A, small(encoder=PIX_ENC))
+    agent.update(batch(1, PIX))
+    fresh = SACAgent(PIX, A, small(encoder=PIX_ENC, seed=5))
+    obs = batch(None, PIX)["obs"]
+    fresh.load_policy_state(agent.policy_state())
+    np.testing.assert_array_equal(fresh.act(obs, True), agent.act(obs, True))
+
+    save_state(tmp_path / "agent.safetensors", agent.state_dict())
+    restored = SACAgent(PIX, A, small(encoder=PIX_ENC, seed=9))
+    restored.load_state_dict(load_state(tmp_path / "agent.safetensors"))
+    nxt = batch(1, PIX, seed=3)
+    torch.manual_seed(7)
+    m1 = agent.update(nxt)
+    torch.manual_seed(7)
+    m2 = restored.update(nxt)
+    assert m1 == m2
+    for a, b in zip(agent.critic.parameters(), restored.critic.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_frozen_pretrained_encoder(tmp_path):
+    donor = SACAgent(PIX, A, small(encoder=PIX_ENC))
+    donor.encoder.save_pretrained(tmp_path / "enc.safetensors")
+    enc = EncoderConfig(**{**PIX_ENC.__dict__, "pretrained_path": str(tmp_path / "enc.safetensors")})
+    agent = SACAgent(PIX, A, small(encoder=enc, seed=3))
+    for a, b in zip(donor.encoder.convs.parameters(), agent.encoder.convs.parameters()):
+        assert torch.equal(a, b)
+    frozen = [p.clone() for p in agent.encoder.convs.parameters()]
+    agent.update(batch(1, PIX))
+    assert all(torch.equal(a, b) for a, b in zip(frozen, agent.encoder.convs.parameters()))
+    wrong = EncoderConfig(**{**enc.__dict__, "conv_channels": (4, 4)})
+    with pytest.raises(ValueError, match="do not fit"):
+        SACAgent(PIX, A, small(encoder=wrong))
+
+
+def test_invalid_config_names_the_field():
+    with pytest.raises(ValueError, match="num_min_critics"):
+        SACAgent(ObsSpec(D), A, small(num_critics=2, num_min_critics=3))
