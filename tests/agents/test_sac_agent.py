@@ -15,9 +15,10 @@ from robot_rl.spaces import ObsSpec
 from robot_rl.utils.state_io import load_state, save_state
 
 D, A, B = 5, 2, 16
+STATE = ObsSpec(D)
 
 
-def batch(utd: int | None = 1, spec: ObsSpec = ObsSpec(D), seed: int = 0) -> dict:
+def batch(utd: int | None = 1, spec: ObsSpec = STATE, seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     lead = (utd, B) if utd else (B,)
 

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from robot_rl.replay import EpisodeWriter, ReplayBuffer, ReplayConfig, ReplayStoreError, load_buffer
+from robot_rl.replay import EpisodeWriter, ReplayBuffer, ReplayStoreError, load_buffer
 from robot_rl.spaces import ObsSpec
 from tests.replay.test_replay_buffer import SPEC, cfg, fill, obs
 
