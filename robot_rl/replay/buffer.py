@@ -132,11 +132,14 @@ class ReplayBuffer:
             flat = {k: np.concatenate([x[k].reshape(u, -1, *x[k].shape[1:]) for x in parts], axis=1)
                     for k in parts[0]}
         else:
-            # Gather each partition's [u, n] block into a contiguous scratch, then one strided copy per key.
+            # Each partition's samples go straight into their columns of the output when those are contiguous
+            # (utd 1, or a single partition); otherwise through one small block copy.
             col = 0
             for p, r in rows_by_partition.items():
                 n = r.shape[1]
-                if len(rows_by_partition) == 1:
+                if u == 1:
+                    self.partitions[p].gather(r.reshape(-1), {k: v[0] for k, v in out.items()}, offset=col)
+                elif len(rows_by_partition) == 1:
                     self.partitions[p].gather(r.reshape(-1), {k: v.reshape(u * n, *v.shape[2:])
                                                               for k, v in out.items()})
                 else:

@@ -1,0 +1,244 @@
+"""ArmEnv: the 7-DoF arm under Cartesian impedance control, the base of the arm tasks in :mod:`arm_tasks`.
+
+Action (float32 in [-1, 1]): ``[dx, dy, dz, (rx, ry, rz,) gripper]``. ``d*`` move the target EE position by
+``action * max_step`` metres; with ``rotation_actions`` the ``r*`` rotate the target orientation by the world-frame
+axis-angle ``action * max_rot_step`` radians; ``gripper`` is an absolute command: -1 fully open (8 cm), +1 closed.
+The target is clipped to the workspace box and kept within ``max_target_lead`` of the measured EE position
+(anti-windup: pushing against an obstacle never builds up more than a bounded force), then tracked by the OSC
+impedance law (robot_rl_controllers.impedance) at every 2 ms physics step for ``n_substeps`` steps.
+
+State (float32): EE position (3, m, world frame: origin at the robot base, z = 0 the table top), EE orientation
+quaternion (4, w-x-y-z, sign chosen nearest to the home orientation so it is continuous around it), EE linear
+velocity (3, m/s), gripper opening (1, m, 0-0.08), [wrist wrench (6: force N, torque N m, sensor frame) if
+``include_wrench``], [the task's object/goal state if ``object_state``].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import mujoco
+import numpy as np
+
+from robot_rl_controllers.impedance import ImpedanceGains, MujocoArmState, osc_torques
+from robot_rl_sim.arm_model import (
+    ARM_JOINTS,
+    EE_SITE,
+    FINGER_JOINTS,
+    FINGER_MAX,
+    HOME_QPOS,
+    build_arm_xml,
+)
+from robot_rl_sim.base import MujocoTaskEnv, TaskConfig
+
+
+@dataclass
+class ArmTaskConfig(TaskConfig):
+    """Config of the arm tasks (Reach, PickCube, PegInsert); TaskConfig's fields plus these."""
+
+    max_step: float = 0.02
+    """Metres the target EE position moves per control step at |action| = 1 (0.4 m/s at 20 Hz)."""
+    rotation_actions: bool = False
+    """Add 3 rotation deltas to the action (7-D instead of 4-D); otherwise the orientation is held at home."""
+    max_rot_step: float = 0.1
+    """Radians the target orientation rotates per control step at |action| = 1 (rotation_actions only)."""
+    max_tilt: float = 1.2
+    """The target orientation stays within this angle (rad) of the home orientation (rotation_actions only)."""
+    workspace_low: tuple[float, float, float] = (0.3, -0.3, 0.015)
+    """Lower corner of the box the target EE position (tool centre point) is clipped to (m)."""
+    workspace_high: tuple[float, float, float] = (0.75, 0.3, 0.4)
+    """Upper corner of the workspace box (m)."""
+    max_target_lead: float = 0.05
+    """The target stays within this distance (m, per axis) of the measured EE position (anti-windup)."""
+    include_wrench: bool = False
+    """Append the wrist force/torque sensor reading (6) to the state."""
+    object_state: bool = True
+    """Append the task's object/goal positions to the state (privileged; switch off for pixel-only policies)."""
+    lock_gripper: bool | None = None
+    """Ignore the gripper action and keep the gripper closed; None = the task's default (PegInsert: True)."""
+    hole_clearance: float = 0.002
+    """PegInsert: hole width minus peg width (m); 2 mm = 1 mm per side."""
+    gains: ImpedanceGains = field(default_factory=ImpedanceGains)
+    """Impedance / OSC gains (torque limits default to the Panda's)."""
+
+    def validate(self) -> None:
+        if self.max_step <= 0 or self.max_rot_step <= 0 or self.max_target_lead <= 0:
+            raise ValueError("max_step, max_rot_step and max_target_lead must be > 0")
+        if np.any(np.asarray(self.workspace_low) >= np.asarray(self.workspace_high)):
+            raise ValueError("workspace_low must be < workspace_high on every axis")
+        if self.image_size < 0:
+            raise ValueError("image_size must be >= 0")
+        self.gains.validate()
+
+
+class ArmEnv(MujocoTaskEnv):
+    """Base of the arm tasks: subclasses set ``objects``, ``default_max_episode_steps`` and the task hooks
+    ``_reset_objects``, ``_object_state``, ``_evaluate`` and ``expert_action``."""
+
+    default_cameras = ("front", "wrist")
+    objects: tuple[str, ...] = ()
+    default_max_episode_steps = 100
+    default_lock_gripper = False
+
+    def __init__(self, cfg: ArmTaskConfig | None = None, render_mode: str | None = None, **overrides) -> None:
+        if cfg is None:
+            overrides.setdefault("max_episode_steps", self.default_max_episode_steps)
+            cfg = ArmTaskConfig(**overrides)
+        elif overrides:
+            cfg = dataclasses.replace(cfg, **overrides)
+        if isinstance(cfg.randomization, dict):
+            from robot_rl_sim.randomization import RandomizationConfig
+            cfg.randomization = RandomizationConfig(**cfg.randomization)
+        if isinstance(cfg.gains, dict):
+            cfg.gains = ImpedanceGains(**cfg.gains)
+        cfg.validate()
+        self._h = None
+        self.lock_gripper = self.default_lock_gripper if cfg.lock_gripper is None else cfg.lock_gripper
+        super().__init__(build_arm_xml(self.objects, cfg.hole_clearance), cfg,
+                         7 if cfg.rotation_actions else 4, render_mode)
+
+    # ------------------------------------------------------------------ handles
+    def _bind(self) -> None:
+        """Ids, address slices and preallocated buffers (once; the base calls _state() during __init__)."""
+        m, cfg = self.model, self.cfg
+        name2id = mujoco.mj_name2id
+        first = name2id(m, mujoco.mjtObj.mjOBJ_JOINT, ARM_JOINTS[0])
+        self.arm_dofs = range(int(m.jnt_dofadr[first]), int(m.jnt_dofadr[first]) + len(ARM_JOINTS))
+        self.arm_qpos = slice(int(m.jnt_qposadr[first]), int(m.jnt_qposadr[first]) + len(ARM_JOINTS))
+        self.finger_qpos = np.array([m.jnt_qposadr[name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j)] for j in FINGER_JOINTS])
+        self.ee_site = name2id(m, mujoco.mjtObj.mjOBJ_SITE, EE_SITE)
+        self.arm = MujocoArmState(m, self.ee_site, self.arm_dofs, cfg.gains)
+        self.arm_ctrl = slice(0, len(ARM_JOINTS))
+        self.grip_ctrl = slice(len(ARM_JOINTS), len(ARM_JOINTS) + 2)
+        sensor = name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, "ft_force")
+        self.ft_adr = slice(int(m.sensor_adr[sensor]), int(m.sensor_adr[sensor]) + 6)
+        self.pad_geoms = tuple(self._geoms_of(b, cls_pad=True) for b in ("finger_left", "finger_right"))
+        self.ws_low = np.asarray(cfg.workspace_low, dtype=np.float64)
+        self.ws_high = np.asarray(cfg.workspace_high, dtype=np.float64)
+        self.target_pos = np.zeros(3)
+        self.target_quat = np.array([0.0, 1.0, 0.0, 0.0])
+        self.home_quat = np.array([0.0, 1.0, 0.0, 0.0])
+        self._vel = np.zeros(6)
+        self._aa = np.zeros(3)
+        self._h = True
+
+    def _geoms_of(self, body: str, cls_pad: bool = False) -> np.ndarray:
+        """Geom ids of a body (with cls_pad: only its condim-4 finger pad geoms)."""
+        b = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, body)
+        ids = np.flatnonzero(self.model.geom_bodyid == b)
+        return ids[self.model.geom_condim[ids] == 4] if cls_pad else ids
+
+    # ---------------------------------------------------------------- task hooks
+    def _reset_task(self, rng: np.random.Generator) -> None:
+        if self._h is None:
+            self._bind()
+        d = self.data
+        d.qpos[self.arm_qpos] = HOME_QPOS
+        d.qpos[self.finger_qpos] = FINGER_MAX
+        d.ctrl[self.grip_ctrl] = FINGER_MAX
+        self._reset_objects(rng)
+        mujoco.mj_forward(self.model, d)
+        self.target_pos[:] = d.site_xpos[self.ee_site]
+        mujoco.mju_mat2Quat(self.home_quat, d.site_xmat[self.ee_site])
+        self.target_quat[:] = self.home_quat
+        self._after_reset(rng)
+
+    def _reset_objects(self, rng: np.random.Generator) -> None:
+        """Places the task's objects in ``self.data`` (the arm is at home, the gripper open)."""
+
+    def _after_reset(self, rng: np.random.Generator) -> None:
+        """Runs after the target is set (e.g. to settle a grasp with the controller running)."""
+
+    def _apply_action(self, action: np.ndarray) -> None:
+        cfg, d = self.cfg, self.data
+        ee = d.site_xpos[self.ee_site]
+        t = self.target_pos
+        t += action[:3] * cfg.max_step
+        np.clip(t, ee - cfg.max_target_lead, ee + cfg.max_target_lead, out=t)
+        np.clip(t, self.ws_low, self.ws_high, out=t)
+        if cfg.rotation_actions:
+            self._rotate_target(action[3:6].astype(np.float64) * cfg.max_rot_step)
+        grip = 1.0 if self.lock_gripper else float(action[-1])
+        d.ctrl[self.grip_ctrl] = FINGER_MAX * 0.5 * (1.0 - grip)
+        self._simulate(self.n_substeps)
+
+    def _rotate_target(self, axis_angle: np.ndarray) -> None:
+        """Rotates the target orientation by a world-frame axis-angle, within max_tilt of the home orientation."""
+        angle = float(np.linalg.norm(axis_angle))
+        if angle == 0.0:
+            return
+        dq, tq, rel = np.empty(4), np.empty(4), np.empty(4)
+        mujoco.mju_axisAngle2Quat(dq, axis_angle / angle, angle)
+        mujoco.mju_mulQuat(tq, dq, self.target_quat)
+        mujoco.mju_negQuat(rel, self.home_quat)
+        mujoco.mju_mulQuat(rel, tq, rel.copy())  # home -> new target, world frame
+        mujoco.mju_quat2Vel(self._aa, rel, 1.0)
+        tilt = float(np.linalg.norm(self._aa))
+        if tilt > self.cfg.max_tilt:
+            mujoco.mju_axisAngle2Quat(rel, self._aa / tilt, self.cfg.max_tilt)
+            mujoco.mju_mulQuat(tq, rel, self.home_quat)
+        self.target_quat[:] = tq / np.linalg.norm(tq)
+
+    def _simulate(self, n: int) -> None:
+        """``n`` physics steps with the impedance law evaluated at every one (mj_step1 -> torques -> mj_step2)."""
+        m, d, arm, gains = self.model, self.data, self.arm, self.cfg.gains
+        step1, step2, ctrl, tpos, tquat = mujoco.mj_step1, mujoco.mj_step2, d.ctrl, self.target_pos, self.target_quat
+        sl = self.arm_ctrl
+        for _ in range(n):
+            step1(m, d)
+            arm.update(d)
+            ctrl[sl] = osc_torques(arm.J, arm.M, arm.qd, arm.q, arm.bias, tpos - arm.pos, arm.rot_error(tquat),
+                                   arm.twist, HOME_QPOS, gains)
+            step2(m, d)
+        mujoco.mj_forward(m, d)  # observations and sensors of the new state
+
+    # --------------------------------------------------------------- observation
+    def _state(self) -> np.ndarray:
+        if self._h is None:
+            self._bind()
+        d = self.data
+        quat = np.empty(4)
+        mujoco.mju_mat2Quat(quat, d.site_xmat[self.ee_site])
+        if quat @ self.home_quat < 0:
+            quat = -quat
+        mujoco.mj_objectVelocity(self.model, d, mujoco.mjtObj.mjOBJ_SITE, self.ee_site, self._vel, 0)
+        parts = [d.site_xpos[self.ee_site], quat, self._vel[3:], [self.gripper_opening()]]
+        if self.cfg.include_wrench:
+            parts.append(d.sensordata[self.ft_adr])
+        if self.cfg.object_state:
+            parts.append(self._object_state())
+        return np.concatenate(parts).astype(np.float32)
+
+    def _object_state(self) -> np.ndarray:
+        return np.zeros(0)
+
+    # ------------------------------------------------------------------ helpers
+    @property
+    def ee_pos(self) -> np.ndarray:
+        return self.data.site_xpos[self.ee_site].copy()
+
+    def gripper_opening(self) -> float:
+        return float(self.data.qpos[self.finger_qpos].sum())
+
+    def touching(self, geoms: np.ndarray) -> tuple[bool, bool]:
+        """Whether the (left, right) finger pads are in contact with any of ``geoms``."""
+        ncon = self.data.ncon
+        if ncon == 0:
+            return False, False
+        pairs = self.data.contact.geom[:ncon]
+        obj = np.isin(pairs, geoms)
+        out = []
+        for pads in self.pad_geoms:
+            pad = np.isin(pairs, pads)
+            out.append(bool(np.any((pad[:, 0] & obj[:, 1]) | (pad[:, 1] & obj[:, 0]))))
+        return out[0], out[1]
+
+    def xyz_action(self, delta: np.ndarray, noise: float, gripper: float, gain: float = 1.0) -> np.ndarray:
+        """An expert action moving the target by ``delta`` metres (scaled into [-1, 1]) plus Gaussian noise."""
+        a = np.zeros(self.action_space.shape, np.float32)
+        a[:3] = gain * np.asarray(delta) / self.cfg.max_step
+        if noise > 0:
+            a[:3] += self.np_random.normal(0.0, noise, 3)
+        a[-1] = gripper
+        return np.clip(a, -1.0, 1.0)
