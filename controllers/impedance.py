@@ -19,13 +19,18 @@ Control law (n arm joints, 6-D task space, world-frame errors)::
 
 ``Kd = 2 zeta sqrt(Kp)``: each task-space axis behaves like a unit-mass spring-damper (the Lambda factor cancels
 the arm's inertia), so stiffnesses here are in 1/s^2 (natural frequency ``sqrt(Kp)`` rad/s), independent of the
-arm's mass. Measured tracking (tests/controllers/test_impedance.py, the 7-DoF arm of robot_rl_sim.arm_model with
-the default gains): after settling, the EE is within 5 mm (typically < 1 mm) of a static Cartesian target
-anywhere in the workspace, and within 0.05 rad in orientation.
+arm's mass. The Jacobian is the analytic (world-frame) one and ``Lambda Jdot qd`` is neglected (usual for OSC at
+these speeds).
+
+Tracking (the 7-DoF arm of robot_rl_sim.arm_model, default gains, the law at 500 Hz): the test
+(tests/controllers/test_impedance.py) requires < 5 mm position and < 0.05 rad orientation error 1.5 s after a
+step to a static target 10-22 cm away; measured over 30 random targets in the default workspace with up to
+0.5 rad tilt: within 5 mm after 0.55 s (median; max 0.76 s), and < 0.1 mm / < 0.001 rad after 2 s.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import mujoco
@@ -70,9 +75,34 @@ class ImpedanceGains:
 ImpedanceConfig = ImpedanceGains  # alias: the name a ROS 2 node's parameter block uses
 
 
+_EYE6 = np.eye(6)
+
+
 def _clip_norm(x: np.ndarray, max_norm: float) -> np.ndarray:
-    norm = np.linalg.norm(x, axis=-1, keepdims=True)
+    """``x`` scaled down along its last axis to a norm of at most ``max_norm``."""
+    if x.ndim == 1:  # fast path for a single robot (per-call numpy overhead dominates at this size)
+        norm = math.sqrt(x.dot(x))
+        return x * (max_norm / norm) if norm > max_norm else x
+    norm = np.sqrt((x * x).sum(-1, keepdims=True))
     return x * np.minimum(1.0, max_norm / np.maximum(norm, 1e-12))
+
+
+def _mv(A: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Batched matrix-vector product ``A[..., i, j] x[..., j]``."""
+    if A.ndim == 2 and x.ndim == 1:
+        return A.dot(x)
+    return (A @ x[..., None])[..., 0]
+
+
+def _spd_solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``A^-1 b`` for symmetric positive definite ``A [..., k, k]`` (MuJoCo's Cholesky for a single system)."""
+    if A.ndim == 2 and b.ndim == 1:
+        A = A.copy()
+        mujoco.mju_cholFactor(A, 1e-12)
+        x = np.empty_like(b)
+        mujoco.mju_cholSolve(x, A, b)
+        return x
+    return np.linalg.solve(A, b[..., None])[..., 0]
 
 
 def osc_torques(J: np.ndarray, M: np.ndarray, qd: np.ndarray, q: np.ndarray, bias: np.ndarray,
@@ -92,27 +122,24 @@ def osc_torques(J: np.ndarray, M: np.ndarray, qd: np.ndarray, q: np.ndarray, bia
         q0: nullspace posture ``[..., n]`` (or ``[n]``).
         gains: :class:`ImpedanceGains`.
         M_inv: ``M^-1`` if already known (skips one inversion).
+
+    With the posture task written as a joint acceleration ``qdd0`` (``tau0 = M qdd0``), the projected term
+    ``(I - J^T Jbar^T) M qdd0`` equals ``M qdd0 - J^T Lambda J qdd0``, so the law is evaluated as
+    ``tau = J^T Lambda (a - J qdd0) + M qdd0 + bias`` (a = desired task acceleration): no explicit projector.
     """
+    g = gains
     if M_inv is None:
         M_inv = np.linalg.inv(M)
     Jt = np.swapaxes(J, -1, -2)
-    MinvJt = M_inv @ Jt                                                       # [..., n, 6]
-    lam_inv = J @ MinvJt
-    lam_inv += gains.lambda_damping * np.eye(6)
-    Lam = np.linalg.inv(lam_inv)                                              # [..., 6, 6]
-    e = np.concatenate([_clip_norm(pos_err, gains.max_pos_error), _clip_norm(rot_err, gains.max_rot_error)], -1)
-    kp = np.repeat(np.array([gains.kp_pos, gains.kp_rot], dtype=np.float64), 3)
-    kd = 2.0 * gains.damping_ratio * np.sqrt(kp)
-    acc = kp * e - kd * twist                                                 # [..., 6] desired task acceleration
-    F = (Lam @ acc[..., None])[..., 0]
-    tau = (Jt @ F[..., None])[..., 0] + bias
-    kd_null = 2.0 * gains.damping_ratio_null * np.sqrt(gains.kp_null)
-    tau0 = (M @ (gains.kp_null * (q0 - q) - kd_null * qd)[..., None])[..., 0]
-    # Nullspace projector N^T = I - J^T Jbar^T with Jbar = M^-1 J^T Lambda  =>  N^T tau0 = tau0 - J^T (Jbar^T tau0)
-    JbarT_tau0 = (Lam @ (np.swapaxes(MinvJt, -1, -2) @ tau0[..., None]))    # [..., 6, 1]
-    tau += tau0 - (Jt @ JbarT_tau0)[..., 0]
-    lim = np.asarray(gains.torque_limits, dtype=np.float64)
-    return np.clip(tau, -lim, lim)
+    lam_inv = J @ (M_inv @ Jt) + g.lambda_damping * _EYE6                              # Lambda^-1 [..., 6, 6]
+    kp_pos, kp_rot, kp_null = g.kp_pos, g.kp_rot, g.kp_null
+    lin = kp_pos * _clip_norm(pos_err, g.max_pos_error) - (2.0 * g.damping_ratio * kp_pos ** 0.5) * twist[..., :3]
+    ang = kp_rot * _clip_norm(rot_err, g.max_rot_error) - (2.0 * g.damping_ratio * kp_rot ** 0.5) * twist[..., 3:]
+    qdd0 = kp_null * (q0 - q) - (2.0 * g.damping_ratio_null * kp_null ** 0.5) * qd        # posture acceleration
+    a = np.concatenate([lin, ang], -1) - _mv(J, qdd0)
+    tau = _mv(Jt, _spd_solve(lam_inv, a)) + _mv(M, qdd0) + bias                      # J^T Lambda a' + ...
+    lim = np.asarray(g.torque_limits, dtype=np.float64)
+    return tau.clip(-lim, lim)
 
 
 def orientation_error(quat_target: np.ndarray, quat_current: np.ndarray) -> np.ndarray:
@@ -132,7 +159,9 @@ def orientation_error(quat_target: np.ndarray, quat_current: np.ndarray) -> np.n
 class MujocoArmState:
     """Reads the OSC inputs of one arm from MuJoCo and evaluates :func:`osc_torques` on them.
 
-    ``site_id``: the EE site (tool centre point); ``dofs``: the arm's dof indices (contiguous, e.g. 0..6).
+    ``site_id``: the EE site (tool centre point); ``dofs``: the arm's dof indices (contiguous hinge/slide joints,
+    e.g. 0..6). ``M_inv`` is the arm block of the whole system's inverse inertia (from MuJoCo's factorisation, so
+    a gripper's or payload's coupling is included); ``M`` the arm block of the inertia matrix.
     Call :meth:`update` after kinematics are current (``mj_step1`` or ``mj_forward``), then :meth:`torques`.
     All buffers are preallocated: no MuJoCo name look-ups and few allocations per call.
     """
@@ -154,6 +183,10 @@ class MujocoArmState:
         self._M_full = np.zeros((model.nv, model.nv))
         self.J = np.zeros((6, n))
         self.M = np.zeros((n, n))
+        self.M_inv = np.zeros((n, n))
+        self._eye_rows = np.zeros((n, model.nv))
+        self._eye_rows[:, self.sl] = np.eye(n)
+        self._minv_rows = np.zeros((n, model.nv))
         self.q = np.zeros(n)
         self.qd = np.zeros(n)
         self.bias = np.zeros(n)
@@ -165,12 +198,15 @@ class MujocoArmState:
         self._rot_err = np.zeros(3)
 
     def update(self, data: mujoco.MjData) -> None:
-        """Reads J, M, q, qd, bias and the EE pose/twist for the current state of ``data``."""
+        """Reads J, M, M^-1, q, qd, bias and the EE pose/twist for the current state of ``data`` (its kinematics
+        and inertia factorisation must be current: after mj_step1/mj_forward)."""
         m, sl = self.model, self.sl
         mujoco.mj_jacSite(m, data, self._jac[:3], self._jac[3:], self.site_id)
-        mujoco.mj_fullM(m, self._M_full, data.qM)
+        mujoco.mj_fullM(m, data, self._M_full)
         self.J[:] = self._jac[:, sl]
         self.M[:] = self._M_full[sl, sl]
+        mujoco.mj_solveM(m, data, self._minv_rows, self._eye_rows)
+        self.M_inv[:] = self._minv_rows[:, sl]
         self.q[:] = data.qpos[self.qpos_sl]
         self.qd[:] = data.qvel[sl]
         self.bias[:] = data.qfrc_bias[sl]
@@ -188,4 +224,4 @@ class MujocoArmState:
     def torques(self, pos_target: np.ndarray, quat_target: np.ndarray, q0: np.ndarray) -> np.ndarray:
         """Joint torques ``[n]`` that track ``(pos_target, quat_target)`` with posture ``q0`` in the nullspace."""
         return osc_torques(self.J, self.M, self.qd, self.q, self.bias, pos_target - self.pos,
-                           self.rot_error(quat_target), self.twist, q0, self.gains)
+                           self.rot_error(quat_target), self.twist, q0, self.gains, self.M_inv)

@@ -16,21 +16,17 @@ velocity (3, m/s), gripper opening (1, m, 0-0.08), [wrist wrench (6: force N, to
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 
-import mujoco
-import numpy as np
+os.environ.setdefault("MUJOCO_GL", "egl")  # must precede the first `import mujoco` (offscreen rendering; base.py)
 
-from robot_rl_controllers.impedance import ImpedanceGains, MujocoArmState, osc_torques
-from robot_rl_sim.arm_model import (
-    ARM_JOINTS,
-    EE_SITE,
-    FINGER_JOINTS,
-    FINGER_MAX,
-    HOME_QPOS,
-    build_arm_xml,
-)
-from robot_rl_sim.base import MujocoTaskEnv, TaskConfig
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+
+from robot_rl_controllers.impedance import ImpedanceGains, MujocoArmState, osc_torques  # noqa: E402
+from robot_rl_sim.arm_model import ARM_JOINTS, EE_SITE, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, build_arm_xml  # noqa
+from robot_rl_sim.base import MujocoTaskEnv, TaskConfig  # noqa: E402
 
 
 @dataclass
@@ -45,10 +41,10 @@ class ArmTaskConfig(TaskConfig):
     """Radians the target orientation rotates per control step at |action| = 1 (rotation_actions only)."""
     max_tilt: float = 1.2
     """The target orientation stays within this angle (rad) of the home orientation (rotation_actions only)."""
-    workspace_low: tuple[float, float, float] = (0.3, -0.3, 0.015)
+    workspace_low: tuple[float, float, float] = (0.3, -0.25, 0.015)
     """Lower corner of the box the target EE position (tool centre point) is clipped to (m)."""
-    workspace_high: tuple[float, float, float] = (0.75, 0.3, 0.4)
-    """Upper corner of the workspace box (m)."""
+    workspace_high: tuple[float, float, float] = (0.65, 0.25, 0.35)
+    """Upper corner of the workspace box (m); the default box keeps clear of the arm's stretched singularity."""
     max_target_lead: float = 0.05
     """The target stays within this distance (m, per axis) of the measured EE position (anti-windup)."""
     include_wrench: bool = False
@@ -82,6 +78,8 @@ class ArmEnv(MujocoTaskEnv):
     default_lock_gripper = False
 
     def __init__(self, cfg: ArmTaskConfig | None = None, render_mode: str | None = None, **overrides) -> None:
+        """``cfg`` (default: ArmTaskConfig with this task's max_episode_steps), with ``overrides`` (ArmTaskConfig
+        field names) applied on top: ``PickCubeEnv(image_size=64)`` or ``gym.make(id, image_size=64)``."""
         if cfg is None:
             overrides.setdefault("max_episode_steps", self.default_max_episode_steps)
             cfg = ArmTaskConfig(**overrides)
@@ -114,6 +112,9 @@ class ArmEnv(MujocoTaskEnv):
         sensor = name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, "ft_force")
         self.ft_adr = slice(int(m.sensor_adr[sensor]), int(m.sensor_adr[sensor]) + 6)
         self.pad_geoms = tuple(self._geoms_of(b, cls_pad=True) for b in ("finger_left", "finger_right"))
+        self._pad_side = np.zeros(m.ngeom, np.int8)  # geom id -> 1 left pad, 2 right pad, 0 other
+        for side, ids in enumerate(self.pad_geoms, start=1):
+            self._pad_side[ids] = side
         self.ws_low = np.asarray(cfg.workspace_low, dtype=np.float64)
         self.ws_high = np.asarray(cfg.workspace_high, dtype=np.float64)
         self.target_pos = np.zeros(3)
@@ -122,6 +123,22 @@ class ArmEnv(MujocoTaskEnv):
         self._vel = np.zeros(6)
         self._aa = np.zeros(3)
         self._h = True
+        self._bind_task()
+
+    def _bind_task(self) -> None:
+        """Task ids and buffers (called once from _bind)."""
+
+    def site_id(self, name: str) -> int:
+        return mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SITE, name)
+
+    def mocap_id(self, body: str) -> int:
+        return int(self.model.body_mocapid[mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_BODY, body)])
+
+    def freejoint_adr(self, name: str) -> tuple[slice, slice]:
+        """(qpos slice [7], qvel slice [6]) of a free joint."""
+        j = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_JOINT, name)
+        qa, va = int(self.model.jnt_qposadr[j]), int(self.model.jnt_dofadr[j])
+        return slice(qa, qa + 7), slice(va, va + 6)
 
     def _geoms_of(self, body: str, cls_pad: bool = False) -> np.ndarray:
         """Geom ids of a body (with cls_pad: only its condim-4 finger pad geoms)."""
@@ -136,7 +153,8 @@ class ArmEnv(MujocoTaskEnv):
         d = self.data
         d.qpos[self.arm_qpos] = HOME_QPOS
         d.qpos[self.finger_qpos] = FINGER_MAX
-        d.ctrl[self.grip_ctrl] = FINGER_MAX
+        d.ctrl[self.grip_ctrl] = 0.0 if self.lock_gripper else FINGER_MAX
+        mujoco.mj_kinematics(self.model, d)  # the home EE pose, for placing objects relative to it
         self._reset_objects(rng)
         mujoco.mj_forward(self.model, d)
         self.target_pos[:] = d.site_xpos[self.ee_site]
@@ -159,9 +177,16 @@ class ArmEnv(MujocoTaskEnv):
         np.clip(t, self.ws_low, self.ws_high, out=t)
         if cfg.rotation_actions:
             self._rotate_target(action[3:6].astype(np.float64) * cfg.max_rot_step)
-        grip = 1.0 if self.lock_gripper else float(action[-1])
-        d.ctrl[self.grip_ctrl] = FINGER_MAX * 0.5 * (1.0 - grip)
+        if not self.lock_gripper:
+            d.ctrl[self.grip_ctrl] = FINGER_MAX * 0.5 * (1.0 - float(action[-1]))
         self._simulate(self.n_substeps)
+
+    def _hold_action(self) -> np.ndarray:
+        """Zero motion and the gripper command currently applied (inverse of the mapping in _apply_action)."""
+        action = np.zeros(self.action_space.shape, np.float32)
+        if not self.lock_gripper:
+            action[-1] = 1.0 - 2.0 * float(np.ravel(self.data.ctrl[self.grip_ctrl])[0]) / FINGER_MAX
+        return action
 
     def _rotate_target(self, axis_angle: np.ndarray) -> None:
         """Rotates the target orientation by a world-frame axis-angle, within max_tilt of the home orientation."""
@@ -189,7 +214,7 @@ class ArmEnv(MujocoTaskEnv):
             step1(m, d)
             arm.update(d)
             ctrl[sl] = osc_torques(arm.J, arm.M, arm.qd, arm.q, arm.bias, tpos - arm.pos, arm.rot_error(tquat),
-                                   arm.twist, HOME_QPOS, gains)
+                                   arm.twist, HOME_QPOS, gains, arm.M_inv)
             step2(m, d)
         mujoco.mj_forward(m, d)  # observations and sensors of the new state
 
@@ -227,17 +252,19 @@ class ArmEnv(MujocoTaskEnv):
         if ncon == 0:
             return False, False
         pairs = self.data.contact.geom[:ncon]
-        obj = np.isin(pairs, geoms)
-        out = []
-        for pads in self.pad_geoms:
-            pad = np.isin(pairs, pads)
-            out.append(bool(np.any((pad[:, 0] & obj[:, 1]) | (pad[:, 1] & obj[:, 0]))))
-        return out[0], out[1]
+        mask = np.zeros(self.model.ngeom, bool)
+        mask[geoms] = True
+        sides = self._pad_side[pairs][mask[pairs[:, ::-1]]]  # pad side of each geom whose partner is an object geom
+        return bool(np.any(sides == 1)), bool(np.any(sides == 2))
 
-    def xyz_action(self, delta: np.ndarray, noise: float, gripper: float, gain: float = 1.0) -> np.ndarray:
-        """An expert action moving the target by ``delta`` metres (scaled into [-1, 1]) plus Gaussian noise."""
+    def xyz_action(self, move: np.ndarray, noise: float, gripper: float, gain: float = 0.6) -> np.ndarray:
+        """An expert action for moving the EE by ``move`` metres from where it is now: it steers the controller's
+        target towards ``ee + move`` by ``gain`` of the remaining distance (scaled into [-1, 1]), plus Gaussian
+        noise of std ``noise`` (action units) on xyz. Planning on the target rather than the lagging measured EE
+        avoids overshoot; ``gain`` < 1 keeps the loop damped under action latency."""
+        d = self.data
         a = np.zeros(self.action_space.shape, np.float32)
-        a[:3] = gain * np.asarray(delta) / self.cfg.max_step
+        a[:3] = gain * (d.site_xpos[self.ee_site] + np.asarray(move) - self.target_pos) / self.cfg.max_step
         if noise > 0:
             a[:3] += self.np_random.normal(0.0, noise, 3)
         a[-1] = gripper

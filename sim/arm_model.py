@@ -5,7 +5,8 @@ Frames: the world origin is the robot base on the table top (z = 0 is the table 
 the robot). Link lengths and joint limits follow the Franka Panda (DH: d1 0.333, d3 0.316, a3 0.0825,
 d5 0.384, a6 0.088, flange 0.107, TCP 0.1034 below the hand). Joints are hinges with armature and damping,
 driven by ``motor`` actuators (joint torques, the impedance law's output). The gripper is two slide fingers
-(0-4 cm each, 8 cm total opening) with position actuators that share one command.
+(0-4 cm each, 8 cm total opening) with position actuators that share one command (grip force up to 40 N per
+finger). Objects: a 4 cm 50 g cube, an 80 g 2x2x8 cm peg and a square-hole fixture (4 boxes, 3 cm deep).
 
 Physics: 2 ms timestep (the impedance law runs every step at 500 Hz), implicitfast integrator, elliptic friction
 cones with impratio 10 and condim 4 (torsional friction) on fingers and objects, for stable grasps.
@@ -44,6 +45,10 @@ def lookat_xyaxes(pos, target, up=(0.0, 0.0, 1.0)) -> str:
     right /= np.linalg.norm(right)
     cam_up = np.cross(right, f)
     return " ".join(f"{v:.5f}" for v in (*right, *cam_up))
+
+
+FRONT_POS = (1.0, 0.3, 0.45)
+WRIST_XYAXES = lookat_xyaxes((0.055, 0.0, 0.05), (0.0, 0.0, 0.2), up=(1.0, 0.0, 0.0))
 
 
 def _v(*xs: float) -> str:
@@ -102,8 +107,7 @@ def _hand() -> str:
                       <site name="{FT_SITE}" size="0.005"/>
                       <site name="{EE_SITE}" pos="0 0 0.1034" size="0.006" rgba="1 0.5 0 0.6" group="3"/>
                       <geom class="grip" type="box" size="0.025 0.1 0.025" pos="0 0 0.033" mass="0.73"/>
-                      <camera name="wrist" pos="0.075 0 0.0" xyaxes="{lookat_xyaxes((0.075, 0, 0), (0.0, 0, 0.17),
-                                                                                       up=(1.0, 0, 0))}" fovy="75"/>
+                      <camera name="wrist" pos="0.055 0 0.05" xyaxes="{WRIST_XYAXES}" fovy="70"/>
                       <body name="finger_left" pos="0 0 0.0584">
                         <joint name="finger_left" class="finger"/>
                         {finger}
@@ -142,7 +146,10 @@ def _peg_and_hole(clearance: float) -> str:
     </body>
     <body name="peg" pos="0.55 0 0.2">
       <freejoint name="peg"/>
-      <geom name="peg" class="object" type="box" size="{_v(px, py, pz)}" mass="0.05" friction="0.5 0.005 0.0001"
+      <!-- 80 g; the inertia about the long axis is ~3x the solid box's: a thin box spun up by a hard pinch can
+           otherwise gain hundreds of rad/s and blow up the 2 ms step -->
+      <inertial pos="0 0 0" mass="0.08" diaginertia="4.5e-5 4.5e-5 1.5e-5"/>
+      <geom name="peg" class="object" type="box" size="{_v(px, py, pz)}" friction="0.5 0.005 0.0001"
             rgba="0.95 0.65 0.1 1"/>
       <site name="peg_bottom" pos="0 0 {-pz}" size="0.003" group="3"/>
     </body>"""
@@ -164,7 +171,7 @@ def build_arm_xml(objects: tuple[str, ...] = (), hole_clearance: float = 0.002) 
         raise ValueError(f"unknown arm scene objects {sorted(unknown)}")
     tau = "\n".join(f'    <motor name="{a}" joint="{j}" ctrlrange="{-lim} {lim}"/>'
                     for a, j, lim in zip(ARM_ACTUATORS, ARM_JOINTS, TORQUE_LIMITS, strict=True))
-    grip = "\n".join(f'    <position name="{a}" joint="{j}" ctrlrange="0 {FINGER_MAX}" kp="2000" kv="40" '
+    grip = "\n".join(f'    <position name="{a}" joint="{j}" ctrlrange="0 {FINGER_MAX}" kp="3000" kv="50" '
                      f'forcerange="-40 40"/>' for a, j in zip(FINGER_ACTUATORS, FINGER_JOINTS, strict=True))
     bodies = _arm()
     if "cube" in objects:
@@ -173,7 +180,7 @@ def build_arm_xml(objects: tuple[str, ...] = (), hole_clearance: float = 0.002) 
         bodies += _peg_and_hole(hole_clearance)
     if "target" in objects:
         bodies += _target()
-    front = lookat_xyaxes((1.35, 0.0, 0.6), (0.5, 0.0, 0.05))
+    front = lookat_xyaxes(FRONT_POS, (0.47, 0.0, 0.1))
     return f"""<mujoco model="robot_rl_arm">
   <compiler angle="radian" autolimits="true"/>
   <option timestep="{TIMESTEP}" integrator="implicitfast" cone="elliptic" impratio="10"/>
@@ -211,7 +218,7 @@ def build_arm_xml(objects: tuple[str, ...] = (), hole_clearance: float = 0.002) 
     <light name="side" pos="1.2 -0.8 1.0" dir="-0.5 0.6 -0.6" diffuse="0.3 0.3 0.3" castshadow="false"/>
     <geom name="table" type="box" pos="0.45 0 -0.02" size="0.65 0.6 0.02" rgba="0.55 0.45 0.35 1"
           friction="0.8 0.005 0.0001"/>
-    <camera name="front" pos="1.35 0 0.6" xyaxes="{front}" fovy="50"/>
+    <camera name="front" pos="{_v(*FRONT_POS)}" xyaxes="{front}" fovy="45"/>
 {bodies}
   </worldbody>
   <contact>

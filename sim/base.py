@@ -87,8 +87,8 @@ class MujocoTaskEnv(gym.Env):
             raise ValueError(f"action shape {action.shape} != {self.action_space.shape}")
         if not np.all(np.isfinite(action)):  # never pass NaN/inf on: hold instead
             self.rejected_actions += 1
-            action = np.zeros_like(action)
-        action = self.randomizer.delay(np.clip(action, -1.0, 1.0))
+            action = self._hold_action()
+        action = self.randomizer.delay(np.clip(action, -1.0, 1.0), self._hold_action)
         self._apply_action(action)
         self.steps += 1
         reward, success, failure = self._evaluate()
@@ -136,6 +136,10 @@ class MujocoTaskEnv(gym.Env):
         return [mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(self.model.ncam)]
 
     # ------------------------------------------------------------- task hooks
+    def _hold_action(self) -> np.ndarray:
+        """The action that keeps the robot where it is (used for rejected actions and an empty delay line)."""
+        return np.zeros(self.action_space.shape, np.float32)
+
     def _reset_task(self, rng: np.random.Generator) -> None:
         """Sets the initial state (robot home, randomised object poses) in ``self.data``."""
         raise NotImplementedError

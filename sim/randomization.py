@@ -7,6 +7,7 @@ uniformly per reset), so randomisation never drifts: each reset starts again fro
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import mujoco
@@ -73,14 +74,14 @@ class DomainRandomizer:
         model.light_diffuse[:] = np.clip(nom["light_diffuse"] + offsets, 0.0, 1.0)
         self._actions.clear()
 
-    def delay(self, action: np.ndarray) -> np.ndarray:
-        """Returns the action to apply now (zeros until the delay line is full)."""
+    def delay(self, action: np.ndarray, hold: Callable[[], np.ndarray]) -> np.ndarray:
+        """Returns the action to apply now; ``hold()`` (the task's keep-still action) until the line is full."""
         if self.cfg.action_latency_steps == 0:
             return action
         self._actions.append(action)
         if len(self._actions) > self.cfg.action_latency_steps:
             return self._actions.popleft()
-        return np.zeros_like(action)
+        return hold()
 
     def noisy_state(self, state: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         if self.cfg.obs_noise_std == 0:

@@ -1,0 +1,185 @@
+"""Arm tasks (Reach, PickCube, PegInsert) on the impedance-controlled 7-DoF arm, in real MuJoCo."""
+
+import os
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+from gymnasium.utils.env_checker import check_env  # noqa: E402
+
+import robot_rl_sim  # noqa: E402, F401  (registers the gym ids)
+from robot_rl_sim.arm_tasks import ArmTaskConfig, PegInsertEnv, PickCubeEnv, ReachEnv  # noqa: E402
+from robot_rl_sim.randomization import RandomizationConfig  # noqa: E402
+
+TASKS = {"Reach": ReachEnv, "PickCube": PickCubeEnv, "PegInsert": PegInsertEnv}
+N_EPISODES = 20
+
+
+def _rollout(env, policy, seed):
+    obs, info = env.reset(seed=seed)
+    for _ in range(env.cfg.max_episode_steps):
+        obs, reward, terminated, truncated, info = env.step(policy())
+        if terminated or truncated:
+            break
+    return info["is_success"], reward
+
+
+@pytest.mark.filterwarnings("ignore:.*Box observation space m")  # the state Box is unbounded by design
+@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("image_size", [0, 32])
+def test_check_env(task, image_size):
+    env = gym.make(f"robot_rl/{task}-v0", image_size=image_size)
+    check_env(env.unwrapped, skip_render_check=True)
+    obs, _ = env.reset(seed=0)
+    assert obs["state"].dtype == np.float32 and obs["state"].shape == env.observation_space["state"].shape
+    if image_size:
+        assert set(obs["pixels"]) == {"front", "wrist"}
+        assert all(img.shape == (32, 32, 3) and img.dtype == np.uint8 for img in obs["pixels"].values())
+    else:
+        assert "pixels" not in obs
+    env.close()
+
+
+def test_gym_make_overrides_and_task_defaults():
+    env = gym.make("robot_rl/PickCube-v0", image_size=64, cameras=("wrist",))
+    obs, _ = env.reset(seed=0)
+    assert list(obs["pixels"]) == ["wrist"] and obs["pixels"]["wrist"].shape == (64, 64, 3)
+    assert obs["pixels"]["wrist"].std() > 5  # a real image, not a blank frame
+    env.close()
+    env = ReachEnv(render_mode="rgb_array")
+    env.reset(seed=0)
+    frame = env.render()
+    assert frame.shape == (256, 256, 3) and frame.dtype == np.uint8
+    env.close()
+    assert ReachEnv().cfg.max_episode_steps == 50 and PickCubeEnv().cfg.max_episode_steps == 100
+    assert PegInsertEnv(max_episode_steps=7).cfg.max_episode_steps == 7
+    cfg = ArmTaskConfig(max_step=0.01)
+    assert ReachEnv(cfg, dense_reward=True).cfg.max_step == 0.01  # cfg + overrides
+    with pytest.raises(ValueError):
+        ReachEnv(workspace_low=(1.0, 0.0, 0.0))
+
+
+def test_state_layout_options():
+    base = ReachEnv()
+    assert base.observation_space["state"].shape == (3 + 4 + 3 + 1 + 3,) and base.action_space.shape == (4,)
+    assert PickCubeEnv(object_state=False).observation_space["state"].shape == (11,)
+    assert PegInsertEnv(include_wrench=True).observation_space["state"].shape == (11 + 6 + 6,)
+    env = ReachEnv(rotation_actions=True)
+    assert env.action_space.shape == (7,)
+    env.reset(seed=0)
+    quat0 = env.step(np.zeros(7, np.float32))[0]["state"][3:7]
+    for _ in range(10):
+        env.step(np.array([0, 0, 0, 0, 0, 1.0, 0], np.float32))  # yaw the target by 10 x 0.1 rad
+    for _ in range(10):
+        obs = env.step(np.zeros(7, np.float32))[0]
+    angle = 2 * np.degrees(np.arccos(abs(float(np.dot(quat0, obs["state"][3:7])))))
+    assert abs(angle - np.degrees(1.0)) < 3.0  # the EE turned by 1 rad
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_determinism_under_seed(task):
+    actions = np.random.default_rng(0).uniform(-1, 1, (15, 4)).astype(np.float32)
+    runs = []
+    for _ in range(2):
+        env = TASKS[task](randomization=RandomizationConfig(friction_scale=(0.8, 1.2), obs_noise_std=0.001))
+        states = [env.reset(seed=3)[0]["state"]]
+        states += [env.step(a)[0]["state"] for a in actions]
+        runs.append(np.stack(states))
+    np.testing.assert_array_equal(runs[0], runs[1])
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_expert_succeeds_and_random_policy_does_not(task):
+    env = TASKS[task]()
+    expert = [_rollout(env, env.expert_action, seed) for seed in range(N_EPISODES)]
+    assert np.mean([s for s, _ in expert]) >= 0.95
+    assert all(r == 1.0 for s, r in expert if s)  # sparse reward 1 on success
+    env.action_space.seed(0)
+    random = [_rollout(env, env.action_space.sample, seed)[0] for seed in range(N_EPISODES)]
+    assert np.mean(random) <= 0.05
+
+
+def test_noisy_expert_and_dense_reward():
+    env = PickCubeEnv(dense_reward=True)
+    results = [_rollout(env, lambda: env.expert_action(noise=0.1), seed) for seed in range(5)]
+    assert all(s for s, _ in results)
+    assert all(r > 1.0 for _, r in results)  # shaped reward includes the success bonus
+
+
+def test_workspace_clipping():
+    env = ReachEnv()
+    env.reset(seed=0)
+    high = np.asarray(env.cfg.workspace_high)
+    low = np.asarray(env.cfg.workspace_low)
+    for _ in range(40):
+        env.step(np.array([1.0, 1.0, 1.0, 0.0], np.float32))
+    np.testing.assert_allclose(env.target_pos, high)
+    assert np.all(env.ee_pos <= high + 0.005)
+    for _ in range(60):
+        env.step(np.array([-1.0, -1.0, -1.0, 0.0], np.float32))
+    np.testing.assert_allclose(env.target_pos, low)
+    assert np.all(env.ee_pos >= low - 0.005)
+    # anti-windup: the target never leads the measured EE by more than max_target_lead
+    env.reset(seed=1)
+    env.step(np.array([0.0, 0.0, 1.0, 0.0], np.float32))
+    assert np.all(np.abs(env.target_pos - env.ee_pos) <= env.cfg.max_target_lead + env.cfg.max_step)
+
+
+def test_nan_action_is_rejected_and_held():
+    env = PickCubeEnv()
+    env.reset(seed=0)
+    for _ in range(5):
+        env.step(np.array([0.5, 0.0, 0.0, 1.0], np.float32))  # move and close the gripper
+    target, ctrl = env.target_pos.copy(), env.data.ctrl.copy()
+    obs, reward, terminated, truncated, info = env.step(np.array([np.nan, 0.0, np.inf, -1.0], np.float32))
+    assert info["rejected_actions"] == 1
+    np.testing.assert_array_equal(env.target_pos, target)  # target held
+    np.testing.assert_array_equal(env.data.ctrl[7:], ctrl[7:])  # gripper command held (not opened)
+    assert np.all(np.isfinite(obs["state"]))
+
+
+def test_peg_starts_grasped_and_gripper_is_locked():
+    env = PegInsertEnv()
+    obs, _ = env.reset(seed=0)
+    peg_bottom, hole = obs["state"][11:14], obs["state"][14:17]
+    assert all(env.touching(env.peg_geoms)) and peg_bottom[2] > hole[2] + 0.1
+    for _ in range(10):
+        obs, _, terminated, _, _ = env.step(np.array([0.0, 0.0, 0.0, -1.0], np.float32))  # "open" is ignored
+    assert all(env.touching(env.peg_geoms)) and not terminated
+
+
+def test_domain_randomization_hooks():
+    nominal = PickCubeEnv()
+    nominal.reset(seed=0)
+    nom = nominal.randomizer.nominal
+    np.testing.assert_array_equal(nominal.model.geom_friction, nom["geom_friction"])
+    np.testing.assert_array_equal(nominal.model.body_mass, nom["body_mass"])
+    np.testing.assert_array_equal(nominal.model.cam_pos, nom["cam_pos"])
+    rand = RandomizationConfig(friction_scale=(0.5, 0.7), mass_scale=(1.3, 1.5), camera_pos_noise=0.02)
+    env = PickCubeEnv(randomization=rand)
+    env.reset(seed=0)
+    ratio = env.model.geom_friction[:, 0] / nom["geom_friction"][:, 0]
+    assert np.all((ratio >= 0.5) & (ratio <= 0.7))
+    cube = env.model.body("cube").id
+    assert 1.3 <= env.model.body_mass[cube] / nom["body_mass"][cube] <= 1.5
+    offsets = env.model.cam_pos - nom["cam_pos"]
+    assert np.all(np.abs(offsets) <= 0.02) and np.any(np.abs(offsets) > 1e-4)
+    assert env.model.camera("front").id in range(env.model.ncam)
+    env.reset(seed=1)  # re-sampled around the nominal values, never drifting
+    assert np.all(np.abs(env.model.cam_pos - nom["cam_pos"]) <= 0.02)
+    success, _ = _rollout(env, env.expert_action, 0)  # the expert still works under randomised physics
+    assert success
+
+
+def test_action_latency_holds_the_gripper_until_the_delay_line_fills():
+    env = PickCubeEnv(randomization={"action_latency_steps": 2})
+    env.reset(seed=0)
+    opening = env.gripper_opening()
+    env.step(np.array([0.0, 0.0, 0.0, 1.0], np.float32))  # "close", applied two steps later
+    assert env.gripper_opening() == pytest.approx(opening, abs=1e-3)  # not half-closed by a zero action
+    env.step(np.array([np.nan, 0.0, 0.0, 1.0], np.float32))
+    for _ in range(4):
+        env.step(np.array([0.0, 0.0, 0.0, 1.0], np.float32))
+    assert env.gripper_opening() < opening - 0.02  # the delayed close arrives
