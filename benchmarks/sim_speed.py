@@ -1,0 +1,81 @@
+"""Sim throughput: BatchedEnv vs gymnasium AsyncVectorEnv / SyncVectorEnv on the same task, plus render fps.
+
+    python benchmarks/sim_speed.py [--task robot_rl/PickCube-v0] [--n 1 8 16 64] [--seconds 3] [--pixels]
+
+Env steps/s (summed over the N envs) with random actions, auto-resets included. ``--pixels`` adds rows with
+the task's two cameras at 128x128.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import gymnasium as gym
+import numpy as np
+
+import robot_rl_sim  # noqa: F401
+from robot_rl_sim.batched import make_batched
+
+
+def rate(step, n: int, action_shape: tuple[int, ...], seconds: float) -> float:
+    rng = np.random.default_rng(0)
+    actions = rng.uniform(-1, 1, (16, n, *action_shape)).astype(np.float32)
+    step(actions[0])
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step(actions[steps % 16])
+        steps += 1
+    return steps * n / (time.perf_counter() - start)
+
+
+def measure(task: str, n: int, seconds: float, kwargs: dict, kinds: list[str]) -> dict[str, float]:
+    out = {}
+    if "batched" in kinds:
+        env = make_batched(task, n, **kwargs)
+        env.reset(seed=0)
+        out["batched"] = rate(env.step, n, env.single_action_space.shape, seconds)
+        env.close()
+    for kind, cls in (("async", gym.vector.AsyncVectorEnv), ("sync", gym.vector.SyncVectorEnv)):
+        if kind not in kinds:
+            continue
+        venv = cls([lambda: gym.make(task, **kwargs) for _ in range(n)])
+        venv.reset(seed=0)
+        out[kind] = rate(venv.step, n, venv.single_action_space.shape, seconds)
+        venv.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--task", default="robot_rl/PickCube-v0")
+    parser.add_argument("--n", type=int, nargs="+", default=[1, 8, 16, 64])
+    parser.add_argument("--seconds", type=float, default=3.0)
+    parser.add_argument("--pixels", action="store_true", help="also measure with 2 cameras at 128x128")
+    parser.add_argument("--pixel-max-n", type=int, default=16, help="largest N for the pixel rows")
+    args = parser.parse_args()
+    print(f"\n{args.task}: env steps/s (all envs together), random actions")
+    print("| N | obs | BatchedEnv | AsyncVectorEnv | SyncVectorEnv | Batched / Async |")
+    print("|---|---|---|---|---|---|")
+    configs = [("state", {})] + ([("2 x 128² cams", {"image_size": 128})] if args.pixels else [])
+    for label, kwargs in configs:
+        for n in args.n:
+            if kwargs and n > args.pixel_max_n:
+                continue
+            r = measure(args.task, n, args.seconds, kwargs, ["batched", "async", "sync"])
+            print(f"| {n} | {label} | {r['batched']:.0f} | {r['async']:.0f} | {r['sync']:.0f} | "
+                  f"{r['batched'] / r['async']:.2f}x |", flush=True)
+    env = gym.make(args.task, image_size=128)
+    env.reset(seed=0)
+    print("\n| camera | render fps at 128x128 |\n|---|---|")
+    for cam in env.unwrapped.cameras:
+        env.unwrapped.render_camera(cam, 128)
+        start, frames = time.perf_counter(), 0
+        while time.perf_counter() - start < 2:
+            env.unwrapped.render_camera(cam, 128)
+            frames += 1
+        print(f"| {cam} | {frames / (time.perf_counter() - start):.0f} |")
+
+
+if __name__ == "__main__":
+    main()
