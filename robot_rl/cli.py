@@ -2,6 +2,8 @@
 
     robot-rl train [CONFIG] [--resume RUN_DIR] [--field.sub value ...]
     robot-rl eval RUN_DIR [--episodes N]
+    robot-rl learner --run-dir RUN [--resume]       (what `train` starts; run alone on another machine)
+    robot-rl actor --run-dir RUN [--index I]        (likewise)
 
 CONFIG is a YAML file or the name of a bundled task config (robot_rl/configs/<name>.yaml); every field of
 TrainConfig can be overridden with a flag, e.g. ``--agent.utd 10 --total-env-steps 20000``.
@@ -15,6 +17,7 @@ import sys
 from pathlib import Path
 
 CONFIG_DIR = Path(__file__).parent / "configs"
+DEFAULT_CONFIG = "pendulum"
 
 
 def resolve_config(name: str) -> Path:
@@ -31,7 +34,7 @@ def resolve_config(name: str) -> Path:
 def cmd_train(argv: list[str]) -> int:
     from robot_rl.config import ConfigError, load_yaml, parse
     from robot_rl.runtime.config import TrainConfig
-    from robot_rl.runtime.trainer import Trainer
+    from robot_rl.runtime.supervisor import train
 
     resume = None
     if "--resume" in argv:
@@ -46,19 +49,58 @@ def cmd_train(argv: list[str]) -> int:
     elif resume is not None:
         config_path = Path(resume) / "config.yaml"
     elif not any(a in ("-h", "--help") for a in argv):
-        config_path = resolve_config("pendulum")
+        config_path = resolve_config(DEFAULT_CONFIG)
     try:
         if config_path is not None:
             load_yaml(TrainConfig, config_path)  # fail early with a clean message naming the field
         cfg = parse(TrainConfig, config_path, argv, prog="robot-rl train")
-        trainer = Trainer(cfg, resume_dir=resume)
-    except (ConfigError, ValueError, FileExistsError, FileNotFoundError) as exc:
+        cfg.validate()
+    except (ConfigError, ValueError) as exc:
         print(f"robot-rl train: error: {exc}", file=sys.stderr)
         return 2
-    print(f"run folder: {trainer.run_dir}")
-    result = trainer.run()
+    try:
+        run_dir, result = train(cfg, resume)
+    except (FileExistsError, FileNotFoundError) as exc:
+        print(f"robot-rl train: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"run folder: {run_dir}")
     print("final evaluation: " + json.dumps({k: round(v, 3) for k, v in result.items()}))
-    print(f"policy: {trainer.run_dir / 'checkpoints'}  curve: {trainer.run_dir / 'learning_curve.png'}")
+    print(f"policy: {run_dir / 'checkpoints'}  curve: {run_dir / 'learning_curve.png'}")
+    return 0
+
+
+def _run_side(argv: list[str], prog: str) -> tuple[argparse.Namespace, object]:
+    from robot_rl.config import load_yaml
+    from robot_rl.runtime.config import TrainConfig
+
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--run-dir", required=True, help="run folder written by `robot-rl train` (config.yaml)")
+    parser.add_argument("--resume", action="store_true", help="learner: restore the latest checkpoint")
+    parser.add_argument("--index", type=int, default=0, help="actor: its index in the run")
+    parser.add_argument("--incarnation", type=int, default=0, help="actor: how many times this index restarted")
+    args = parser.parse_args(argv)
+    return args, load_yaml(TrainConfig, Path(args.run_dir) / "config.yaml")
+
+
+def cmd_learner(argv: list[str]) -> int:
+    """The learner alone (e.g. on a GPU box): ``robot-rl learner --run-dir RUN [--resume]``."""
+    from robot_rl.runtime.learner import Learner
+
+    args, cfg = _run_side(argv, "robot-rl learner")
+    learner = Learner(cfg, args.run_dir, resume=args.resume)
+    try:
+        learner.run()
+    finally:
+        learner.close()
+    return 0
+
+
+def cmd_actor(argv: list[str]) -> int:
+    """One actor alone (e.g. on the robot PC): ``robot-rl actor --run-dir RUN [--index I]``."""
+    from robot_rl.runtime.actor import Actor
+
+    args, cfg = _run_side(argv, "robot-rl actor")
+    Actor(cfg, args.run_dir, index=args.index, incarnation=args.incarnation).run()
     return 0
 
 
@@ -84,7 +126,7 @@ def cmd_eval(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "eval": cmd_eval}
+COMMANDS = {"train": cmd_train, "learner": cmd_learner, "actor": cmd_actor, "eval": cmd_eval}
 
 
 def main(argv: list[str] | None = None) -> int:

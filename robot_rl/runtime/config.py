@@ -3,10 +3,60 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from robot_rl.agents.config import SACConfig
 from robot_rl.envs.make import EnvConfig
 from robot_rl.replay.buffer import ReplayConfig
+
+
+@dataclass
+class RuntimeConfig:
+    """How the actor and the learner run and talk (``robot-rl train`` starts them as separate processes)."""
+
+    processes: bool = True
+    """Run actor(s) and learner as separate OS processes; False runs both in one process (debugging, tests)."""
+    num_actors: int = 1
+    """Actor processes started by ``robot-rl train``."""
+    num_envs: int = 1
+    """Sims stepped by each actor (a batched env when > 1; a robot actor uses 1)."""
+    control_hz: float = 0.0
+    """Actor control rate in steps per second (e.g. 10-50 for robots); 0 = as fast as possible (sims)."""
+    warmup: Literal["random", "scripted"] = "random"
+    """Actions for the first ``random_steps`` env steps: uniform random, or the task's scripted expert (noisy)."""
+    chunk_steps: int = 64
+    """Transitions per chunk sent from an actor to the learner."""
+    flush_seconds: float = 0.25
+    """An actor sends a partial chunk after this long, so slow robots stream with bounded delay."""
+    ring_slots: int = 64
+    """Chunks the local shared-memory ring of each actor holds before the actor spills to its spool only."""
+    max_update_lag: int = 2_000
+    """Sims: the actor pauses while the learner owes more than this many env steps of updates, which keeps the
+    UTD exact under asynchrony; 0 = never pause (robots: the actor is never blocked, the lag is reported)."""
+    publish_every_updates: int = 20
+    """The learner publishes policy weights every this many update calls ..."""
+    publish_every_seconds: float = 1.0
+    """... or after this many seconds, whichever comes first."""
+    spool: bool = True
+    """Actors also write every chunk to <run>/spool (a write-ahead log): chunks not yet in a learner
+    checkpoint survive a learner crash and are delivered on resume (zero transitions lost)."""
+    heartbeat_timeout: float = 10.0
+    """Seconds without a heartbeat after which a peer counts as dead."""
+    actor_restarts: int = 3
+    """The supervisor replaces a dead actor at most this many times."""
+    learner_restarts: int = 1
+    """The supervisor resumes a dead learner from its latest checkpoint at most this many times."""
+
+    def validate(self) -> None:
+        for name in ("num_actors", "num_envs", "chunk_steps", "ring_slots", "publish_every_updates"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"runtime.{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("control_hz", "max_update_lag", "actor_restarts", "learner_restarts"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"runtime.{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("flush_seconds", "publish_every_seconds", "heartbeat_timeout"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"runtime.{name} must be > 0, got {getattr(self, name)}")
 
 
 @dataclass
@@ -43,6 +93,8 @@ class TrainConfig:
     """The learner's agent."""
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     """The learner's replay buffer."""
+    runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
+    """Actor/learner processes, transport, rate limiting and crash safety."""
 
     def validate(self) -> None:
         """Raises ValueError naming the offending field."""
@@ -54,3 +106,4 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         self.agent.validate()
         self.replay.validate()
+        self.runtime.validate()

@@ -1,0 +1,273 @@
+"""The actor: steps one env or a batched sim at a fixed rate, acts with the latest published policy and streams
+transitions to the learner in chunks. It never waits for the learner, except that a sim actor pauses while the
+learner owes more than ``runtime.max_update_lag`` env steps of updates (which keeps the UTD exact).
+
+New weights are copied from the weight board and loaded into a standby policy on a background thread; the
+control loop only swaps two references between steps. Every chunk goes to the shared-memory ring and, when
+``runtime.spool`` is on, to the spool (write-ahead log), so nothing is lost while the learner is down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robot_rl.agents.sac import SACAgent
+from robot_rl.envs.make import make_env
+from robot_rl.runtime import shm
+from robot_rl.runtime.chunks import ChunkBuilder, chunk_specs
+from robot_rl.runtime.config import TrainConfig
+from robot_rl.runtime.names import actor_dir, board_name, ring_name
+from robot_rl.runtime.spool import SpoolWriter
+from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.utils.state_io import atomic_write
+
+
+def row(tree: Any, i: int) -> Any:
+    """Env ``i``'s observation out of a batched observation tree."""
+    if isinstance(tree, dict):
+        return {k: row(v, i) for k, v in tree.items()}
+    return tree[i]
+
+
+def make_actor_env(cfg: TrainConfig) -> Any:
+    from robot_rl_sim.batched import BatchedEnv  # generic thread-pool batching of any gymnasium env
+
+    return BatchedEnv([lambda: make_env(cfg.env)] * cfg.runtime.num_envs)
+
+
+class Actor:
+    """One actor process's work; :meth:`step` is one control period, :meth:`run` loops until told to stop."""
+
+    def __init__(self, cfg: TrainConfig, run_dir: str | Path, index: int = 0, incarnation: int = 0) -> None:
+        cfg.validate()
+        self.cfg, self.rt, self.run_dir = cfg, cfg.runtime, Path(run_dir)
+        self.index = index
+        self.uid = f"actor{index}-{incarnation}-{os.getpid()}"
+        self.env = make_actor_env(cfg)
+        self.spec = ObsSpec.from_space(self.env.single_observation_space)
+        self.action_dim = action_dim_of(self.env.single_action_space)
+        self.n = self.env.num_envs
+        agent_cfg = cfg.agent
+        agent_cfg.device = "cpu" if not agent_cfg.device.startswith("cuda") else agent_cfg.device
+        self.policy = SACAgent(self.spec, self.action_dim, agent_cfg)
+        self._standby = SACAgent(self.spec, self.action_dim, agent_cfg)
+        self.version = 0
+        self._standby_version = 0
+        self._lock = threading.Lock()
+        self.builder = ChunkBuilder(self.spec, self.action_dim, self.rt.chunk_steps)
+        self.ring = shm.ChunkRing(ring_name(self.run_dir, self.uid), chunk_specs(self.spec, self.action_dim),
+                                  self.rt.ring_slots, self.builder.capacity, create=True)
+        self.ring.header[shm.PID] = os.getpid()
+        self.spool = SpoolWriter(self.run_dir / "spool" / self.uid) if self.rt.spool else None
+        self.board: shm.WeightBoard | None = None
+        self.seq = 0
+        self.steps = 0
+        self._added = 0  # transitions sent so far
+        self._sent_steps: dict[int, int] = {}  # chunk seq -> transitions sent up to and including it
+        self.episodes = 0
+        self.rng = np.random.default_rng(cfg.seed + 7919 * (index + 1) + incarnation)
+        self._episode_base = ((index * 1000 + incarnation) << 32)
+        self._ep_ids = np.arange(self.n, dtype=np.int64)
+        self._next_ep = self.n
+        self._ep_step = np.zeros(self.n, np.int64)
+        self._periods: deque[float] = deque(maxlen=2000)
+        self._jitter: deque[float] = deque(maxlen=2000)
+        self._infer: deque[float] = deque(maxlen=2000)
+        self._last_flush = time.perf_counter()
+        self._last_stats = 0.0
+        self._stop = threading.Event()
+        self._register()
+        self.obs = self.env.reset(seed=cfg.seed + 10_000 * (index + 1) + 100 * incarnation)
+        self._thread = threading.Thread(target=self._weights_loop, name="weights", daemon=True)
+        self._thread.start()
+
+    # ----------------------------------------------------------------- set-up
+    def _register(self) -> None:
+        path = actor_dir(self.run_dir) / f"{self.uid}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        info = {"uid": self.uid, "index": self.index, "pid": os.getpid(), "ring": self.ring.name,
+                "num_envs": self.n, "spool": self.spool is not None}
+        atomic_write(path, lambda f: f.write_text(json.dumps(info)))
+
+    def _attach_board(self) -> shm.WeightBoard | None:
+        if self.board is None:
+            try:
+                self.board = shm.WeightBoard(board_name(self.run_dir), self.policy.policy_state())
+            except FileNotFoundError:
+                return None
+        return self.board
+
+    def _weights_loop(self) -> None:
+        """Background: copy a newer published policy into the standby agent (the control loop swaps)."""
+        while not self._stop.is_set():
+            board = self._attach_board()
+            if board is not None and board.version > max(self.version, self._standby_version):
+                got = board.read()
+                if got is not None:
+                    with self._lock:
+                        self._standby.load_policy_state(got[1])
+                        self._standby_version = got[0]
+            self._stop.wait(0.005)
+
+    def _swap_policy(self) -> None:
+        if self._standby_version > self.version and self._lock.acquire(blocking=False):
+            try:
+                self.policy, self._standby = self._standby, self.policy
+                self.version, self._standby_version = self._standby_version, self.version
+            finally:
+                self._lock.release()
+
+    # ---------------------------------------------------------------- control
+    def _learner_alive(self) -> bool:
+        b = self.board
+        return b is not None and (time.time_ns() - int(b.header[shm.W_LEARNER_BEAT])) / 1e9 < self.rt.heartbeat_timeout
+
+    def _global_steps(self) -> int:
+        """Env steps the run has (learner's count + what this actor sent that the learner has not taken in)."""
+        taken = int(self.ring.header[shm.TAKEN_SEQ])
+        for seq in [q for q in self._sent_steps if q < taken - 1]:
+            del self._sent_steps[seq]
+        in_flight = self.steps - self._sent_steps.get(taken - 1, 0)
+        learner = int(self.board.header[shm.W_ENV_STEPS]) if self.board is not None else 0
+        return learner + in_flight
+
+    def _owed_updates(self) -> int:
+        if self.board is None:
+            return 0
+        h = self.board.header
+        done = int(h[shm.W_UPDATES])
+        due = max(0, self._global_steps() - self.cfg.learning_starts)
+        return due - done
+
+    def should_stop(self) -> bool:
+        return self.board is not None and bool(self.board.header[shm.W_STOP])
+
+    def _actions(self) -> tuple[np.ndarray, int]:
+        warmup = self._global_steps() < self.cfg.random_steps
+        if warmup or self.version == 0:
+            if not warmup:  # past warm-up without weights: wait for the learner rather than act randomly
+                return np.empty(0), -1
+            if self.rt.warmup == "scripted":
+                return np.stack([e.unwrapped.expert_action(0.1) for e in self.env.envs]).astype(np.float32), 0
+            return self.rng.uniform(-1, 1, (self.n, self.action_dim)).astype(np.float32), 0
+        t0 = time.perf_counter()
+        actions = self.policy.act(self.obs)
+        self._infer.append(time.perf_counter() - t0)
+        return actions.astype(np.float32, copy=False), self.version
+
+    def step(self) -> bool:
+        """One control period: act, step, collect. False when it could not act (no weights yet / paused)."""
+        self._swap_policy()
+        if self.rt.max_update_lag and self._learner_alive() and self._owed_updates() > self.rt.max_update_lag:
+            return False  # sim: let the learner catch up so the UTD stays what was configured
+        if self.board is not None and self._global_steps() >= self.cfg.total_env_steps:
+            self._flush()
+            return False  # the run has all the data it asked for
+        actions, version = self._actions()
+        if version < 0:
+            return False
+        next_obs, reward, terminated, truncated, info = self.env.step(actions)
+        done, final = info["done"], info["final_obs"]
+        for i in range(self.n):
+            nxt = row(final, i) if done[i] else row(next_obs, i)
+            self.builder.add(i, row(self.obs, i), actions[i], float(reward[i]), bool(terminated[i]),
+                             bool(truncated[i]), nxt, policy_version=version,
+                             episode_id=self._episode_base + int(self._ep_ids[i]), step=int(self._ep_step[i]),
+                             success=bool(info["is_success"][i]))
+            self._ep_step[i] += 1
+            if done[i]:
+                self._ep_ids[i], self._ep_step[i] = self._next_ep, 0
+                self._next_ep += 1
+                self.episodes += 1
+            if self.builder.full:
+                self._flush()
+        self.obs = next_obs
+        self.steps += self.n
+        if time.perf_counter() - self._last_flush > self.rt.flush_seconds:
+            self._flush()
+        return True
+
+    def _flush(self) -> None:
+        self._last_flush = time.perf_counter()
+        if len(self.builder) == 0:
+            return
+        chunk = self.builder.take()
+        if self.spool is not None:
+            self.spool.write(self.seq, chunk)  # before the ring: a chunk the learner reads is always spooled
+        self.ring.put(chunk, self.seq)
+        self._added += int(np.count_nonzero(chunk["valid"]))
+        self._sent_steps[self.seq] = self._added
+        self.seq += 1
+
+    def publish_stats(self) -> None:
+        h = self.ring.header
+        now = time.time_ns()
+        h[shm.HEARTBEAT] = now
+        h[shm.ENV_STEPS], h[shm.VERSION], h[shm.EPISODES], h[shm.NEXT_SEQ] = (self.steps, self.version,
+                                                                                self.episodes, self.seq)
+        if now / 1e9 - self._last_stats > 1.0:
+            self._last_stats = now / 1e9
+            if self._jitter:
+                h[shm.JITTER_P99_US] = int(np.percentile(np.abs(self._jitter), 99) * 1e6)
+            if self._periods:
+                h[shm.PERIOD_US] = int(np.mean(self._periods) * 1e6)
+            if self._infer:
+                h[shm.INFER_US] = int(np.mean(self._infer) * 1e6)
+
+    def run(self, max_seconds: float | None = None) -> None:
+        """Loops at ``runtime.control_hz`` (0 = flat out) until the learner sets the stop flag."""
+        period = 1.0 / self.rt.control_hz if self.rt.control_hz else 0.0
+        start = time.perf_counter()
+        scheduled = start
+        last = None
+        try:
+            while not self.should_stop():
+                if max_seconds is not None and time.perf_counter() - start > max_seconds:
+                    break
+                now = time.perf_counter()
+                if period:
+                    self._jitter.append(now - scheduled)
+                if last is not None:
+                    self._periods.append(now - last)
+                last = now
+                acted = self.step()
+                self.publish_stats()
+                if not acted and not period:
+                    t0 = time.perf_counter()
+                    time.sleep(0.001)
+                    self.ring.header[shm.PAUSED_US] += int((time.perf_counter() - t0) * 1e6)
+                if period:
+                    scheduled += period
+                    if scheduled < time.perf_counter():  # overran: re-anchor instead of bursting to catch up
+                        scheduled = time.perf_counter()
+                    sleep_until(scheduled)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._flush()
+        if self.spool is not None:
+            self.spool.flush()
+            self.spool.close()
+        if self.ring.header is not None:
+            self.ring.header[shm.CLOSED] = 1
+        self._thread.join(timeout=5)
+        self.env.close()
+
+
+def sleep_until(deadline: float) -> None:
+    """Sleeps to ~0.5 ms before ``deadline``, then spins: keeps control-period jitter well under 1 ms."""
+    remaining = deadline - time.perf_counter()
+    if remaining > 0.0015:
+        time.sleep(remaining - 0.001)
+    while time.perf_counter() < deadline:
+        pass

@@ -1,0 +1,86 @@
+"""The actors' write-ahead log of chunks: ``<run>/spool/<actor uid>/<seq>.safetensors``.
+
+Every chunk an actor sends is also written here (on a background thread, off the control loop). The learner
+reads a chunk from the spool when the ring dropped it (learner slow or down) or after a restart, and deletes
+chunk files once a checkpoint holds them. So a learner crash loses no transition: what the last checkpoint
+lacks is still in the spool. Files are written under a temporary name and renamed, so a reader never sees a
+half-written chunk; safetensors means nothing is unpickled.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import load_file, save_file
+
+
+def spool_file(directory: Path, seq: int) -> Path:
+    return directory / f"{seq:012d}.safetensors"
+
+
+class SpoolWriter:
+    """Writes chunks of one actor in order on a daemon thread. ``write`` copies the arrays and returns at once."""
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._queue: queue.Queue[tuple[int, dict[str, np.ndarray]] | None] = queue.Queue()
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="spool-writer", daemon=True)
+        self._thread.start()
+
+    def write(self, seq: int, chunk: Mapping[str, np.ndarray]) -> None:
+        if self.error is not None:
+            raise RuntimeError(f"spool writer failed: {self.error}") from self.error
+        self._queue.put((seq, {k: np.ascontiguousarray(v).copy() for k, v in chunk.items()}))
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            seq, chunk = item
+            try:
+                final = spool_file(self.directory, seq)
+                tmp = final.with_name(f".{final.name}.tmp")
+                save_file(chunk, str(tmp))
+                os.replace(tmp, final)
+            except BaseException as exc:  # noqa: BLE001 - reported to the actor on its next write
+                self.error = exc
+            finally:
+                self._queue.task_done()
+
+    def flush(self) -> None:
+        """Blocks until every queued chunk is on disk."""
+        self._queue.join()
+
+    def close(self) -> None:
+        self._queue.put(None)
+        self._thread.join(timeout=30)
+
+
+def read_chunk(directory: str | Path, seq: int) -> dict[str, np.ndarray] | None:
+    path = spool_file(Path(directory), seq)
+    if not path.is_file():
+        return None
+    return load_file(str(path))
+
+
+def spooled_seqs(directory: str | Path) -> list[int]:
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    return sorted(int(p.name.split(".")[0]) for p in directory.glob("*.safetensors"))
+
+
+def trim(directory: str | Path, upto_seq: int) -> int:
+    """Deletes chunk files with ``seq <= upto_seq``; returns how many."""
+    removed = 0
+    for seq in spooled_seqs(directory):
+        if seq > upto_seq:
+            break
+        spool_file(Path(directory), seq).unlink(missing_ok=True)
+        removed += 1
+    return removed

@@ -1,0 +1,191 @@
+"""``robot-rl train``: prepares the run folder, then runs the learner and the actors as separate OS processes
+(``robot-rl learner`` / ``robot-rl actor``), shows progress, replaces a dead actor and resumes a dead learner
+from its latest checkpoint. With ``runtime.processes: false`` the same actor and learner alternate in one
+process instead (debugging, small tests).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from robot_rl.config import save_yaml
+from robot_rl.runtime import shm
+from robot_rl.runtime.config import TrainConfig
+from robot_rl.runtime.names import actor_dir, board_name
+
+
+def prepare_run(cfg: TrainConfig, resume_dir: str | Path | None) -> Path:
+    """The run folder: a new one (refusing to overwrite a run) or the one to resume; writes config.yaml."""
+    cfg.validate()
+    if resume_dir is not None:
+        run_dir = Path(resume_dir)
+        if not (run_dir / "checkpoints" / "latest").is_file():
+            raise FileNotFoundError(f"cannot resume {run_dir}: no checkpoint (missing checkpoints/latest)")
+    else:
+        name = cfg.name or f"{cfg.env.id.replace('/', '_')}-{datetime.now():%Y%m%d-%H%M%S}"
+        run_dir = Path(cfg.runs_dir) / name
+        if (run_dir / "checkpoints").exists():
+            raise FileExistsError(f"{run_dir} already holds a run; use --resume {run_dir} or another name")
+        run_dir.mkdir(parents=True, exist_ok=True)
+    save_yaml(cfg, run_dir / "config.yaml")
+    return run_dir
+
+
+def progress_bar(enabled: bool) -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                    TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
+                    disable=not enabled)
+
+
+def status_line(run_dir: Path) -> str:
+    try:
+        s = json.loads((run_dir / "status.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    line = f"updates {s.get('updates', 0)} | utd {s.get('utd_actual', float('nan')):.2f}"
+    if "eval_return" in s:
+        line += f" | eval return {s['eval_return']:.1f}"
+    if s.get("eval_success") is not None:
+        line += f" success {s['eval_success']:.0%}"
+    return line
+
+
+def run_inprocess(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, float]:
+    from robot_rl.runtime.actor import Actor
+    from robot_rl.runtime.learner import Learner
+
+    learner = Learner(cfg, run_dir, resume=resume)
+    actor = Actor(cfg, run_dir)
+    try:
+        with progress_bar(cfg.progress) as progress:
+            task = progress.add_task("train", total=cfg.total_env_steps, info="")
+            while True:
+                actor.step()
+                actor.publish_stats()
+                if not learner.step():
+                    break
+                progress.update(task, completed=learner.counters["env_steps"], info=status_line(run_dir))
+    finally:
+        actor.close()
+        actor.ring.close(unlink=True)
+        learner.close(unlink=True)
+    return learner.last_eval
+
+
+class Supervisor:
+    """Starts and watches the learner and actor processes of one run."""
+
+    def __init__(self, cfg: TrainConfig, run_dir: Path, resume: bool) -> None:
+        self.cfg, self.run_dir, self.resume = cfg, run_dir, resume
+        self.learner: subprocess.Popen | None = None
+        self.actors: dict[int, subprocess.Popen] = {}
+        self.incarnations = dict.fromkeys(range(cfg.runtime.num_actors), 0)
+        self.learner_restarts = 0
+        self.actor_restarts = 0
+
+    def _spawn(self, *args: str) -> subprocess.Popen:
+        cmd = [sys.executable, "-m", "robot_rl.cli", *args, "--run-dir", str(self.run_dir)]
+        return subprocess.Popen(cmd)
+
+    def start_learner(self, resume: bool) -> None:
+        self.learner = self._spawn("learner", *(["--resume"] if resume else []))
+
+    def start_actor(self, index: int) -> None:
+        self.actors[index] = self._spawn("actor", "--index", str(index),
+                                         "--incarnation", str(self.incarnations[index]))
+
+    def _board_header(self) -> tuple[int, bool]:
+        try:
+            board = shm.open_shm(board_name(self.run_dir))
+        except FileNotFoundError:
+            return 0, False
+        try:
+            import numpy as np
+
+            h = np.ndarray((shm.W_HEADER_WORDS,), np.int64, board.buf)
+            out = int(h[shm.W_ENV_STEPS]), bool(h[shm.W_STOP])
+            del h
+            return out
+        finally:
+            board.close()
+
+    def run(self) -> dict[str, float]:
+        rt = self.cfg.runtime
+        self.start_learner(self.resume)
+        for i in range(rt.num_actors):
+            self.start_actor(i)
+        try:
+            with progress_bar(self.cfg.progress) as progress:
+                task = progress.add_task("train", total=self.cfg.total_env_steps, info="")
+                while True:
+                    time.sleep(0.2)
+                    steps, stopped = self._board_header()
+                    progress.update(task, completed=min(steps, self.cfg.total_env_steps),
+                                    info=status_line(self.run_dir))
+                    code = self.learner.poll()
+                    if code == 0:
+                        break
+                    if code is not None:
+                        self._learner_died(code)
+                    for i, proc in list(self.actors.items()):
+                        if proc.poll() is not None and not stopped:
+                            self._actor_died(i, proc.returncode)
+            self._wait_actors(timeout=30)
+        finally:
+            self.shutdown()
+        return json.loads((self.run_dir / "final_eval.json").read_text())
+
+    def _learner_died(self, code: int) -> None:
+        if self.learner_restarts >= self.cfg.runtime.learner_restarts:
+            raise RuntimeError(f"learner exited with code {code}; restarts used up "
+                               f"({self.cfg.runtime.learner_restarts}). Resume with --resume {self.run_dir}")
+        self.learner_restarts += 1
+        resume = (self.run_dir / "checkpoints" / "latest").is_file()
+        print(f"[supervisor] learner exited with code {code}; restarting it "
+              f"({'from the latest checkpoint' if resume else 'fresh, replaying the spools'})", file=sys.stderr)
+        self.start_learner(resume)
+
+    def _actor_died(self, index: int, code: int) -> None:
+        if self.actor_restarts >= self.cfg.runtime.actor_restarts:
+            raise RuntimeError(f"actor {index} exited with code {code}; restarts used up "
+                               f"({self.cfg.runtime.actor_restarts})")
+        self.actor_restarts += 1
+        self.incarnations[index] += 1
+        print(f"[supervisor] actor {index} exited with code {code}; starting a replacement", file=sys.stderr)
+        self.start_actor(index)
+
+    def _wait_actors(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for proc in self.actors.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+
+    def shutdown(self) -> None:
+        for proc in [self.learner, *self.actors.values()]:
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        shm.unlink_shm(board_name(self.run_dir))
+        if actor_dir(self.run_dir).is_dir():
+            for path in actor_dir(self.run_dir).glob("*.json"):
+                shm.unlink_shm(json.loads(path.read_text())["ring"])
+                path.unlink()
+
+
+def train(cfg: TrainConfig, resume_dir: str | Path | None = None) -> tuple[Path, dict[str, float]]:
+    run_dir = prepare_run(cfg, resume_dir)
+    if not cfg.runtime.processes:
+        return run_dir, run_inprocess(cfg, run_dir, resume=resume_dir is not None)
+    return run_dir, Supervisor(cfg, run_dir, resume=resume_dir is not None).run()
