@@ -3,8 +3,9 @@
 A chunk has the replay's row layout (see ``robot_rl.replay.storage``): one row per observation; a transition
 lives in the row of its observation and points at its next observation's row with ``next_row`` (chunk-relative);
 rows holding only a final observation have ``valid = False``. ``stream`` says which env of the actor a row
-belongs to, ``success`` the env's ``is_success`` after the transition (for logging). All fields are plain arrays with a declared spec (:func:`chunk_specs`), so a chunk can travel
-through shared memory, a file or the network without pickling.
+belongs to, ``success`` the env's ``is_success`` after the transition (for logging). All fields are plain
+arrays with a declared spec (:func:`chunk_specs`), so a chunk can travel through shared memory, a file or the
+network without pickling.
 """
 
 from __future__ import annotations

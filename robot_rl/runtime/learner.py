@@ -238,7 +238,7 @@ class Learner:
         return False
 
     def _periodic(self) -> None:
-        cfg, c = self.cfg, self.counters
+        cfg = self.cfg
         if self._crossed("log", cfg.log_every):
             self.log()
         if self._crossed("eval", cfg.eval_every):
