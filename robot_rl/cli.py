@@ -4,6 +4,8 @@
     robot-rl eval RUN_DIR [--episodes N]
     robot-rl learner --run-dir RUN [--resume]       (what `train` starts; run alone on another machine)
     robot-rl actor --run-dir RUN [--index I]        (likewise)
+    robot-rl record-demos TASK [--device scripted] [-n 20] [--out PATH] [--noise 0.1] [--seed 0] [--image-size 0]
+    robot-rl demos show PATH [--episode K] [--video out.gif|out.mp4]
 
 CONFIG is a YAML file or the name of a bundled task config (robot_rl/configs/<name>.yaml); every field of
 TrainConfig can be overridden with a flag, e.g. ``--agent.utd 10 --total-env-steps 20000``.
@@ -126,7 +128,20 @@ def cmd_eval(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS = {"train": cmd_train, "learner": cmd_learner, "actor": cmd_actor, "eval": cmd_eval}
+def cmd_record_demos(argv: list[str]) -> int:
+    from robot_rl.datasets.cli import record_main
+
+    return record_main(argv)
+
+
+def cmd_demos(argv: list[str]) -> int:
+    from robot_rl.datasets.cli import demos_main
+
+    return demos_main(argv)
+
+
+COMMANDS = {"train": cmd_train, "learner": cmd_learner, "actor": cmd_actor, "eval": cmd_eval,
+            "record-demos": cmd_record_demos, "demos": cmd_demos}
 
 
 def main(argv: list[str] | None = None) -> int:
