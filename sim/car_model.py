@@ -1,0 +1,221 @@
+"""Track geometry and MJCF of the driving task: a differential-drive car built from primitives on a closed
+rounded-rectangle track bounded by walls. Everything is generated as a string by :func:`build_drive_xml`.
+
+Track: the centreline is a rounded rectangle of outer size ``size`` (x, y) with corner radius ``corner_radius``,
+centred at the world origin and driven counter-clockwise; arc length ``s = 0`` is the middle of the bottom
+straight (heading +x). Walls (group 1, 25 cm high) run at ``±width / 2`` from the centreline: one box per straight
+and chord boxes along the arcs. Checkpoint markers are visual-only stripes across the track.
+
+Car (a 1/10-scale robot car): 0.40 x 0.20 m chassis (2.5 kg) on a free joint, two 5 cm drive wheels on the
+axle through the centre (track width 0.30 m, so it turns about its centre) driven by velocity actuators with a
+torque limit, and two frictionless ball casters front and rear (condim 1, priority over the floor). A forward
+camera ``front`` sits on the chassis nose, pitched 15 degrees down; a world camera ``top`` shows the whole track.
+
+Physics: 5 ms timestep, implicitfast integrator (the stiff wheel velocity servos are integrated implicitly).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from robot_rl_sim.arm_model import lookat_xyaxes
+
+TIMESTEP = 0.005
+WHEEL_RADIUS = 0.05
+WHEEL_TRACK = 0.30
+"""Distance between the drive wheels' contact points (m)."""
+WALL_HEIGHT = 0.25
+WALL_THICKNESS = 0.05
+LIDAR_HEIGHT = 0.08
+"""Height above the chassis origin (the axle) of the point the range rays start from (m)."""
+WHEEL_JOINTS = ("wheel_left", "wheel_right")
+
+
+class Track:
+    """Closed centreline (rounded rectangle) with arc-length parametrisation, projection and wall layout."""
+
+    def __init__(self, size: tuple[float, float] = (6.0, 4.0), corner_radius: float = 1.2, width: float = 1.0,
+                 spacing: float = 0.02) -> None:
+        sx, sy = float(size[0]) / 2, float(size[1]) / 2
+        r = float(corner_radius)
+        a, b = sx - r, sy - r  # corner-circle centres at (±a, ±b)
+        self.width, self.corner_radius = float(width), r
+        # (kind, params, length): lines as (p0, p1); arcs as (centre, theta0); counter-clockwise
+        segs: list[tuple[str, tuple, float]] = []
+
+        def line(p0: tuple[float, float], p1: tuple[float, float]) -> None:
+            length = math.dist(p0, p1)
+            if length > 1e-9:
+                segs.append(("line", (np.array(p0), np.array(p1)), length))
+
+        def arc(cx: float, cy: float, theta0: float) -> None:
+            segs.append(("arc", (np.array([cx, cy]), theta0), r * math.pi / 2))
+
+        line((0.0, -sy), (a, -sy))
+        arc(a, -b, -math.pi / 2)
+        line((sx, -b), (sx, b))
+        arc(a, b, 0.0)
+        line((a, sy), (-a, sy))
+        arc(-a, b, math.pi / 2)
+        line((-sx, b), (-sx, -b))
+        arc(-a, -b, math.pi)
+        line((-a, -sy), (0.0, -sy))
+        self.segments = segs
+        self._starts = np.cumsum([0.0] + [seg[2] for seg in segs])
+        self.length = float(self._starts[-1])
+        n = int(math.ceil(self.length / spacing))
+        self.s = np.linspace(0.0, self.length, n, endpoint=False)
+        poses = [self.pose(s) for s in self.s]
+        self.points = np.array([p for p, _ in poses])
+        yaw = np.array([y for _, y in poses])
+        self.tangents = np.stack([np.cos(yaw), np.sin(yaw)], axis=1)
+
+    def pose(self, s: float, lateral: float = 0.0) -> tuple[np.ndarray, float]:
+        """(xy [2], yaw) of the point at arc length ``s`` (wrapped), ``lateral`` m to the left of the centreline."""
+        s = float(s) % self.length
+        k = min(int(np.searchsorted(self._starts, s, side="right")) - 1, len(self.segments) - 1)
+        kind, params, length = self.segments[k]
+        u = s - self._starts[k]
+        if kind == "line":
+            p0, p1 = params
+            t = (p1 - p0) / length
+            xy, yaw = p0 + t * u, math.atan2(t[1], t[0])
+        else:
+            centre, theta0 = params
+            theta = theta0 + u / self.corner_radius
+            xy = centre + self.corner_radius * np.array([math.cos(theta), math.sin(theta)])
+            yaw = theta + math.pi / 2
+        if lateral:
+            xy = xy + lateral * np.array([-math.sin(yaw), math.cos(yaw)])
+        return xy, math.atan2(math.sin(yaw), math.cos(yaw))
+
+    def project(self, xy: np.ndarray) -> tuple[float, float, int]:
+        """(s, lateral offset (m, + = left of the driving direction), index of the nearest sample) of a point.
+        Unique while the point is within ``corner_radius`` of the centreline (always true on the track)."""
+        d = self.points - xy[:2]
+        i = int(np.argmin(np.einsum("ij,ij->i", d, d)))
+        rel = xy[:2] - self.points[i]
+        t = self.tangents[i]
+        s = (self.s[i] + rel[0] * t[0] + rel[1] * t[1]) % self.length
+        return float(s), float(t[0] * rel[1] - t[1] * rel[0]), i
+
+    def wall_boxes(self) -> list[tuple[np.ndarray, float, float]]:
+        """(centre xy, yaw, half length) of every wall box, inner and outer walls."""
+        boxes = []
+        off = self.width / 2 + WALL_THICKNESS / 2
+        for kind, params, length in self.segments:
+            if kind == "line":
+                p0, p1 = params
+                t = (p1 - p0) / length
+                normal = np.array([-t[1], t[0]])
+                yaw = math.atan2(t[1], t[0])
+                for side in (1.0, -1.0):
+                    boxes.append(((p0 + p1) / 2 + side * off * normal, yaw, length / 2 + WALL_THICKNESS / 2))
+                continue
+            centre, theta0 = params
+            n = max(2, int(math.ceil((math.pi / 2) / (math.pi / 24))))
+            dtheta = (math.pi / 2) / n
+            for radius in (self.corner_radius - off, self.corner_radius + off):
+                half = radius * math.sin(dtheta / 2) + WALL_THICKNESS / 2  # chord / 2, overlapping the next box
+                for j in range(n):
+                    theta = theta0 + (j + 0.5) * dtheta
+                    mid = centre + radius * math.cos(dtheta / 2) * np.array([math.cos(theta), math.sin(theta)])
+                    boxes.append((mid, theta + math.pi / 2, half))
+        return boxes
+
+
+def _v(*xs: float) -> str:
+    return " ".join(f"{x:.6g}" for x in xs)
+
+
+def _quat_z(yaw: float) -> str:
+    return _v(math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2))
+
+
+def _car() -> str:
+    cam = _v(0.19, 0.0, 0.12)
+    cam_axes = lookat_xyaxes((0.19, 0.0, 0.12), (1.19, 0.0, 0.12 - math.tan(math.radians(15))))
+    wheels = "".join(f"""
+      <body name="{name}" pos="0 {side * WHEEL_TRACK / 2:.4f} 0">
+        <joint name="{name}" type="hinge" axis="0 1 0" damping="0.002" armature="0.0005"/>
+        <geom name="{name}" class="wheel" type="cylinder" size="{WHEEL_RADIUS} 0.02" zaxis="0 1 0"/>
+        <geom class="deco" type="box" size="0.035 0.021 0.006" zaxis="0 1 0" rgba="0.8 0.8 0.8 1"/>
+      </body>""" for name, side in zip(WHEEL_JOINTS, (1.0, -1.0)))
+    return f"""
+    <body name="car" pos="0 0 {WHEEL_RADIUS}">
+      <freejoint name="car"/>
+      <geom name="chassis" type="box" size="0.2 0.1 0.03" pos="0 0 0.03" mass="2.5" rgba="0.15 0.35 0.85 1"/>
+      <geom class="deco" type="box" size="0.06 0.07 0.025" pos="-0.05 0 0.085" rgba="0.1 0.1 0.12 1"/>
+      <geom name="caster_front" class="caster" pos="0.15 0 -0.025"/>
+      <geom name="caster_rear" class="caster" pos="-0.15 0 -0.025"/>
+      <site name="lidar" pos="0 0 {LIDAR_HEIGHT}" size="0.01"/>
+      <camera name="front" pos="{cam}" xyaxes="{cam_axes}" fovy="75"/>{wheels}
+    </body>"""
+
+
+def build_drive_xml(track: Track, n_checkpoints: int, wheel_torque: float, max_wheel_speed: float) -> str:
+    """The MJCF of the driving task on ``track`` with ``n_checkpoints`` markers (at ``s = k L / n``)."""
+    walls = []
+    for i, (xy, yaw, half) in enumerate(track.wall_boxes()):
+        rgba = "0.85 0.15 0.1 1" if i % 2 else "0.92 0.92 0.92 1"  # kerb stripes: visual cues for the camera
+        walls.append(f'<geom name="wall{i}" class="wall" size="{half:.5f} {WALL_THICKNESS / 2} {WALL_HEIGHT / 2}" '
+                     f'pos="{_v(xy[0], xy[1], WALL_HEIGHT / 2)}" quat="{_quat_z(yaw)}" rgba="{rgba}"/>')
+    markers = []
+    for k in range(n_checkpoints):
+        xy, yaw = track.pose(k * track.length / n_checkpoints)
+        rgba = "0.1 0.8 0.2 1" if k == 0 else "0.95 0.8 0.1 1"
+        markers.append(f'<geom name="checkpoint{k}" class="marker" size="0.03 {track.width / 2} 0.001" '
+                       f'pos="{_v(xy[0], xy[1], 0.001)}" quat="{_quat_z(yaw)}" rgba="{rgba}"/>')
+    sep = "\n    "
+    # a finite floor renders far faster than an infinite plane (software GL); 1.5 m beyond the outer walls
+    floor = [float(np.max(np.abs(track.points[:, k]))) + track.width / 2 + 1.5 for k in (0, 1)]
+    return f"""<mujoco model="drive">
+  <compiler angle="radian" autolimits="true"/>
+  <option timestep="{TIMESTEP}" integrator="implicitfast"/>
+  <visual>
+    <global offwidth="256" offheight="256"/>
+    <quality offsamples="0"/>
+    <headlight ambient="0.35 0.35 0.35" diffuse="0.4 0.4 0.4" specular="0 0 0"/>
+  </visual>
+  <asset>
+    <texture name="floor" type="2d" builtin="checker" rgb1="0.42 0.44 0.46" rgb2="0.36 0.38 0.40"
+             width="64" height="64"/>
+    <material name="floor" texture="floor" texrepeat="{floor[0] / 0.5:.0f} {floor[1] / 0.5:.0f}"/>
+  </asset>
+  <default>
+    <geom friction="1.0 0.005 0.0001"/>
+    <default class="wheel">
+      <geom mass="0.15" rgba="0.08 0.08 0.08 1" group="2"/>
+    </default>
+    <default class="caster">
+      <geom type="sphere" size="0.025" mass="0.02" condim="1" priority="1" rgba="0.5 0.5 0.5 1" group="2"/>
+    </default>
+    <default class="deco">
+      <geom contype="0" conaffinity="0" mass="0" group="2"/>
+    </default>
+    <default class="wall">
+      <geom type="box" group="1" friction="0.5 0.005 0.0001"/>
+    </default>
+    <default class="marker">
+      <geom type="box" contype="0" conaffinity="0" group="0"/>
+    </default>
+  </default>
+  <worldbody>
+    <light name="sun" pos="0 0 6" dir="0 0 -1" directional="true" diffuse="0.55 0.55 0.55" castshadow="false"/>
+    <light name="side" pos="4 -4 3" dir="-0.6 0.6 -0.5" diffuse="0.25 0.25 0.25" castshadow="false"/>
+    <camera name="top" pos="0 0 7" xyaxes="1 0 0 0 1 0" fovy="60"/>
+    <geom name="floor" type="plane" size="{_v(*floor)} 1" material="floor"/>
+    {sep.join(walls)}
+    {sep.join(markers)}
+    {_car()}
+  </worldbody>
+  <actuator>
+    <velocity name="wheel_left" joint="wheel_left" kv="2" forcerange="{-wheel_torque} {wheel_torque}"
+              ctrlrange="{-max_wheel_speed} {max_wheel_speed}"/>
+    <velocity name="wheel_right" joint="wheel_right" kv="2" forcerange="{-wheel_torque} {wheel_torque}"
+              ctrlrange="{-max_wheel_speed} {max_wheel_speed}"/>
+  </actuator>
+</mujoco>
+"""
