@@ -61,7 +61,7 @@ class ScriptedDevice:
     def start(self, env: Any) -> None:
         if not callable(getattr(env.unwrapped, "expert_action", None)):
             raise ValueError(f"{env.spec.id if env.spec else env}: this env has no scripted expert "
-                             "(env.unwrapped.expert_action); record it with a human device instead")
+                             "(env.unwrapped.expert_action); --device scripted needs a sim task with one")
 
     def action(self, env: Any, obs: Mapping[str, Any]) -> np.ndarray:
         return np.asarray(env.unwrapped.expert_action(self.noise), np.float32)
@@ -141,6 +141,7 @@ class RecordStats:
     transitions: int
     seconds: float
     bytes: int
+    successes: int = 0
     returns: list[float] = field(default_factory=list)
 
     @property
@@ -152,8 +153,9 @@ class RecordStats:
         return self.bytes / max(self.episodes, 1)
 
     def summary(self) -> str:
-        return (f"{self.episodes} demos of {self.env_id} ({self.transitions} transitions) -> {self.path}; "
-                f"{self.attempts} attempts, {self.discarded} failed and discarded; {self.seconds:.1f} s "
+        return (f"{self.episodes} demos of {self.env_id} ({self.transitions} transitions, {self.successes} "
+                f"successful) -> {self.path}; {self.attempts} attempts, {self.discarded} failed and discarded; "
+                f"{self.seconds:.1f} s "
                 f"({self.steps_per_second:.0f} steps/s); {self.bytes / 1e6:.2f} MB "
                 f"({self.bytes_per_episode / 1e3:.1f} kB per demo)")
 
@@ -362,6 +364,7 @@ def _record(dev: ScriptedDevice, env_id: str, kwargs: dict[str, Any], n: int, tm
         env.close()
     return RecordStats(path=tmp, env_id=env_id, episodes=n, attempts=attempts, discarded=discarded,
                        transitions=transitions, seconds=time.perf_counter() - start, bytes=_dir_bytes(tmp),
+                       successes=sum(e["success"] for e in meta["episodes"]),
                        returns=[e["return"] for e in meta["episodes"]])
 
 
