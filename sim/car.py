@@ -141,8 +141,9 @@ class DriveEnv(MujocoTaskEnv):
         self.car_q = slice(int(m.jnt_qposadr[j]), int(m.jnt_qposadr[j]) + 7)
         self.car_v = slice(int(m.jnt_dofadr[j]), int(m.jnt_dofadr[j]) + 6)
         self.wheel_ctrl = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in WHEEL_JOINTS]
-        self.wall_mask = np.zeros(m.ngeom, bool)
-        self.wall_mask[m.geom_group == 1] = True
+        sensor = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, "wall_contact")
+        self.wall_sensor = int(m.sensor_adr[sensor])
+        self._proj_key: tuple[float, float] | None = None
         self.spacing = self.track.length / cfg.n_checkpoints
         self.n_success = cfg.checkpoints_to_success or cfg.n_checkpoints
         angles = np.linspace(-np.pi / 2, np.pi / 2, cfg.n_ranges) if cfg.n_ranges > 1 else np.zeros(cfg.n_ranges)
@@ -189,18 +190,18 @@ class DriveEnv(MujocoTaskEnv):
         d.qpos[self.car_q] = [xy[0], xy[1], WHEEL_RADIUS, math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]
         d.qvel[:] = 0.0
         d.ctrl[:] = 0.0
-        self.s = self.track.project(xy)[0]
         mujoco.mj_forward(self.model, d)
+        self.s = self.project()[0]
 
     def _apply_action(self, action: np.ndarray) -> None:
         m, d, cfg = self.model, self.data, self.cfg
         left, right = twist_to_wheel_speeds(action[0] * cfg.max_speed, action[1] * cfg.max_yaw_rate, self.drive)
         d.ctrl[self.wheel_ctrl[0]], d.ctrl[self.wheel_ctrl[1]] = left, right
         self._collided = False
-        wall, step = self.wall_mask, mujoco.mj_step
+        step, sensordata, wall = mujoco.mj_step, d.sensordata, self.wall_sensor
         for _ in range(self.n_substeps):
             step(m, d)
-            if d.ncon and wall[d.contact.geom[: d.ncon]].any():
+            if sensordata[wall] > 0:  # contacts between the car and the walls in this physics step
                 self._collided = True
                 break
         mujoco.mj_forward(m, d)
@@ -213,7 +214,7 @@ class DriveEnv(MujocoTaskEnv):
                 self.place_car(self.s0 + last)
 
     def _update_progress(self) -> None:
-        s = self.track.project(self.data.qpos[self.car_q])[0]
+        s = self.project()[0]
         L = self.track.length
         delta = (s - self.s + L / 2) % L - L / 2  # the car moves far less than half a lap per step
         self.s, self.progress = s, self.progress + delta
@@ -244,6 +245,14 @@ class DriveEnv(MujocoTaskEnv):
         return obs, info
 
     # --------------------------------------------------------------- observation
+    def project(self) -> tuple[float, float, int]:
+        """The car's (s, lateral offset, nearest centreline sample) on the track (cached per position)."""
+        q = self.data.qpos[self.car_q]
+        key = (float(q[0]), float(q[1]))
+        if key != self._proj_key:
+            self._proj, self._proj_key = self.track.project(q), key
+        return self._proj
+
     def car_pose(self) -> tuple[np.ndarray, float]:
         """(xy [2], yaw) of the car in the world frame."""
         q = self.data.qpos[self.car_q]
@@ -255,7 +264,7 @@ class DriveEnv(MujocoTaskEnv):
         xy, yaw = self.car_pose()
         c, s = math.cos(yaw), math.sin(yaw)
         v = self.data.qvel[self.car_v]
-        track_s, lateral, i = self.track.project(xy)
+        _, lateral, i = self.project()
         t = self.track.tangents[i]
         rel = math.atan2(t[0] * s - t[1] * c, t[0] * c + t[1] * s)  # heading - track direction
         cp, _ = self.track.pose(self.s0 + self.next_checkpoint)
@@ -285,8 +294,7 @@ class DriveEnv(MujocoTaskEnv):
         ``lookahead`` m ahead, at ``cruise`` m/s capped so the lateral acceleration stays under
         ``lateral_accel``; plus Gaussian noise of std ``noise`` (action units)."""
         xy, yaw = self.car_pose()
-        s, _, _ = self.track.project(xy)
-        target, _ = self.track.pose(s + lookahead)
+        target, _ = self.track.pose(self.project()[0] + lookahead)
         dx, dy = target - xy
         c, sn = math.cos(yaw), math.sin(yaw)
         fx, fy = c * dx + sn * dy, -sn * dx + c * dy

@@ -3,8 +3,10 @@ rounded-rectangle track bounded by walls. Everything is generated as a string by
 
 Track: the centreline is a rounded rectangle of outer size ``size`` (x, y) with corner radius ``corner_radius``,
 centred at the world origin and driven counter-clockwise; arc length ``s = 0`` is the middle of the bottom
-straight (heading +x). Walls (group 1, 25 cm high) run at ``±width / 2`` from the centreline: one box per straight
-and chord boxes along the arcs. Checkpoint markers are visual-only stripes across the track.
+straight (heading +x). Walls (group 1, 25 cm high, on the static body ``walls``) run at ``±width / 2`` from the
+centreline: ~0.6 m boxes along the straights and chord boxes along the arcs, in alternating colours; the contact
+sensor ``wall_contact`` counts the car's contacts with them. Checkpoint markers are visual-only stripes across the
+track (the one at s = 0 green).
 
 Car (a 1/10-scale robot car): 0.40 x 0.20 m chassis (2.5 kg) on a free joint, two 5 cm drive wheels on the
 axle through the centre (track width 0.30 m, so it turns about its centre) driven by velocity actuators with a
@@ -111,8 +113,11 @@ class Track:
                 t = (p1 - p0) / length
                 normal = np.array([-t[1], t[0]])
                 yaw = math.atan2(t[1], t[0])
+                n = max(1, int(math.ceil(length / 0.6)))  # ~0.6 m pieces: alternating colours show motion
                 for side in (1.0, -1.0):
-                    boxes.append(((p0 + p1) / 2 + side * off * normal, yaw, length / 2 + WALL_THICKNESS / 2))
+                    for j in range(n):
+                        mid = p0 + (j + 0.5) / n * (p1 - p0) + side * off * normal
+                        boxes.append((mid, yaw, length / (2 * n) + WALL_THICKNESS / 2))
                 continue
             centre, theta0 = params
             n = max(2, int(math.ceil((math.pi / 2) / (math.pi / 24))))
@@ -207,7 +212,9 @@ def build_drive_xml(track: Track, n_checkpoints: int, wheel_torque: float, max_w
     <light name="side" pos="4 -4 3" dir="-0.6 0.6 -0.5" diffuse="0.25 0.25 0.25" castshadow="false"/>
     <camera name="top" pos="0 0 7" xyaxes="1 0 0 0 1 0" fovy="60"/>
     <geom name="floor" type="plane" size="{_v(*floor)} 1" material="floor"/>
-    {sep.join(walls)}
+    <body name="walls">
+      {(sep + "  ").join(walls)}
+    </body>
     {sep.join(markers)}
     {_car()}
   </worldbody>
@@ -217,5 +224,8 @@ def build_drive_xml(track: Track, n_checkpoints: int, wheel_torque: float, max_w
     <velocity name="wheel_right" joint="wheel_right" kv="2" forcerange="{-wheel_torque} {wheel_torque}"
               ctrlrange="{-max_wheel_speed} {max_wheel_speed}"/>
   </actuator>
+  <sensor>
+    <contact name="wall_contact" subtree1="car" body2="walls" data="found"/>
+  </sensor>
 </mujoco>
 """

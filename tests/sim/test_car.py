@@ -223,7 +223,7 @@ def test_collision_resets_to_the_last_checkpoint():
 
 # ------------------------------------------------------------------ batched and randomised
 def test_batched_drive_equals_single_envs():
-    n, kwargs = 3, {"max_episode_steps": 25, "collision_mode": "reset_to_checkpoint"}
+    n, kwargs = 3, {"max_episode_steps": 25, "collision_mode": "reset_to_checkpoint", "image_size": 16}
     actions = np.random.default_rng(1).uniform(-1, 1, (60, n, 2)).astype(np.float32)
     singles = [gym.make("robot_rl/Drive-v0", **kwargs) for _ in range(n)]
     for i, env in enumerate(singles):
@@ -240,6 +240,7 @@ def test_batched_drive_equals_single_envs():
                 np.testing.assert_array_equal(info["final_obs"]["state"][i], o["state"])
                 o, _ = env.reset()
             np.testing.assert_array_equal(obs["state"][i], o["state"])
+            np.testing.assert_array_equal(obs["pixels"]["front"][i], o["pixels"]["front"])
             assert (reward[i], terminated[i], truncated[i]) == (np.float32(r), term, trunc)
     assert resets >= 2 * n
     batched.close()
