@@ -69,6 +69,10 @@ class SACConfig:
     """Gaussian width as a multiple of the bin width (paper default 0.75)."""
     bf16: bool = False
     """Run the network matmuls in bfloat16 autocast (fast on CPUs with AMX and on GPUs)."""
+    manual_grad: bool = True
+    """Hand-derived gradients (no autograd) for state-only agents with scalar critics: same maths, far fewer ops
+    (see robot_rl/agents/manual_grad.py and benchmarks/learner_speed.py). Pixels, a trainable state encoder,
+    HL-Gauss, bf16 and compile always use autograd."""
     compile: bool = False
     """torch.compile the update step; see benchmarks/learner_speed.py before enabling."""
     device: str = "cpu"

@@ -20,6 +20,7 @@ from safetensors.torch import load_file, save_file
 from robot_rl.agents.config import SACConfig
 from robot_rl.agents.encoders import ObservationEncoder
 from robot_rl.agents.hl_gauss import HLGauss
+from robot_rl.agents.manual_grad import FusedAdamStep, ManualSACStep, supports
 from robot_rl.agents.networks import EnsembleCritic, TanhGaussianActor
 from robot_rl.spaces import ObsSpec
 
@@ -79,6 +80,8 @@ class SACAgent:
         self.update_step = 0
         self.critic_step = 0
         self._losses = torch.compile(self._compute_losses) if cfg.compile else self._compute_losses
+        self._manual = ManualSACStep(self) if cfg.manual_grad and not cfg.compile and supports(self) else None
+        self._adam = FusedAdamStep(self.optimizer)
 
     # ------------------------------------------------------------------ acting
     @torch.no_grad()
@@ -120,11 +123,15 @@ class SACAgent:
         members = torch.randperm(self.cfg.num_critics, device=self.device,
                                  generator=self.generator)[: self.cfg.num_min_critics]
         alpha = self.log_alpha.detach().exp()
-        with self._autocast():
-            loss, metrics = self._losses(mb, alpha, members, update_actor)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
+        if self._manual is not None:
+            metrics = self._manual.compute_grads(mb, alpha, members, update_actor)
+            self._adam.step((0, 1, 2) if update_actor else (0,))
+        else:
+            with self._autocast():
+                loss, metrics = self._losses(mb, alpha, members, update_actor)
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            self.optimizer.step()
         with torch.no_grad():
             torch._foreach_lerp_(self._target_params, self._online_targets, self.cfg.tau)
         self.critic_step += 1
