@@ -28,17 +28,18 @@ def run_ours(env_id: str, steps: int, seed: int, device: str, learning_starts: i
              rlpd_utd: int) -> dict:
     from robot_rl.agents.config import SACConfig
     from robot_rl.envs.make import EnvConfig
-    from robot_rl.runtime.config import TrainConfig
-    from robot_rl.runtime.trainer import Trainer
+    from robot_rl.runtime.config import RuntimeConfig, TrainConfig
+    from robot_rl.runtime.supervisor import train
 
     agent = (SACConfig(utd=rlpd_utd, device=device) if rlpd else
              SACConfig(num_critics=2, num_min_critics=2, critic_layer_norm=False, utd=1, device=device))
     cfg = TrainConfig(name=f"{env_id}-{seed}", runs_dir=tempfile.mkdtemp(prefix="sample_eff_"), seed=seed,
                       total_env_steps=steps, random_steps=learning_starts, learning_starts=learning_starts,
                       eval_every=0, eval_episodes=10, checkpoint_every=0, log_every=1000, progress=False,
-                      env=EnvConfig(id=env_id), agent=agent)
+                      env=EnvConfig(id=env_id), agent=agent,
+                      runtime=RuntimeConfig(processes=False))  # lock-step: the figure measures learning, not timing
     cfg.replay.mix = {"online": 1.0}
-    result = Trainer(cfg).run()
+    _, result = train(cfg)
     return {"return": result["return_mean"]}
 
 

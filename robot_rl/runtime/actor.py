@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from robot_rl.agents.sac import SACAgent
 from robot_rl.envs.make import make_env
@@ -49,8 +50,11 @@ class Actor:
     def __init__(self, cfg: TrainConfig, run_dir: str | Path, index: int = 0, incarnation: int = 0) -> None:
         cfg.validate()
         self.cfg, self.rt, self.run_dir = cfg, cfg.runtime, Path(run_dir)
+        if cfg.runtime.processes:
+            # Inference of one observation gains nothing from intra-op threads; spinning ones steal the learner's.
+            torch.set_num_threads(1)
         self.index = index
-        self.uid = f"actor{index}-{incarnation}-{os.getpid()}"
+        self.uid = f"actor{index}-{incarnation}-{os.getpid()}-{os.urandom(3).hex()}"  # never reused
         self.env = make_actor_env(cfg)
         self.spec = ObsSpec.from_space(self.env.single_observation_space)
         self.action_dim = action_dim_of(self.env.single_action_space)

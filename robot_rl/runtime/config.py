@@ -76,7 +76,8 @@ class TrainConfig:
     learning_starts: int = 1_000
     """Env steps collected before the first agent update."""
     demos: list[str] = field(default_factory=list)
-    """Demo datasets (zarr stores written by robot_rl) loaded into the demos partition at start."""
+    """Demo datasets loaded into the demos partition at start: zarr stores written by robot_rl, or
+    ``scripted:N`` for N scripted-expert demos of the task (recorded into demos/ on first use, then reused)."""
     eval_every: int = 2_000
     """Run a deterministic evaluation every this many env steps (0 = only at the end)."""
     eval_episodes: int = 5

@@ -70,8 +70,8 @@ class Learner:
             self.counters.update(counters)
         else:
             self.replay = ReplayBuffer(self.spec, self.action_dim, cfg.replay)
-            for path in cfg.demos:
-                self.replay.add_dataset(path, "demos")
+            for entry in cfg.demos:
+                self.replay.add_dataset(str(self._demo_path(entry)), "demos")
         self.logger = RunLogger(self.run_dir)
         self.board = self._open_board()
         # Versions only grow, also across restarts: actors ignore anything not newer than what they hold.
@@ -91,6 +91,18 @@ class Learner:
         self.last_eval: dict[str, float] = {}
         self.finished = False
         self.publish()
+
+    def _demo_path(self, entry: str) -> Path:
+        """A demo dataset path, or ``scripted:N``: N scripted-expert demos of this task, recorded on first use."""
+        if not entry.startswith("scripted:"):
+            return Path(entry)
+        from robot_rl.datasets.record import ensure_demos
+
+        try:
+            n = int(entry.split(":", 1)[1])
+        except ValueError:
+            raise ValueError(f"demos: {entry!r} is neither a path nor 'scripted:<number of episodes>'") from None
+        return ensure_demos(self.cfg.env.id, n, seed=self.cfg.seed, env_kwargs=self.cfg.env.kwargs)
 
     # ---------------------------------------------------------------- weights
     def _open_board(self) -> shm.WeightBoard:

@@ -7,6 +7,7 @@ process instead (debugging, small tests).
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -118,6 +119,8 @@ class Supervisor:
 
     def run(self) -> dict[str, float]:
         rt = self.cfg.runtime
+        # SIGTERM (e.g. from a job scheduler) ends the run like Ctrl-C: children stopped, shared memory freed.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
         self.start_learner(self.resume)
         for i in range(rt.num_actors):
             self.start_actor(i)

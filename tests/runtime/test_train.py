@@ -1,4 +1,8 @@
-"""The training loop end to end on a real gymnasium env: learning, run folder, checkpoints, resume, CLI."""
+"""The training loop end to end on a real gymnasium env: learning, run folder, checkpoints, resume, CLI.
+
+These run actor and learner in one process (``runtime.processes: false``) where the test is about learning or
+bookkeeping; tests/runtime/test_processes.py covers the separate processes.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +17,8 @@ import torch
 from robot_rl.config import ConfigError, load_yaml, parse
 from robot_rl.runtime.checkpoint import latest_checkpoint
 from robot_rl.runtime.config import TrainConfig
-from robot_rl.runtime.trainer import Trainer
+from robot_rl.runtime.learner import Learner
+from robot_rl.runtime.supervisor import train
 from robot_rl.utils.state_io import load_state
 
 
@@ -22,6 +27,7 @@ def small_config(tmp_path, **overrides) -> TrainConfig:
                       eval_every=0, eval_episodes=1, checkpoint_every=200, log_every=50, progress=False)
     cfg.agent.num_critics, cfg.agent.utd, cfg.agent.batch_size = 3, 2, 32
     cfg.agent.hidden_dims = (32, 32)
+    cfg.runtime.processes = False
     for key, value in overrides.items():
         setattr(cfg, key, value)
     return cfg
@@ -33,43 +39,45 @@ def test_pendulum_learns_beyond_random(tmp_path):
     cfg = TrainConfig(name="learn", runs_dir=str(tmp_path), total_env_steps=3000, random_steps=300,
                       learning_starts=300, eval_every=0, eval_episodes=5, checkpoint_every=0, progress=False)
     cfg.agent.num_critics, cfg.agent.utd = 3, 2
-    result = Trainer(cfg).run()
+    cfg.runtime.processes = False
+    _, result = train(cfg)
     assert result["return_mean"] > -400, result
     run = tmp_path / "learn"
     for name in ("config.yaml", "metrics.jsonl", "learning_curve.png", "final_eval.json"):
         assert (run / name).is_file(), name
     assert list((run / "tb").iterdir()), "no TensorBoard events"
+    logged = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    utd = [m["utd/actual"] for m in logged if "utd/actual" in m and m["step"] > 1000]
+    assert utd and all(abs(u - 2) < 0.2 for u in utd), utd
 
 
 def test_run_folder_checkpoint_and_resume_restore_everything(tmp_path):
-    trainer = Trainer(small_config(tmp_path))
-    trainer.run()
-    run = tmp_path / "t"
+    run, _ = train(small_config(tmp_path))
     ckpt = latest_checkpoint(run)
     assert ckpt.name == f"{400:010d}"
     counters = json.loads((ckpt / "counters.json").read_text())
-    assert counters["env_steps"] == 400 and counters["updates"] == 301
-    saved_actor = {k: v.clone() for k, v in trainer.agent.actor.state_dict().items()}
-    saved_sizes = trainer.replay.sizes()
-
-    cfg = small_config(tmp_path, total_env_steps=400)
-    resumed = Trainer(cfg, resume_dir=run)
-    assert resumed.counters["env_steps"] == 400 and resumed.counters["updates"] == 301
-    assert resumed.replay.sizes() == saved_sizes
-    for k, v in resumed.agent.actor.state_dict().items():
-        assert torch.equal(v, saved_actor[k]), k
+    assert counters["env_steps"] == 400 and counters["updates"] == 300
+    assert sum(counters["ingested"].values()) > 0
     state = load_state(ckpt / "agent.safetensors")
-    assert state["update_step"] == 301
+    assert state["update_step"] == 300
+
+    resumed = Learner(small_config(tmp_path), run, resume=True)
+    try:
+        assert resumed.counters["env_steps"] == 400 and resumed.counters["updates"] == 300
+        assert len(resumed.replay) == 400
+        for k, v in resumed.agent.actor.state_dict().items():
+            assert torch.equal(v, state["actor"][k]), k
+    finally:
+        resumed.close(unlink=True)
     # Continue training: counters move on from the checkpoint, not from zero.
-    resumed.cfg.total_env_steps = 500
-    resumed.run()
+    train(small_config(tmp_path, total_env_steps=500), resume_dir=run)
     assert json.loads((latest_checkpoint(run) / "counters.json").read_text())["env_steps"] == 500
 
 
 def test_new_run_refuses_to_overwrite_existing_run(tmp_path):
-    Trainer(small_config(tmp_path, total_env_steps=150, checkpoint_every=0)).run()
+    train(small_config(tmp_path, total_env_steps=150, checkpoint_every=0))
     with pytest.raises(FileExistsError, match="--resume"):
-        Trainer(small_config(tmp_path))
+        train(small_config(tmp_path))
 
 
 def test_yaml_then_cli_precedence_and_field_errors(tmp_path):
@@ -85,10 +93,19 @@ def test_yaml_then_cli_precedence_and_field_errors(tmp_path):
         load_yaml(TrainConfig, path)
 
 
-def test_cli_reports_bad_values_naming_the_field(tmp_path):
+@pytest.mark.parametrize("flag, value, field", [
+    ("--agent.num-min-critics", "20", "num_min_critics"),
+    ("--runtime.num-actors", "0", "runtime.num_actors"),
+    ("--runtime.flush-seconds", "0", "runtime.flush_seconds"),
+    ("--runtime.warmup", "expert", "warmup"),
+])
+def test_cli_reports_bad_values_naming_the_field(tmp_path, flag, value, field):
     exe = [sys.executable, "-m", "robot_rl.cli", "train", "pendulum", "--runs-dir", str(tmp_path)]
-    proc = subprocess.run([*exe, "--agent.num-min-critics", "20"], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2 and "num_min_critics" in proc.stderr
+    proc = subprocess.run([*exe, flag, value], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and field in proc.stderr, proc.stderr[-1000:]
+
+
+def test_cli_reports_bad_yaml_naming_the_field(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("replay:\n  mix: {online: 0.5, prior2: 0.5}\n")
     proc = subprocess.run([sys.executable, "-m", "robot_rl.cli", "train", str(bad)], capture_output=True, text=True,
@@ -97,6 +114,7 @@ def test_cli_reports_bad_values_naming_the_field(tmp_path):
 
 
 def test_cli_train_and_eval_end_to_end(tmp_path):
+    """`robot-rl train` with actor and learner as separate processes, then `robot-rl eval`."""
     run = [sys.executable, "-m", "robot_rl.cli", "train", "pendulum", "--runs-dir", str(tmp_path), "--name", "cli",
            "--total-env-steps", "300", "--random-steps", "100", "--learning-starts", "100", "--agent.utd", "1",
            "--agent.num-critics", "2", "--eval-episodes", "1", "--no-progress"]
