@@ -102,8 +102,8 @@ class DriveConfig(TaskConfig):
                 raise ValueError(f"{name} must be >= 0")
         if len(self.track_size) != 2 or min(self.track_size) < 2 * self.corner_radius:
             raise ValueError("track_size must be (x, y) with both sides >= 2 * corner_radius")
-        if not 0.5 <= self.track_width < 2 * self.corner_radius:
-            raise ValueError("track_width must be >= 0.5 (the car fits) and < 2 * corner_radius")
+        if not 0.5 <= self.track_width <= 2 * self.corner_radius - 0.2:
+            raise ValueError("track_width must be >= 0.5 (the car fits) and <= 2 * corner_radius - 0.2 (inner walls)")
         if self.start_lateral_noise > self.track_width / 2 - 0.3:
             raise ValueError("start_lateral_noise must leave the car (0.17 m half-width) clear of the walls")
         if self.n_checkpoints < 1:
@@ -201,10 +201,11 @@ class DriveEnv(MujocoTaskEnv):
         step, sensordata, wall = mujoco.mj_step, d.sensordata, self.wall_sensor
         for _ in range(self.n_substeps):
             step(m, d)
-            if sensordata[wall] > 0:  # contacts between the car and the walls in this physics step
+            if sensordata[wall] > 0:  # car-wall contacts (sensors see the state the step started from)
                 self._collided = True
                 break
         mujoco.mj_forward(m, d)
+        self._collided |= bool(sensordata[wall] > 0)  # ... and in the final state
         self._update_progress()
         if self._collided:
             self.collisions += 1
