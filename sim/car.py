@@ -53,7 +53,7 @@ class DriveConfig(TaskConfig):
     """Config of the driving task; TaskConfig's fields plus these."""
 
     max_episode_steps: int = 400
-    """Time limit in control steps (20 s at 20 Hz; the expert needs ~13 s for a lap from a standing start)."""
+    """Time limit in control steps (20 s at 20 Hz; the expert needs ~11 s for a lap from a standing start)."""
     max_speed: float = 2.0
     """Forward speed (m/s) at action[0] = +-1 (reverse is allowed)."""
     max_yaw_rate: float = 3.0
@@ -61,7 +61,7 @@ class DriveConfig(TaskConfig):
     max_wheel_speed: float = 50.0
     """Wheel speed limit (rad/s; 2.5 m/s at the rim): larger twists are scaled down keeping the curvature."""
     wheel_torque: float = 0.5
-    """Torque limit of each wheel's velocity servo (N m): sets the acceleration (~3.5 m/s^2)."""
+    """Torque limit of each wheel's velocity servo (N m): sets the acceleration (~5.5 m/s^2 from rest)."""
     track_size: tuple[float, float] = (6.0, 4.0)
     """Outer size (x, y) of the rounded-rectangle centreline (m)."""
     corner_radius: float = 1.2
