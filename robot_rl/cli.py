@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -89,6 +91,11 @@ def cmd_learner(argv: list[str]) -> int:
     from robot_rl.runtime.learner import Learner
 
     args, cfg = _run_side(argv, "robot-rl learner")
+    import torch
+
+    rt = cfg.runtime
+    torch.set_num_threads(rt.learner_threads or max(1, (os.cpu_count() or 1) - rt.num_actors))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     learner = Learner(cfg, args.run_dir, resume=args.resume)
     try:
         learner.run()
@@ -102,6 +109,8 @@ def cmd_actor(argv: list[str]) -> int:
     from robot_rl.runtime.actor import Actor
 
     args, cfg = _run_side(argv, "robot-rl actor")
+    # SIGTERM = stop cleanly: the partial chunk and the spool are flushed before exit.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     Actor(cfg, args.run_dir, index=args.index, incarnation=args.incarnation).run()
     return 0
 

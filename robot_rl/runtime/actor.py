@@ -210,6 +210,7 @@ class Actor:
         self._added += int(np.count_nonzero(chunk["valid"]))
         self._sent_steps[self.seq] = self._added
         self.seq += 1
+        self.ring.header[shm.SENT], self.ring.header[shm.NEXT_SEQ] = self._added, self.seq
 
     def publish_stats(self) -> None:
         h = self.ring.header

@@ -42,6 +42,9 @@ class RuntimeConfig:
     checkpoint survive a learner crash and are delivered on resume (zero transitions lost)."""
     heartbeat_timeout: float = 10.0
     """Seconds without a heartbeat after which a peer counts as dead."""
+    learner_threads: int = 0
+    """Torch threads of the learner; 0 = the cores left after one per actor on this machine (at least 1).
+    More threads than free cores makes torch's spinning worker threads collapse (measured 50x slower)."""
     actor_restarts: int = 3
     """The supervisor replaces a dead actor at most this many times."""
     learner_restarts: int = 1
@@ -51,7 +54,7 @@ class RuntimeConfig:
         for name in ("num_actors", "num_envs", "chunk_steps", "ring_slots", "publish_every_updates"):
             if getattr(self, name) < 1:
                 raise ValueError(f"runtime.{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("control_hz", "max_update_lag", "actor_restarts", "learner_restarts"):
+        for name in ("control_hz", "max_update_lag", "actor_restarts", "learner_restarts", "learner_threads"):
             if getattr(self, name) < 0:
                 raise ValueError(f"runtime.{name} must be >= 0, got {getattr(self, name)}")
         for name in ("flush_seconds", "publish_every_seconds", "heartbeat_timeout"):

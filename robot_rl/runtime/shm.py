@@ -63,9 +63,10 @@ def _layout(fields: Mapping[str, tuple[tuple[int, ...], np.dtype]]) -> tuple[dic
 
 
 # Header words of a chunk ring (int64 each).
-# Written by the actor: HEAD, HEARTBEAT .. PAUSED_US; by the learner: TAIL, TAKEN_SEQ (next chunk sequence it expects).
+# Written by the actor: HEAD, HEARTBEAT .. PAUSED_US, SENT (transitions in chunks so far);
+# by the learner: TAIL, TAKEN_SEQ (next chunk sequence it expects).
 HEAD, TAIL, SLOTS, ROWS, HEARTBEAT, PID, CLOSED, ENV_STEPS, VERSION, DROPPED, JITTER_P99_US, INFER_US, \
-    PERIOD_US, EPISODES, NEXT_SEQ, PAUSED_US, TAKEN_SEQ = range(17)
+    PERIOD_US, EPISODES, NEXT_SEQ, PAUSED_US, TAKEN_SEQ, SENT = range(18)
 HEADER_WORDS = 24
 
 

@@ -80,6 +80,16 @@ def run_inprocess(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, fl
     return learner.last_eval
 
 
+def _die_with_parent() -> None:
+    """Child side (Linux): get SIGTERM when the supervisor dies, however it dies, so no orphan keeps running."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 class Supervisor:
     """Starts and watches the learner and actor processes of one run."""
 
@@ -93,7 +103,7 @@ class Supervisor:
 
     def _spawn(self, *args: str) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "robot_rl.cli", *args, "--run-dir", str(self.run_dir)]
-        return subprocess.Popen(cmd)
+        return subprocess.Popen(cmd, preexec_fn=_die_with_parent)
 
     def start_learner(self, resume: bool) -> None:
         self.learner = self._spawn("learner", *(["--resume"] if resume else []))
