@@ -1,7 +1,7 @@
 """The ``robot-rl`` command.
 
     robot-rl train [CONFIG] [--resume RUN_DIR] [--field.sub value ...]
-    robot-rl eval RUN_DIR [--episodes N]
+    robot-rl eval RUN_DIR [RUN_DIR ...] [--episodes N] [--video out.gif|mp4]
     robot-rl learner --run-dir RUN [--resume]       (what `train` starts; run alone on another machine)
     robot-rl actor --run-dir RUN [--index I]        (likewise)
     robot-rl record-demos TASK [--device scripted] [-n 20] [--out PATH] [--noise 0.1] [--seed 0] [--image-size 0]
@@ -116,24 +116,20 @@ def cmd_actor(argv: list[str]) -> int:
 
 
 def cmd_eval(argv: list[str]) -> int:
-    from robot_rl.agents.sac import SACAgent
-    from robot_rl.config import load_yaml
-    from robot_rl.envs.make import make_env
-    from robot_rl.runtime.checkpoint import latest_checkpoint
-    from robot_rl.runtime.config import TrainConfig
-    from robot_rl.runtime.evaluation import evaluate
-    from robot_rl.spaces import ObsSpec, action_dim_of
+    from robot_rl.runtime.evaluation import evaluate_runs
 
-    parser = argparse.ArgumentParser(prog="robot-rl eval")
-    parser.add_argument("run_dir")
+    parser = argparse.ArgumentParser(prog="robot-rl eval", description="Deterministic evaluation of trained runs; "
+                                     "several runs (seeds) also get the IQM with a stratified bootstrap 95 % CI.")
+    parser.add_argument("run_dirs", nargs="+")
     parser.add_argument("--episodes", type=int, default=10)
+    parser.add_argument("--video", default=None, help="write the first run's episodes to this .gif or .mp4")
     args = parser.parse_args(argv)
-    cfg = load_yaml(TrainConfig, Path(args.run_dir) / "config.yaml")
-    env = make_env(cfg.env)
-    agent = SACAgent(ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space), cfg.agent)
-    agent.load_policy(latest_checkpoint(args.run_dir) / "policy.safetensors")
-    result = evaluate(agent, env, args.episodes)
+    result = evaluate_runs(args.run_dirs, args.episodes, args.video)
+    if len(args.run_dirs) == 1:
+        result = result[args.run_dirs[0]]
     print(json.dumps(result, indent=2))
+    if args.video:
+        print(f"video: {args.video}", file=sys.stderr)
     return 0
 
 

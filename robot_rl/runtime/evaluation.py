@@ -1,37 +1,49 @@
-"""Deterministic evaluation episodes with success rate, return and cycle time."""
+"""Deterministic evaluation: success rate, return and cycle time with bootstrap CIs for one policy, the IQM with
+a stratified bootstrap CI across runs (seeds), and videos of the episodes."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from robot_rl.runtime.stats import bootstrap_ci
+from robot_rl.runtime.stats import bootstrap_ci, iqm_ci
 
 
-def evaluate(agent: Any, env: gym.Env, episodes: int, seed: int = 10_000) -> dict[str, float]:
-    """Runs ``episodes`` deterministic episodes. Success is ``info["is_success"]`` at the episode's end
-    (NaN when the env does not report it); cycle time is the mean length of successful episodes. Each figure
-    comes with a 95 % percentile-bootstrap interval (``*_ci_low`` / ``*_ci_high``)."""
+def rollout(agent: Any, env: gym.Env, episodes: int, seed: int = 10_000,
+            frames: list[np.ndarray] | None = None) -> dict[str, np.ndarray]:
+    """Runs ``episodes`` deterministic episodes (episode i seeded ``seed + i``); per-episode ``returns``,
+    ``lengths`` and ``successes`` (``info["is_success"]`` at the end, NaN when the env does not report it).
+    With ``frames`` (a list; the env made with ``render_mode="rgb_array"``), appends every rendered frame."""
     returns, lengths, successes = [], [], []
     for i in range(episodes):
         obs, info = env.reset(seed=seed + i)
         done, ret, length = False, 0.0, 0
+        if frames is not None:
+            frames.append(env.render())
         while not done:
             obs, reward, terminated, truncated, info = env.step(agent.act(obs, deterministic=True))
             ret += float(reward)
             length += 1
             done = terminated or truncated
+            if frames is not None:
+                frames.append(env.render())
         returns.append(ret)
         lengths.append(length)
         successes.append(float(info["is_success"]) if "is_success" in info else np.nan)
-    succ = np.array(successes)
-    ok = ~np.isnan(succ) & (succ > 0)
-    has_success = not np.all(np.isnan(succ))
-    _, ret_lo, ret_hi = bootstrap_ci(np.array(returns))
-    rate, rate_lo, rate_hi = bootstrap_ci(succ) if has_success else (float("nan"),) * 3
-    cycle, cycle_lo, cycle_hi = bootstrap_ci(np.array(lengths)[ok]) if ok.any() else (float("nan"),) * 3
+    return {"returns": np.array(returns), "lengths": np.array(lengths), "successes": np.array(successes)}
+
+
+def summarize(returns: np.ndarray, lengths: np.ndarray, successes: np.ndarray) -> dict[str, float]:
+    """Means with 95 % percentile-bootstrap intervals (``*_ci_low`` / ``*_ci_high``); cycle time is the mean
+    length of successful episodes."""
+    ok = ~np.isnan(successes) & (successes > 0)
+    _, ret_lo, ret_hi = bootstrap_ci(returns)
+    has_success = not np.all(np.isnan(successes))
+    rate, rate_lo, rate_hi = bootstrap_ci(successes) if has_success else (float("nan"),) * 3
+    cycle, cycle_lo, cycle_hi = bootstrap_ci(lengths[ok]) if ok.any() else (float("nan"),) * 3
     return {
         "return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)),
         "return_ci_low": ret_lo, "return_ci_high": ret_hi,
@@ -39,3 +51,47 @@ def evaluate(agent: Any, env: gym.Env, episodes: int, seed: int = 10_000) -> dic
         "episode_length": float(np.mean(lengths)),
         "cycle_time": cycle, "cycle_time_ci_low": cycle_lo, "cycle_time_ci_high": cycle_hi,
     }
+
+
+def evaluate(agent: Any, env: gym.Env, episodes: int, seed: int = 10_000) -> dict[str, float]:
+    return summarize(**rollout(agent, env, episodes, seed))
+
+
+def across_runs(per_run: list[dict[str, np.ndarray]]) -> dict[str, float]:
+    """IQM of returns (and of successes) over ``[runs, episodes]`` with a stratified bootstrap 95 % CI."""
+    out: dict[str, float] = {"runs": float(len(per_run))}
+    for key in ("returns", "successes"):
+        scores = np.stack([r[key] for r in per_run])
+        if np.all(np.isnan(scores)):
+            continue
+        out[f"{key}_iqm"], out[f"{key}_iqm_ci_low"], out[f"{key}_iqm_ci_high"] = iqm_ci(scores)
+    return out
+
+
+def evaluate_runs(run_dirs: list[str | Path], episodes: int, video: str | Path | None = None,
+                  seed: int = 10_000) -> dict[str, Any]:
+    """Evaluates the latest policy of each run; with ``video``, writes the first run's episodes to it."""
+    from robot_rl.agents.sac import SACAgent
+    from robot_rl.config import load_yaml
+    from robot_rl.envs.make import make_env
+    from robot_rl.runtime.checkpoint import latest_checkpoint
+    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.spaces import ObsSpec, action_dim_of
+    from robot_rl.utils.video import write_video
+
+    per_run, result = [], {}
+    for i, run in enumerate(run_dirs):
+        cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
+        env = make_env(cfg.env, render_mode="rgb_array" if video and i == 0 else None)
+        agent = SACAgent(ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space), cfg.agent)
+        agent.load_policy(latest_checkpoint(run) / "policy.safetensors")
+        frames: list[np.ndarray] | None = [] if video and i == 0 else None
+        episodes_out = rollout(agent, env, episodes, seed, frames)
+        if frames:
+            write_video(frames, video, fps=env.metadata.get("render_fps", 20))
+        env.close()
+        per_run.append(episodes_out)
+        result[str(run)] = summarize(**episodes_out)
+    if len(per_run) > 1:
+        result["across_runs"] = across_runs(per_run)
+    return result

@@ -1,0 +1,46 @@
+"""`robot-rl eval`: per-run figures with CIs, IQM across runs (seeds), and a video of the episodes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+
+from robot_rl.runtime.config import TrainConfig
+from robot_rl.runtime.evaluation import across_runs
+from robot_rl.runtime.supervisor import train
+from robot_rl.utils.video import read_video
+
+
+def test_iqm_across_runs_uses_the_middle_half():
+    runs = [{"returns": np.array([0.0, 1.0, 2.0, 100.0]), "successes": np.array([0.0, 1.0, 1.0, 1.0])}
+            for _ in range(3)]
+    out = across_runs(runs)
+    assert out["returns_iqm"] == 1.5  # 100 and 0 are outside the interquartile range
+    assert out["returns_iqm_ci_low"] <= 1.5 <= out["returns_iqm_ci_high"]
+    assert out["successes_iqm"] == 1.0
+
+
+def test_eval_two_seeds_reports_iqm_and_writes_a_video(tmp_path):
+    runs = []
+    for seed in (0, 1):
+        cfg = TrainConfig(name=f"s{seed}", runs_dir=str(tmp_path), seed=seed, total_env_steps=200, random_steps=100,
+                          learning_starts=100, eval_every=0, eval_episodes=1, checkpoint_every=0, progress=False)
+        cfg.env.id = "robot_rl/Reach-v0"
+        cfg.env.max_episode_steps = 20
+        cfg.agent.num_critics, cfg.agent.utd, cfg.agent.batch_size, cfg.agent.hidden_dims = 2, 1, 32, (32, 32)
+        cfg.runtime.processes = False
+        runs.append(str(train(cfg)[0]))
+    video = tmp_path / "episodes.gif"
+    proc = subprocess.run([sys.executable, "-m", "robot_rl.cli", "eval", *runs, "--episodes", "2", "--video",
+                           str(video)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert set(result) == {*runs, "across_runs"}
+    assert result["across_runs"]["runs"] == 2 and "returns_iqm" in result["across_runs"]
+    for run in runs:
+        assert 0.0 <= result[run]["success_rate"] <= 1.0
+    frames = read_video(video)
+    assert frames.shape[0] >= 2 and frames.shape[-1] == 3  # two episodes of up to 21 frames each
