@@ -28,7 +28,7 @@ class RuntimeConfig:
     """Transitions per chunk sent from an actor to the learner."""
     flush_seconds: float = 0.25
     """An actor sends a partial chunk after this long, so slow robots stream with bounded delay."""
-    ring_slots: int = 64
+    ring_slots: int = 16
     """Chunks the local shared-memory ring of each actor holds before the actor spills to its spool only."""
     max_update_lag: int = 2_000
     """Sims: the actor pauses while the learner owes more than this many env steps of updates, which keeps the

@@ -1,0 +1,166 @@
+"""Runtime benchmarks: transitions/s through the local transport, weight-sync latency, actor period jitter.
+
+    python benchmarks/runtime_speed.py [--transitions 20000] [--jitter-seconds 60]
+
+1. Transport: an actor-side process builds chunks of pixel transitions (2 x 128x128x3 cameras, 17-d state) and
+   puts them into its shared-memory ring (with and without the spool write-ahead log); the learner side (this
+   process) takes them in and adds them to a ReplayBuffer — the learner's real intake path. Transitions/s are
+   counted on the learner side.
+2. Weight sync: a learner-side process publishes a ~1M-parameter policy (actor 1024x1024) every 50 ms; this
+   process, as the actor does, polls the board, copies the weights and loads them into a standby agent.
+   Latency = from the start of ``publish`` to the policy being loaded.
+3. Actor jitter: ``robot-rl train pickcube`` with ``runtime.control_hz 20``; the actor's p99 |start - schedule|.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from robot_rl.agents.config import SACConfig
+from robot_rl.agents.sac import SACAgent
+from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
+from robot_rl.runtime import shm
+from robot_rl.runtime.chunks import ChunkBuilder, chunk_specs, ingest_chunk
+from robot_rl.runtime.spool import SpoolWriter
+from robot_rl.spaces import ObsSpec
+
+SPEC = ObsSpec(17, {"front": (128, 128, 3), "wrist": (128, 128, 3)})
+ACTION_DIM, CHUNK = 4, 64
+PUBLISH_START = 12  # a spare weight-board header word: the benchmark's publisher stamps its start time there
+
+
+def produce(ring_name: str, spool_dir: str | None, transitions: int) -> None:
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 255, (8, 128, 128, 3), np.uint8)
+    builder = ChunkBuilder(SPEC, ACTION_DIM, CHUNK)
+    ring = shm.ChunkRing(ring_name, chunk_specs(SPEC, ACTION_DIM))
+    spool = SpoolWriter(spool_dir) if spool_dir else None
+    seq, t = 0, 0
+
+    def obs(k: int) -> dict:
+        return {"state": np.full(17, k, np.float32), "pixels": {"front": frames[k % 8], "wrist": frames[(k + 3) % 8]}}
+
+    while t < transitions:
+        builder.add(0, obs(t), np.zeros(ACTION_DIM, np.float32), 0.0, False, (t + 1) % 100 == 0, obs(t + 1))
+        t += 1
+        if builder.full or t == transitions:
+            chunk = builder.take()
+            if spool is not None:
+                spool.write(seq, chunk)
+            while not ring.put(chunk, seq):  # benchmark: wait for room instead of relying on the spool
+                ring.header[shm.DROPPED] -= 1
+                time.sleep(0.0002)
+            seq += 1
+    if spool is not None:
+        spool.flush()
+        spool.close()
+    ring.close()
+
+
+def transport(transitions: int, spool: bool) -> float:
+    name = f"rrl_bench_{int(time.time() * 1e3) % 10**8}"
+    ring = shm.ChunkRing(name, chunk_specs(SPEC, ACTION_DIM), slots=16, rows=2 * CHUNK, create=True)
+    replay = ReplayBuffer(SPEC, ACTION_DIM, ReplayConfig(online_capacity=transitions + 1000))
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = mp.get_context("spawn").Process(target=produce, args=(name, tmp if spool else None, transitions))
+        proc.start()
+        taken, start = 0, None
+        while taken < transitions:
+            item = ring.peek()
+            if item is None:
+                time.sleep(0.0001)
+                continue
+            start = start or time.perf_counter()
+            taken += ingest_chunk(replay, item[1])
+            ring.release()
+        elapsed = time.perf_counter() - start
+        proc.join()
+    ring.close(unlink=True)
+    return taken / elapsed
+
+
+def publish_loop(name: str, seconds: float) -> None:
+    agent = SACAgent(ObsSpec(17), 6, SACConfig(hidden_dims=(1024, 1024), num_critics=2))
+    board = shm.WeightBoard(name, agent.policy_state())
+    version, end = 0, time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        version += 1
+        board.header[PUBLISH_START] = time.time_ns()
+        board.publish(agent.policy_state(), version)
+        time.sleep(0.05)
+    board.close()
+
+
+def weight_sync(seconds: float) -> dict[str, float]:
+    cfg = SACConfig(hidden_dims=(1024, 1024), num_critics=2)
+    agent = SACAgent(ObsSpec(17), 6, cfg)
+    params = sum(v.numel() for v in agent.policy_state().values())
+    name = f"rrl_bench_w{int(time.time() * 1e3) % 10**8}"
+    board = shm.WeightBoard(name, agent.policy_state(), create=True)
+    proc = mp.get_context("spawn").Process(target=publish_loop, args=(name, seconds))
+    proc.start()
+    latencies, loads, seen = [], [], 0
+    while proc.is_alive() or board.version > seen:
+        if board.version > seen:
+            t0 = time.perf_counter()
+            version, state = board.read()
+            agent.load_policy_state(state)
+            done = time.time_ns()
+            loads.append(time.perf_counter() - t0)
+            if seen:  # skip the first (start-up) one
+                latencies.append((done - int(board.header[PUBLISH_START])) / 1e6)
+            seen = version
+        time.sleep(0.001)  # the actor's weight thread polls every 5 ms; 1 ms here isolates the copy cost
+    proc.join()
+    board.close(unlink=True)
+    return {"params": params, "p50": float(np.median(latencies)), "p99": float(np.percentile(latencies, 99)),
+            "load_p50": float(np.median(loads)) * 1e3, "n": len(latencies)}
+
+
+def jitter(seconds: float) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as tmp:
+        steps = int(seconds * 20)
+        cmd = [sys.executable, "-m", "robot_rl.cli", "train", "pickcube", "--runs-dir", tmp, "--name", "j",
+               "--runtime.control-hz", "20", "--total-env-steps", str(steps), "--eval-every", "0",
+               "--eval-episodes", "1", "--random-steps", "100", "--learning-starts", "100", "--no-progress"]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=seconds * 4 + 300)
+        rows = [json.loads(line) for line in (Path(tmp) / "j" / "metrics.jsonl").read_text().splitlines()]
+    keys = [k for k in rows[-2] if k.endswith("jitter_p99_ms")]
+    return {"jitter_p99_ms": rows[-2][keys[0]], "infer_ms": rows[-2][keys[0].replace("jitter_p99", "inference")],
+            "steps": steps}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--transitions", type=int, default=20_000)
+    parser.add_argument("--sync-seconds", type=float, default=10.0)
+    parser.add_argument("--jitter-seconds", type=float, default=60.0)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    print("| quantity | figure |\n|---|---|")
+    for spool in (False, True):
+        rate = transport(args.transitions, spool)
+        print(f"| local transport, 2 x 128² pixels, {'ring + spool' if spool else 'ring only'} | "
+              f"{rate:,.0f} transitions/s |", flush=True)
+    ws = weight_sync(args.sync_seconds)
+    print(f"| weight sync, {ws['params'] / 1e6:.2f}M-parameter policy, publish -> loaded in the actor | "
+          f"p50 {ws['p50']:.2f} ms, p99 {ws['p99']:.2f} ms (copy + load {ws['load_p50']:.2f} ms; n={ws['n']}) |",
+          flush=True)
+    if args.jitter_seconds > 0:
+        j = jitter(args.jitter_seconds)
+        print(f"| actor period jitter p99 at 20 Hz (PickCube state, {j['steps']} steps) | {j['jitter_p99_ms']:.3f} ms "
+              f"(policy inference {j['infer_ms']:.2f} ms) |")
+
+
+if __name__ == "__main__":
+    main()
