@@ -12,6 +12,7 @@ Several concurrent episode streams (e.g. the N sims of a batched env) are kept a
 from __future__ import annotations
 
 import mmap
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -69,9 +70,15 @@ class RingStorage:
         if capacity < 2:
             raise ValueError(f"replay capacity must be >= 2, got {capacity}")
         self.spec, self.action_dim, self.capacity = spec, action_dim, int(capacity)
+        specs = array_specs(spec, action_dim)
+        need = sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize for shape, dtype in specs.values()) * capacity
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else need
+        if spec.cameras and need > free:
+            raise MemoryError(f"a replay partition of capacity {capacity} with cameras needs {need / 2**30:.1f} GiB "
+                              f"but {free / 2**30:.1f} GiB of RAM is free: lower replay.*_capacity")
         self.arrays: dict[str, np.ndarray] = {
             name: (prefaulted_zeros if len(shape) >= 3 else np.zeros)((self.capacity, *shape), dtype)
-            for name, (shape, dtype) in array_specs(spec, action_dim).items()}
+            for name, (shape, dtype) in specs.items()}
         self.arrays["next_row"].fill(-1)
         self.cursor = 0  # next row to write
         self.size = 0  # rows in use
