@@ -16,6 +16,13 @@ class RuntimeConfig:
 
     processes: bool = True
     """Run actor(s) and learner as separate OS processes; False runs both in one process (debugging, tests)."""
+    transport: Literal["local", "ray"] = "local"
+    """local: shared memory on one machine. ray: actors on other machines (e.g. a robot PC) reach the learner
+    through Ray; actors run on nodes with the custom resource ``actor_resource``."""
+    ray_address: str = "auto"
+    """Ray cluster to join with transport 'ray' ('auto' = the one `ray start` made here; 'local' = start one)."""
+    actor_resource: str = "robot"
+    """Ray custom resource an actor needs (a robot PC is started with ``--resources '{"robot": 1}'``)."""
     num_actors: int = 1
     """Actor processes started by ``robot-rl train``."""
     num_envs: int = 1
