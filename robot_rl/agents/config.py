@@ -69,10 +69,11 @@ class SACConfig:
     """Gaussian width as a multiple of the bin width (paper default 0.75)."""
     bf16: bool = False
     """Run the network matmuls in bfloat16 autocast (fast on CPUs with AMX and on GPUs)."""
-    manual_grad: bool = True
-    """Hand-derived gradients (no autograd) for state-only agents with scalar critics: same maths, far fewer ops
-    (see robot_rl/agents/manual_grad.py and benchmarks/learner_speed.py). Pixels, a trainable state encoder,
-    HL-Gauss, bf16 and compile always use autograd."""
+    manual_grad: bool | None = None
+    """Hand-derived gradients (no autograd): same maths, about half the ops, no allocation churn
+    (robot_rl/agents/manual_grad.py; measured in benchmarks/learner_speed.py). None = on for CPU learners, off on
+    GPUs (not yet measured there). Applies to state-only agents with scalar critics; pixels, a trainable state
+    encoder, HL-Gauss, bf16 and compile always use autograd."""
     compile: bool = False
     """torch.compile the update step; see benchmarks/learner_speed.py before enabling."""
     device: str = "cpu"

@@ -80,7 +80,8 @@ class SACAgent:
         self.update_step = 0
         self.critic_step = 0
         self._losses = torch.compile(self._compute_losses) if cfg.compile else self._compute_losses
-        self._manual = ManualSACStep(self) if cfg.manual_grad and not cfg.compile and supports(self) else None
+        manual = cfg.manual_grad if cfg.manual_grad is not None else self.device.type == "cpu"
+        self._manual = ManualSACStep(self) if manual and not cfg.compile and supports(self) else None
         self._adam = FusedAdamStep(self.optimizer)
 
     # ------------------------------------------------------------------ acting
