@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.utils.process import pid_alive
 from robot_rl.utils.state_io import atomic_write
 
 DEFAULT_NOISE = 0.1
@@ -206,15 +207,6 @@ def _temp_prefix(out: Path) -> str:
     return f".{out.name}.tmp-"
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
 
 def remove_stale_temps(out: str | Path) -> list[Path]:
     """Deletes temporary folders of ``out`` left by recordings on this host whose process is gone."""
@@ -227,7 +219,7 @@ def remove_stale_temps(out: str | Path) -> list[Path]:
         parts = tmp.name[len(_temp_prefix(out)):].rsplit("-", 2)  # <host>-<pid>-<token>
         if len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
             continue  # another host's (or a foreign) folder: leave it alone
-        if int(parts[1]) != os.getpid() and not _pid_alive(int(parts[1])):
+        if int(parts[1]) != os.getpid() and not pid_alive(int(parts[1])):
             shutil.rmtree(tmp, ignore_errors=True)
             removed.append(tmp)
     return removed

@@ -34,19 +34,11 @@ from robot_rl.runtime.names import actor_dir, board_name
 from robot_rl.runtime.run_logger import RunLogger
 from robot_rl.runtime.spool import read_chunk, trim
 from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.utils.process import pid_alive
 from robot_rl.utils.state_io import atomic_write
 
 STREAMS_PER_ACTOR = 1 << 16
 
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Learner:
@@ -202,7 +194,7 @@ class Learner:
 
     def _retire_if_gone(self, uid: str, ring: shm.ChunkRing | None) -> None:
         info = self.actor_info.get(uid, {})
-        alive = ring is not None and not ring.header[shm.CLOSED] and _pid_alive(int(info.get("pid", 0)))
+        alive = ring is not None and not ring.header[shm.CLOSED] and pid_alive(int(info.get("pid", 0)))
         if alive or (ring is not None and ring.pending()):
             return
         if ring is not None:
