@@ -199,6 +199,10 @@ class Supervisor:
 
 def train(cfg: TrainConfig, resume_dir: str | Path | None = None) -> tuple[Path, dict[str, float]]:
     run_dir = prepare_run(cfg, resume_dir)
+    if cfg.runtime.transport == "ray":  # actors on other machines (or many): see ray_bridge.py
+        from robot_rl.runtime.ray_bridge import RaySupervisor
+
+        return run_dir, RaySupervisor(cfg, run_dir, resume=resume_dir is not None).run()
     if not cfg.runtime.processes:
         return run_dir, run_inprocess(cfg, run_dir, resume=resume_dir is not None)
     return run_dir, Supervisor(cfg, run_dir, resume=resume_dir is not None).run()

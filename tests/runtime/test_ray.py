@@ -1,0 +1,204 @@
+"""Ray transport: a local Ray cluster with token authentication, the gateway's checks, and ``robot-rl train`` with
+``runtime.transport: ray`` (two remote actors; one killed and replaced)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.numpy import save as save_np
+from safetensors.torch import load as load_torch
+
+from robot_rl.agents.sac import SACAgent
+from robot_rl.config import save_yaml, to_dict
+from robot_rl.replay.store import load_buffer
+from robot_rl.runtime import shm
+from robot_rl.runtime.checkpoint import latest_checkpoint
+from robot_rl.runtime.chunks import ChunkBuilder
+from robot_rl.runtime.names import actor_dir, board_name
+from robot_rl.runtime.spool import spool_file
+from robot_rl.spaces import ObsSpec
+
+from .test_processes import tiny, wait_for
+
+ray = pytest.importorskip("ray")
+from robot_rl.runtime.ray_bridge import Gateway, require_token_auth  # noqa: E402
+
+CLI = [sys.executable, "-m", "robot_rl.cli"]
+SPEC = ObsSpec(3)  # Pendulum-v1
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """A local Ray cluster with token authentication (a random token), two 'robot' slots plus one for a
+    replacement; shut down (only this cluster) at the end."""
+    old = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "MUJOCO_GL")}
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16), MUJOCO_GL="egl")
+    require_token_auth()
+    ray.init(num_cpus=2, resources={"robot": 3}, include_dashboard=False, _node_ip_address="127.0.0.1",
+             logging_level="WARNING")
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+        for key, value in old.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def chunk(n: int = 5, **override) -> dict[str, np.ndarray]:
+    builder = ChunkBuilder(SPEC, 1, 16)
+    for t in range(n):
+        builder.add(0, {"state": np.full(3, t, np.float32)}, np.zeros(1, np.float32), -1.0, False, False,
+                    {"state": np.full(3, t + 1, np.float32)})
+    out = {k: v.copy() for k, v in builder.take().items()}
+    out.update(override)
+    return out
+
+
+def unlink_rings(run: Path) -> None:
+    for path in actor_dir(run).glob("*.json"):
+        shm.unlink_shm(json.loads(path.read_text())["ring"])
+
+
+def test_gateway_spools_then_rings_chunks_and_rejects_malformed_ones(tmp_path):
+    cfg = tiny(tmp_path, "gw")
+    run = tmp_path / "gw"
+    gateway = Gateway(json.dumps(to_dict(cfg)), str(run))  # JSON is YAML
+    try:
+        assert gateway.join("actor0-0-1-abc", 0, 1) == 0
+        info = json.loads((actor_dir(run) / "actor0-0-1-abc.json").read_text())
+        assert info["pid"] == os.getpid() and info["spool"]
+        good = chunk()
+        assert gateway.push("actor0-0-1-abc", 0, save_np(good)) == 1
+        assert spool_file(run / "spool" / "actor0-0-1-abc", 0).is_file()  # spooled before the ring
+        ring = shm.ChunkRing(info["ring"], gateway.specs)
+        seq, views = ring.peek()
+        assert seq == 0 and np.array_equal(views["state"], good["state"])
+        assert gateway.push("actor0-0-1-abc", 0, save_np(good)) == 1  # a duplicate is ignored
+        assert gateway.push("actor0-0-1-abc", 5, save_np(good)) == 1  # a gap is refused: resend from 1
+        with pytest.raises(ValueError, match=r"chunk 1 from actor0-0-1-abc rejected: chunk array 'state'.*float64"):
+            gateway.push("actor0-0-1-abc", 1, save_np(chunk(state=good["state"].astype(np.float64))))
+        with pytest.raises(ValueError, match=r"chunk array 'action': expected \(6, 1\)"):
+            gateway.push("actor0-0-1-abc", 1, save_np(chunk(action=np.zeros((6, 2), np.float32))))
+        with pytest.raises(ValueError, match="rejected"):  # not safetensors (e.g. a pickle): never unpickled
+            gateway.push("actor0-0-1-abc", 1, b"\x80\x04\x95" + b"\0" * 64)
+        with pytest.raises(ValueError, match="lacks array"):
+            gateway.push("actor0-0-1-abc", 1, save_np({"state": good["state"]}))
+        assert not spool_file(run / "spool" / "actor0-0-1-abc", 1).exists()
+        with pytest.raises(ValueError, match="plain name"):
+            gateway.join("../../etc", 0, 1)
+        with pytest.raises(ValueError, match="unknown actor"):
+            gateway.push("nobody", 0, save_np(good))
+        ring.close()
+        # Weights: what the learner publishes comes back as safetensors bytes, only when newer.
+        template = SACAgent(SPEC, 1, cfg.agent).policy_state()
+        board = shm.WeightBoard(board_name(run), template, create=True)
+        board.publish(template, 3)
+        board.header[shm.W_UPDATES], board.header[shm.W_LEARNER_BEAT] = 7, time.time_ns()
+        reply = gateway.sync("actor0-0-1-abc", 0, [0] * 9)
+        assert reply["version"] == 3 and reply["updates"] == 7 and reply["learner_age_s"] < 5
+        weights = load_torch(reply["weights"])
+        assert all(torch.equal(weights[k], template[k]) for k in template)
+        assert gateway.sync("actor0-0-1-abc", 3, [0] * 9)["weights"] is None
+        board.close(unlink=True)
+        gateway.leave("actor0-0-1-abc")
+        with pytest.raises(ValueError, match="retired"):
+            gateway.sync("actor0-0-1-abc", 0, [0] * 9)
+    finally:
+        gateway.close()
+        unlink_rings(run)
+
+
+@pytest.mark.slow
+def test_token_auth_is_on_and_a_bad_chunk_through_ray_is_rejected(cluster, tmp_path):
+    env = {**os.environ, "RAY_AUTH_TOKEN": "not-the-token", "RAY_gcs_server_port_wait_time_s": "2"}
+    probe = subprocess.run([sys.executable, "-c", f"import ray; ray.init(address={cluster!r}); print('JOINED')"],
+                           env=env, capture_output=True, text=True, timeout=120)
+    assert probe.returncode != 0 and "JOINED" not in probe.stdout, "a wrong token joined the cluster"
+    assert "InvalidAuthToken" in probe.stderr, probe.stderr[-2000:]
+    cfg = tiny(tmp_path, "gwray")
+    gateway = ray.remote(Gateway).options(num_cpus=0).remote(json.dumps(to_dict(cfg)), str(tmp_path / "gwray"))
+    try:
+        assert ray.get(gateway.join.remote("a-1", 0, 1)) == 0
+        assert ray.get(gateway.push.remote("a-1", 0, save_np(chunk()))) == 1
+        with pytest.raises(ValueError, match="chunk array 'reward'"):
+            ray.get(gateway.push.remote("a-1", 1, save_np(chunk(reward=np.zeros(6, np.int32)))))
+        assert ray.get(gateway.status.remote()) == {"a-1": {"acked": 1, "gone": False}}
+    finally:
+        ray.kill(gateway)
+        unlink_rings(tmp_path / "gwray")
+
+
+def train_cli(cfg, tmp_path: Path) -> subprocess.Popen:
+    path = tmp_path / f"{cfg.name}.yaml"
+    save_yaml(cfg, path)
+    return subprocess.Popen([*CLI, "train", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def ray_cfg(tmp_path: Path, name: str, address: str):
+    # Throttled (robot-like) actors: remote actors start seconds apart on 2 cores, and a flat-out Pendulum actor
+    # would collect the whole run alone before the other one is up.
+    return tiny(tmp_path, name, transport="ray", ray_address=address, num_actors=2, heartbeat_timeout=3.0,
+                control_hz=40.0)
+
+
+def check_run(run: Path, total: int) -> dict:
+    counters = json.loads((latest_checkpoint(run) / "counters.json").read_text())
+    assert counters["env_steps"] >= total
+    replay = load_buffer(latest_checkpoint(run) / "replay.zarr")
+    online = replay.partitions["online"]
+    versions = online.arrays["policy_version"][: online.size][online.arrays["valid"][: online.size]]
+    assert versions.max() > 2, "the remote actors never acted with weights published during learning"
+    assert not list(actor_dir(run).glob("*.json")), "rings left registered"
+    assert not [p for p in Path("/dev/shm").glob(f"{board_name(run)[:16]}*")]
+    return counters
+
+
+@pytest.mark.slow
+def test_ray_run_with_two_remote_actors_completes(cluster, tmp_path):
+    cfg = ray_cfg(tmp_path, "ray2", cluster)
+    proc = train_cli(cfg, tmp_path)
+    try:
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    counters = check_run(tmp_path / "ray2", cfg.total_env_steps)
+    uids = sorted(counters["ingested"])
+    assert len(uids) == 2 and uids[0].startswith("actor0-") and uids[1].startswith("actor1-"), uids
+    assert all(counters["ingested"][u] > 0 for u in uids)
+
+
+@pytest.mark.slow
+def test_ray_remote_actor_killed_then_a_replacement_joins(cluster, tmp_path):
+    cfg = ray_cfg(tmp_path, "rayk", cluster)
+    cfg.total_env_steps = 1500
+    proc = train_cli(cfg, tmp_path)
+    run = tmp_path / "rayk"
+    try:
+        wait_for(lambda: (run / "status.json").is_file()
+                 and json.loads((run / "status.json").read_text())["env_steps"] > 300, 180, "some progress")
+        first = json.loads(next(actor_dir(run).glob("actor0-*.json")).read_text())["uid"]
+        os.kill(int(first.split("-")[2]), signal.SIGKILL)  # uid = actor<index>-<incarnation>-<pid>-<random>
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err[-3000:]
+    assert "starting a replacement" in err
+    counters = check_run(run, cfg.total_env_steps)
+    assert first in counters["ingested"] and len(counters["ingested"]) == 3, counters["ingested"]
+    assert any(u.startswith("actor0-1-") for u in counters["ingested"])
