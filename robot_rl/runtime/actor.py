@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import threading
 import time
 from collections import deque
@@ -111,15 +112,25 @@ class Actor:
 
     def _weights_loop(self) -> None:
         """Background: copy a newer published policy into the standby agent (the control loop swaps)."""
+        reported = False
         while not self._stop.is_set():
-            board = self._attach_board()
-            if board is not None and board.version > max(self.version, self._standby_version):
-                got = board.read()
-                if got is not None:
-                    with self._lock:
-                        self._standby.load_policy_state(got[1])
-                        self._standby_version = got[0]
+            try:
+                self._poll_weights()
+            except Exception as exc:  # noqa: BLE001 - keep the control loop's weight source alive; retry
+                if not reported:
+                    print(f"[actor {self.uid}] weights: {exc}; retrying", file=sys.stderr, flush=True)
+                    reported = True
+                self._stop.wait(0.5)
             self._stop.wait(0.005)
+
+    def _poll_weights(self) -> None:
+        board = self._attach_board()
+        if board is not None and board.version > max(self.version, self._standby_version):
+            got = board.read()
+            if got is not None:
+                with self._lock:
+                    self._standby.load_policy_state(got[1])
+                    self._standby_version = got[0]
 
     def _swap_policy(self) -> None:
         if self._standby_version > self.version and self._lock.acquire(blocking=False):
@@ -139,9 +150,10 @@ class Actor:
         taken = int(self.ring.header[shm.TAKEN_SEQ])
         for seq in [q for q in self._sent_steps if q < taken - 1]:
             del self._sent_steps[seq]
+        if self.board is None:  # no learner seen yet: only this actor's own steps are known
+            return self.steps
         in_flight = self.steps - self._sent_steps.get(taken - 1, 0)
-        learner = int(self.board.header[shm.W_ENV_STEPS]) if self.board is not None else 0
-        return learner + in_flight
+        return int(self.board.header[shm.W_ENV_STEPS]) + in_flight
 
     def _owed_updates(self) -> int:
         if self.board is None:

@@ -182,6 +182,10 @@ class WeightBoard:
         if create:
             self.header[:] = 0
             self.header[W_NBYTES] = total
+        elif int(self.header[W_NBYTES]) == 0:  # the learner created it a moment ago and is still writing
+            self.header = self.payload = None  # type: ignore[assignment]
+            self.shm.close()
+            raise FileNotFoundError(f"weight board {name} is not initialised yet")
         elif int(self.header[W_NBYTES]) != total:
             raise ValueError(f"weight board {name} holds {int(self.header[W_NBYTES])} bytes, this policy needs "
                              f"{total}: actor and learner configs differ")
