@@ -4,5 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
-.venv/bin/ruff check robot_rl tests benchmarks
+.venv/bin/ruff check robot_rl sim controllers tests benchmarks
 exec .venv/bin/python -m pytest -q "$@"
