@@ -50,6 +50,7 @@ from robot_rl.runtime.spool import spool_file, trim
 from robot_rl.runtime.supervisor import Supervisor
 from robot_rl.utils.state_io import atomic_write
 
+READY_TIMEOUT = 120.0  # seconds the first actors wait for each other before they start acting anyway
 UID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$")  # uids name files: no path tricks
 # Ring header words a remote actor reports through the gateway (the learner logs them).
 STATS = (shm.ENV_STEPS, shm.VERSION, shm.JITTER_P99_US, shm.INFER_US, shm.PERIOD_US, shm.EPISODES, shm.NEXT_SEQ,
@@ -99,6 +100,7 @@ class Gateway:
         self.peers: dict[str, dict[str, Any]] = {}  # uid -> ring, acked, seen, gone
         self.board: shm.WeightBoard | None = None
         self._weights: tuple[int, bytes] = (0, b"")
+        self._expected = (0, 0.0)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         threading.Thread(target=self._watchdog, name="gateway-watchdog", daemon=True).start()
@@ -134,6 +136,19 @@ class Gateway:
             self.peers[uid] = {"ring": ring, "acked": 0, "seen": time.monotonic(), "gone": False, "spool": spool,
                                "max_bytes": 4096 + ring.shm.size // max(1, ring.slots)}
             return 0
+
+    def policy_template(self) -> bytes:
+        """The policy's tensors (initial values) as safetensors: an actor lays out its weight board from it."""
+        from safetensors.torch import save
+
+        return save(self.template)
+
+    def expect(self, n: int, timeout: float) -> None:
+        """Holds the remote actors (``go`` false in :meth:`sync`) until ``n`` have joined or ``timeout`` passed, so
+        the first ones start acting together (and not one alone while the others still start up). Later actors
+        (replacements, robots that come up later) join a running run at once."""
+        with self._lock:
+            self._expected = (int(n), time.monotonic() + float(timeout))
 
     def push(self, uid: str, seq: int, data: bytes) -> int:
         """Takes chunk ``seq`` of ``uid`` (safetensors bytes); returns the acked seq (next one it expects).
@@ -177,7 +192,8 @@ class Gateway:
             h[shm.HEARTBEAT] = time.time_ns()
             for word, value in zip(STATS, stats[:len(STATS)]):
                 h[word] = int(value)
-            out: dict[str, Any] = {"taken": int(h[shm.TAKEN_SEQ]), "version": 0, "weights": None,
+            go = len(self.peers) >= self._expected[0] or time.monotonic() > self._expected[1]
+            out: dict[str, Any] = {"taken": int(h[shm.TAKEN_SEQ]), "version": 0, "weights": None, "go": go,
                                    "updates": 0, "env_steps": 0, "stop": False, "learner_age_s": float("inf")}
             board = self._attach_board()
             if board is None:
@@ -243,6 +259,7 @@ class Bridge:
         self.spool = actor.run_dir / "spool" / actor.uid
         self.keys, self.template = board.keys, {k: (board.shapes[k], board.dtypes[k]) for k in board.keys}
         self.acked = self.sent = 0
+        self.go = False
         self.error: BaseException | None = None
         self.draining = threading.Event()
         self.done = threading.Event()
@@ -282,6 +299,7 @@ class Bridge:
         self.actor.ring.header[shm.TAKEN_SEQ] = int(reply["taken"])
         if reply["stop"]:
             h[shm.W_STOP] = 1
+        self.go = self.go or bool(reply["go"])
 
     def _run(self) -> None:
         import ray
@@ -338,7 +356,7 @@ class Bridge:
         finally:
             self.done.set()
 
-    def finish(self, timeout: float = 15.0) -> None:
+    def finish(self, timeout: float = 5.0) -> None:
         """After the actor closed: deliver its last chunks, then say goodbye."""
         self.draining.set()
         self.done.wait(timeout)
@@ -353,6 +371,8 @@ class RemoteActor:
         root = Path(os.environ.get("ROBOT_RL_ACTOR_DIR", Path(tempfile.gettempdir()) / "robot_rl"))
         self.local = root / run_name / f"actor{index}"
         self.config_text, self.index, self.incarnation, self.gateway = config_text, index, incarnation, gateway
+        self._stop = threading.Event()
+        self._board: shm.WeightBoard | None = None
 
     def _clean(self) -> None:
         """Leftovers of an earlier incarnation of this index (killed): its ring, board and folder."""
@@ -365,8 +385,17 @@ class RemoteActor:
     def pid(self) -> int:
         return os.getpid()
 
+    def stop(self) -> None:
+        """Asks :meth:`run` (running on another thread of this Ray actor) to end cleanly, as the learner's stop
+        flag would: its last chunks are delivered and its shared memory and folder removed."""
+        self._stop.set()
+        if self._board is not None and self._board.header is not None:
+            self._board.header[shm.W_STOP] = 1
+
     def run(self) -> dict[str, Any]:
+        import ray
         import torch
+        from safetensors.torch import load as load_torch
 
         from robot_rl.runtime.actor import Actor
 
@@ -377,11 +406,22 @@ class RemoteActor:
         if cfg.agent.device.startswith("cuda") and not torch.cuda.is_available():
             cfg.agent.device = "cpu"
         (self.local / "config.yaml").write_text(self.config_text)
-        actor = Actor(cfg, self.local, index=self.index, incarnation=self.incarnation)
-        board = shm.WeightBoard(board_name(self.local), actor.policy.policy_state(), create=True)
-        bridge = Bridge(self.gateway, actor, board)
+        # The local board exists before the actor, whose weights thread would otherwise attach to a half-made one.
+        template = load_torch(ray.get(self.gateway.policy_template.remote()))
+        board = self._board = shm.WeightBoard(board_name(self.local), template, create=True)
+        if self._stop.is_set():
+            board.header[shm.W_STOP] = 1
+        actor = None
         try:
+            actor = Actor(cfg, self.local, index=self.index, incarnation=self.incarnation)
+            mine = {k: (tuple(v.shape), v.dtype) for k, v in actor.policy.policy_state().items()}
+            if mine != {k: (tuple(v.shape), v.dtype) for k, v in template.items()}:
+                raise ValueError("this actor's policy differs from the learner's (same robot_rl version and config "
+                                 "on both machines?)")
+            bridge = Bridge(self.gateway, actor, board)
             bridge.start()
+            while not (bridge.go and board.version or bridge.done.is_set() or self._stop.is_set()):  # Gateway.expect
+                time.sleep(0.02)
             actor.run()
             bridge.finish()
             if bridge.error is not None:
@@ -389,7 +429,8 @@ class RemoteActor:
             return {"uid": actor.uid, "steps": actor.steps, "chunks": actor.seq, "acked": bridge.acked,
                     "version": actor.version}
         finally:
-            actor.ring.close(unlink=True)
+            if actor is not None:
+                actor.ring.close(unlink=True)
             board.close(unlink=True)
             shutil.rmtree(self.local, ignore_errors=True)
             try:
@@ -424,12 +465,14 @@ class RayActorProcess:
         return self.poll()  # type: ignore[return-value]
 
     def terminate(self) -> None:
+        """A clean stop (see :meth:`RemoteActor.stop`); :meth:`kill` if it has not ended within ``wait``."""
+        self.handle.stop.remote()
+
+    def kill(self) -> None:
         import ray
 
         ray.kill(self.handle, no_restart=True)
-        self.returncode = -15 if self.returncode is None else self.returncode
-
-    kill = terminate
+        self.returncode = -9 if self.returncode is None else self.returncode
 
 
 class RaySupervisor(Supervisor):
@@ -459,8 +502,11 @@ class RaySupervisor(Supervisor):
             here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
             self.gateway = ray.remote(Gateway).options(num_cpus=0, scheduling_strategy=here).remote(
                 self.config_text, str(self.run_dir.resolve()))
+            self.gateway.expect.remote(rt.num_actors, READY_TIMEOUT)
+            for i in range(rt.num_actors):  # they start up while the gateway and the learner do
+                self.start_actor(i)
             ray.get(self.gateway.status.remote())  # fail here, with its error, if it cannot start
-            return super().run()
+            return super().run()  # starts the learner
         finally:
             if self.gateway is not None:
                 ray.kill(self.gateway)
@@ -470,7 +516,10 @@ class RaySupervisor(Supervisor):
     def start_actor(self, index: int) -> None:
         import ray
 
+        if index in self.actors and self.actors[index].poll() is None:
+            return  # started before the learner and still running
         rt = self.cfg.runtime
-        handle = ray.remote(RemoteActor).options(num_cpus=0, resources={rt.actor_resource: 1}).remote(
+        handle = ray.remote(RemoteActor).options(num_cpus=0, resources={rt.actor_resource: 1},
+                                                 max_concurrency=2).remote(  # run() + stop()
             self.config_text, run_key(self.run_dir), index, self.incarnations[index], self.gateway)
         self.actors[index] = RayActorProcess(handle, handle.run.remote())

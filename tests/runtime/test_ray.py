@@ -24,7 +24,7 @@ from robot_rl.replay.store import load_buffer
 from robot_rl.runtime import shm
 from robot_rl.runtime.checkpoint import latest_checkpoint
 from robot_rl.runtime.chunks import ChunkBuilder
-from robot_rl.runtime.names import actor_dir, board_name
+from robot_rl.runtime.names import actor_dir, board_name, run_key
 from robot_rl.runtime.spool import spool_file
 from robot_rl.spaces import ObsSpec
 
@@ -38,11 +38,12 @@ SPEC = ObsSpec(3)  # Pendulum-v1
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(tmp_path_factory):
     """A local Ray cluster with token authentication (a random token), two 'robot' slots plus one for a
-    replacement; shut down (only this cluster) at the end."""
-    old = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "MUJOCO_GL")}
-    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16), MUJOCO_GL="egl")
+    replacement; shut down (only this cluster) at the end. Actors keep their node-local folders in ACTOR_DIR."""
+    old = {k: os.environ.get(k) for k in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "MUJOCO_GL", "ROBOT_RL_ACTOR_DIR")}
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16), MUJOCO_GL="egl",
+                      ROBOT_RL_ACTOR_DIR=str(tmp_path_factory.mktemp("actor_nodes")))
     require_token_auth()
     ray.init(num_cpus=2, resources={"robot": 3}, include_dashboard=False, _node_ip_address="127.0.0.1",
              logging_level="WARNING")
@@ -147,11 +148,10 @@ def train_cli(cfg, tmp_path: Path) -> subprocess.Popen:
     return subprocess.Popen([*CLI, "train", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def ray_cfg(tmp_path: Path, name: str, address: str):
-    # Throttled (robot-like) actors: remote actors start seconds apart on 2 cores, and a flat-out Pendulum actor
-    # would collect the whole run alone before the other one is up.
-    return tiny(tmp_path, name, transport="ray", ray_address=address, num_actors=2, heartbeat_timeout=3.0,
-                control_hz=40.0)
+def ray_cfg(tmp_path: Path, name: str, address: str, **runtime):
+    cfg = tiny(tmp_path, name, transport="ray", ray_address=address, num_actors=2, heartbeat_timeout=3.0, **runtime)
+    cfg.total_env_steps = 800
+    return cfg
 
 
 def check_run(run: Path, total: int) -> dict:
@@ -163,6 +163,8 @@ def check_run(run: Path, total: int) -> dict:
     assert versions.max() > 2, "the remote actors never acted with weights published during learning"
     assert not list(actor_dir(run).glob("*.json")), "rings left registered"
     assert not [p for p in Path("/dev/shm").glob(f"{board_name(run)[:16]}*")]
+    # The remote actors removed their node-local folder (config, spool, ring and board names derive from it).
+    assert not (Path(os.environ["ROBOT_RL_ACTOR_DIR"]) / run_key(run)).exists()
     return counters
 
 
@@ -184,13 +186,13 @@ def test_ray_run_with_two_remote_actors_completes(cluster, tmp_path):
 
 @pytest.mark.slow
 def test_ray_remote_actor_killed_then_a_replacement_joins(cluster, tmp_path):
-    cfg = ray_cfg(tmp_path, "rayk", cluster)
-    cfg.total_env_steps = 1500
+    cfg = ray_cfg(tmp_path, "rayk", cluster, control_hz=50.0)  # robot-like: the replacement has time to join
+    cfg.total_env_steps = 1000
     proc = train_cli(cfg, tmp_path)
     run = tmp_path / "rayk"
     try:
         wait_for(lambda: (run / "status.json").is_file()
-                 and json.loads((run / "status.json").read_text())["env_steps"] > 300, 180, "some progress")
+                 and json.loads((run / "status.json").read_text())["env_steps"] > 200, 180, "some progress")
         first = json.loads(next(actor_dir(run).glob("actor0-*.json")).read_text())["uid"]
         os.kill(int(first.split("-")[2]), signal.SIGKILL)  # uid = actor<index>-<incarnation>-<pid>-<random>
         out, err = proc.communicate(timeout=240)
