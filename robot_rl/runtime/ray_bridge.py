@@ -493,7 +493,7 @@ class RaySupervisor(Supervisor):
         rt = self.cfg.runtime
         if not ray.is_initialized():
             if rt.ray_address == "local":
-                ray.init(resources={rt.actor_resource: rt.num_actors}, include_dashboard=False,
+                ray.init(address="local", resources={rt.actor_resource: rt.num_actors}, include_dashboard=False,
                          _node_ip_address="127.0.0.1")
             else:
                 ray.init(address=rt.ray_address)
@@ -512,6 +512,16 @@ class RaySupervisor(Supervisor):
                 ray.kill(self.gateway)
             if self._owns_ray:
                 ray.shutdown()
+
+    def _actor_died(self, index: int, code: int) -> None:
+        import ray
+
+        try:  # a dead gateway takes every remote actor with it: say so instead of burning the restarts
+            ray.get(self.gateway.status.remote(), timeout=30)
+        except ray.exceptions.RayError as exc:
+            raise RuntimeError(f"the learner gateway died ({type(exc).__name__}); what it acked is in "
+                               f"{self.run_dir / 'spool'}: continue with --resume {self.run_dir}") from exc
+        super()._actor_died(index, code)
 
     def start_actor(self, index: int) -> None:
         import ray

@@ -45,7 +45,7 @@ def cluster(tmp_path_factory):
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(16), MUJOCO_GL="egl",
                       ROBOT_RL_ACTOR_DIR=str(tmp_path_factory.mktemp("actor_nodes")))
     require_token_auth()
-    ray.init(num_cpus=2, resources={"robot": 3}, include_dashboard=False, _node_ip_address="127.0.0.1",
+    ray.init(address="local", num_cpus=2, resources={"robot": 3}, include_dashboard=False, _node_ip_address="127.0.0.1",
              logging_level="WARNING")
     try:
         yield ray.get_runtime_context().gcs_address
@@ -143,9 +143,22 @@ def test_token_auth_is_on_and_a_bad_chunk_through_ray_is_rejected(cluster, tmp_p
 
 
 def train_cli(cfg, tmp_path: Path) -> subprocess.Popen:
+    """``robot-rl train`` in the background; its output goes to files (a full pipe would block it)."""
     path = tmp_path / f"{cfg.name}.yaml"
     save_yaml(cfg, path)
-    return subprocess.Popen([*CLI, "train", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    with open(tmp_path / "stdout.txt", "w") as out, open(tmp_path / "stderr.txt", "w") as err:
+        return subprocess.Popen([*CLI, "train", str(path)], stdout=out, stderr=err, text=True)
+
+
+def finish(proc: subprocess.Popen, tmp_path: Path, timeout: float) -> str:
+    try:
+        proc.wait(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    err = (tmp_path / "stderr.txt").read_text()
+    assert proc.returncode == 0, err[-3000:]
+    return err
 
 
 def ray_cfg(tmp_path: Path, name: str, address: str, **runtime):
@@ -171,13 +184,7 @@ def check_run(run: Path, total: int) -> dict:
 @pytest.mark.slow
 def test_ray_run_with_two_remote_actors_completes(cluster, tmp_path):
     cfg = ray_cfg(tmp_path, "ray2", cluster)
-    proc = train_cli(cfg, tmp_path)
-    try:
-        out, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err[-3000:]
+    finish(train_cli(cfg, tmp_path), tmp_path, timeout=240)
     counters = check_run(tmp_path / "ray2", cfg.total_env_steps)
     uids = sorted(counters["ingested"])
     assert len(uids) == 2 and uids[0].startswith("actor0-") and uids[1].startswith("actor1-"), uids
@@ -195,11 +202,10 @@ def test_ray_remote_actor_killed_then_a_replacement_joins(cluster, tmp_path):
                  and json.loads((run / "status.json").read_text())["env_steps"] > 200, 180, "some progress")
         first = json.loads(next(actor_dir(run).glob("actor0-*.json")).read_text())["uid"]
         os.kill(int(first.split("-")[2]), signal.SIGKILL)  # uid = actor<index>-<incarnation>-<pid>-<random>
-        out, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 0, err[-3000:]
+    except BaseException:
+        proc.kill()
+        raise
+    err = finish(proc, tmp_path, timeout=240)
     assert "starting a replacement" in err
     counters = check_run(run, cfg.total_env_steps)
     assert first in counters["ingested"] and len(counters["ingested"]) == 3, counters["ingested"]
