@@ -323,7 +323,8 @@ class Bridge:
                         seq, ref = inflight.popleft()
                         self.acked = max(self.acked, ray.get(ref))
                         if self.acked <= seq:  # refused (a gap): resend from the ack, the rest is refused too
-                            ray.wait([r for _, r in inflight], num_returns=len(inflight), timeout=timeout)
+                            if inflight:
+                                ray.wait([r for _, r in inflight], num_returns=len(inflight), timeout=timeout)
                             inflight.clear()
                             self.sent = self.acked
                         last_ok = now

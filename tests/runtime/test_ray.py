@@ -142,6 +142,55 @@ def test_token_auth_is_on_and_a_bad_chunk_through_ray_is_rejected(cluster, tmp_p
         unlink_rings(tmp_path / "gwray")
 
 
+@pytest.mark.slow
+def test_bridge_delivers_from_ring_and_local_spool_and_resends_after_a_refused_gap(cluster, tmp_path):
+    from types import SimpleNamespace
+
+    from safetensors.numpy import load_file, save_file
+
+    from robot_rl.runtime.chunks import chunk_specs
+    from robot_rl.runtime.names import ring_name
+    from robot_rl.runtime.ray_bridge import Bridge
+
+    class LostPushes(Bridge):  # as after a reconnect that lost pushes 0 and 1: the gateway refuses 2 (a gap)
+        def start(self) -> None:
+            super().start()
+            self.sent = 2
+
+    cfg = tiny(tmp_path, "bridge")
+    learner_run, local = tmp_path / "bridge", tmp_path / "robot"
+    gateway = ray.remote(Gateway).options(num_cpus=0).remote(json.dumps(to_dict(cfg)), str(learner_run))
+    ring = shm.ChunkRing(ring_name(local, "a-1"), chunk_specs(SPEC, 1), 4, 32, create=True)
+    board = shm.WeightBoard(board_name(local), SACAgent(SPEC, 1, cfg.agent).policy_state(), create=True)
+    chunks = [chunk(n=2 + k) for k in range(5)]
+    (local / "spool" / "a-1").mkdir(parents=True)
+    for seq in range(5):  # as the actor does: every chunk in the local spool; 0-2 overflowed the ring
+        save_file(chunks[seq], str(spool_file(local / "spool" / "a-1", seq)))
+    for seq in (3, 4):
+        assert ring.put(chunks[seq], seq)
+    actor = SimpleNamespace(uid="a-1", ring=ring, run_dir=local, index=0, n=1, seq=5,
+                            rt=SimpleNamespace(heartbeat_timeout=10.0))
+    bridge = LostPushes(gateway, actor, board)
+    try:
+        bridge.start()
+        wait_for(lambda: bridge.acked == 5, 30, "every chunk acked")
+        time.sleep(1.2)  # the local spool is trimmed up to the ack about once a second
+        bridge.finish()
+        assert bridge.error is None, bridge.error
+        for seq, sent in enumerate(chunks):
+            got = load_file(str(spool_file(learner_run / "spool" / "a-1", seq)))
+            assert all(np.array_equal(got[k], sent[k]) for k in sent), seq
+        assert not list((local / "spool" / "a-1").iterdir())
+        assert int(ring.header[shm.TAIL]) == 2  # the bridge consumed the ring like a learner
+        assert ray.get(gateway.status.remote()) == {"a-1": {"acked": 5, "gone": True}}  # it said goodbye
+        assert board.version == 0  # no learner yet: nothing to mirror
+    finally:
+        ray.kill(gateway)
+        ring.close(unlink=True)
+        board.close(unlink=True)
+        unlink_rings(learner_run)
+
+
 def train_cli(cfg, tmp_path: Path) -> subprocess.Popen:
     """``robot-rl train`` in the background; its output goes to files (a full pipe would block it)."""
     path = tmp_path / f"{cfg.name}.yaml"
