@@ -30,11 +30,12 @@ step to a static target 10-22 cm away; measured over 30 random targets in the de
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import mujoco
 import numpy as np
+
+from robot_rl_controllers import osc_kernel
 
 PANDA_TORQUE_LIMITS = (87.0, 87.0, 87.0, 87.0, 12.0, 12.0, 12.0)
 """Franka Panda joint torque limits in N m (joints 1-7)."""
@@ -75,36 +76,6 @@ class ImpedanceGains:
 ImpedanceConfig = ImpedanceGains  # alias: the name a ROS 2 node's parameter block uses
 
 
-_EYE6 = np.eye(6)
-
-
-def _clip_norm(x: np.ndarray, max_norm: float) -> np.ndarray:
-    """``x`` scaled down along its last axis to a norm of at most ``max_norm``."""
-    if x.ndim == 1:  # fast path for a single robot (per-call numpy overhead dominates at this size)
-        norm = math.sqrt(x.dot(x))
-        return x * (max_norm / norm) if norm > max_norm else x
-    norm = np.sqrt((x * x).sum(-1, keepdims=True))
-    return x * np.minimum(1.0, max_norm / np.maximum(norm, 1e-12))
-
-
-def _mv(A: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """Batched matrix-vector product ``A[..., i, j] x[..., j]``."""
-    if A.ndim == 2 and x.ndim == 1:
-        return A.dot(x)
-    return (A @ x[..., None])[..., 0]
-
-
-def _spd_solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``A^-1 b`` for symmetric positive definite ``A [..., k, k]`` (MuJoCo's Cholesky for a single system)."""
-    if A.ndim == 2 and b.ndim == 1:
-        A = A.copy()
-        mujoco.mju_cholFactor(A, 1e-12)
-        x = np.empty_like(b)
-        mujoco.mju_cholSolve(x, A, b)
-        return x
-    return np.linalg.solve(A, b[..., None])[..., 0]
-
-
 def osc_torques(J: np.ndarray, M: np.ndarray, qd: np.ndarray, q: np.ndarray, bias: np.ndarray,
                 pos_err: np.ndarray, rot_err: np.ndarray, twist: np.ndarray, q0: np.ndarray,
                 gains: ImpedanceGains, M_inv: np.ndarray | None = None) -> np.ndarray:
@@ -126,20 +97,24 @@ def osc_torques(J: np.ndarray, M: np.ndarray, qd: np.ndarray, q: np.ndarray, bia
     With the posture task written as a joint acceleration ``qdd0`` (``tau0 = M qdd0``), the projected term
     ``(I - J^T Jbar^T) M qdd0`` equals ``M qdd0 - J^T Lambda J qdd0``, so the law is evaluated as
     ``tau = J^T Lambda (a - J qdd0) + M qdd0 + bias`` (a = desired task acceleration): no explicit projector.
+    The arithmetic is the compiled :func:`robot_rl_controllers.osc_kernel.osc_law` (one code path for the sim,
+    the ROS 2 controller node and this batched API).
     """
-    g = gains
+    n = q.shape[-1]
+    batch = np.broadcast_shapes(J.shape[:-2], M.shape[:-2], qd.shape[:-1], q.shape[:-1], bias.shape[:-1],
+                                pos_err.shape[:-1], rot_err.shape[:-1], twist.shape[:-1], q0.shape[:-1])
     if M_inv is None:
         M_inv = np.linalg.inv(M)
-    Jt = np.swapaxes(J, -1, -2)
-    lam_inv = J @ (M_inv @ Jt) + g.lambda_damping * _EYE6                              # Lambda^-1 [..., 6, 6]
-    kp_pos, kp_rot, kp_null = g.kp_pos, g.kp_rot, g.kp_null
-    lin = kp_pos * _clip_norm(pos_err, g.max_pos_error) - (2.0 * g.damping_ratio * kp_pos ** 0.5) * twist[..., :3]
-    ang = kp_rot * _clip_norm(rot_err, g.max_rot_error) - (2.0 * g.damping_ratio * kp_rot ** 0.5) * twist[..., 3:]
-    qdd0 = kp_null * (q0 - q) - (2.0 * g.damping_ratio_null * kp_null ** 0.5) * qd        # posture acceleration
-    a = np.concatenate([lin, ang], -1) - _mv(J, qdd0)
-    tau = _mv(Jt, _spd_solve(lam_inv, a)) + _mv(M, qdd0) + bias                      # J^T Lambda a' + ...
-    lim = np.asarray(g.torque_limits, dtype=np.float64)
-    return tau.clip(-lim, lim)
+
+    def flat(x: np.ndarray, *tail: int) -> np.ndarray:
+        return np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=np.float64), (*batch, *tail))
+                                    ).reshape(-1, *tail)
+    lim = np.broadcast_to(np.asarray(gains.torque_limits, dtype=np.float64), (n,))
+    out = np.empty((int(np.prod(batch, dtype=np.int64)), n))
+    osc_kernel.osc_law_batch(flat(J, 6, n), flat(M, n, n), flat(M_inv, n, n), flat(qd, n), flat(q, n),
+                             flat(bias, n), flat(pos_err, 3), flat(rot_err, 3), flat(twist, 6), flat(q0, n),
+                             osc_kernel.gain_vector(gains), flat(lim, n), out)
+    return out.reshape(*batch, n)
 
 
 def orientation_error(quat_target: np.ndarray, quat_current: np.ndarray) -> np.ndarray:
@@ -157,13 +132,13 @@ def orientation_error(quat_target: np.ndarray, quat_current: np.ndarray) -> np.n
 
 
 class MujocoArmState:
-    """Reads the OSC inputs of one arm from MuJoCo and evaluates :func:`osc_torques` on them.
+    """Reads the OSC inputs of one arm from MuJoCo and evaluates the law on them (compiled: osc_kernel).
 
     ``site_id``: the EE site (tool centre point); ``dofs``: the arm's dof indices (contiguous hinge/slide joints,
     e.g. 0..6). ``M_inv`` is the arm block of the whole system's inverse inertia (from MuJoCo's factorisation, so
     a gripper's or payload's coupling is included); ``M`` the arm block of the inertia matrix.
-    Call :meth:`update` after kinematics are current (``mj_step1`` or ``mj_forward``), then :meth:`torques`.
-    All buffers are preallocated: no MuJoCo name look-ups and few allocations per call.
+    Call :meth:`update` after kinematics are current (``mj_step1`` or ``mj_forward``), then :meth:`torques`; or
+    let :meth:`simulate` run whole control periods with the law at every physics step.
     """
 
     def __init__(self, model: mujoco.MjModel, site_id: int, dofs: np.ndarray | range,
@@ -175,53 +150,59 @@ class MujocoArmState:
         self.site_id = int(site_id)
         self.gains = gains or ImpedanceGains()
         self.gains.validate()
-        self.sl = slice(int(dofs[0]), int(dofs[-1]) + 1)
-        n = dofs.size
-        self.qpos_sl = slice(int(model.jnt_qposadr[model.dof_jntid[dofs[0]]]),
-                             int(model.jnt_qposadr[model.dof_jntid[dofs[0]]]) + n)
+        self.dof0, n = int(dofs[0]), dofs.size
+        self.sl = slice(self.dof0, self.dof0 + n)
+        self.qpos0 = int(model.jnt_qposadr[model.dof_jntid[dofs[0]]])
+        self.qpos_sl = slice(self.qpos0, self.qpos0 + n)
         self._jac = np.zeros((6, model.nv))
         self._M_full = np.zeros((model.nv, model.nv))
-        self.J = np.zeros((6, n))
-        self.M = np.zeros((n, n))
-        self.M_inv = np.zeros((n, n))
         self._eye_rows = np.zeros((n, model.nv))
         self._eye_rows[:, self.sl] = np.eye(n)
         self._minv_rows = np.zeros((n, model.nv))
-        self.q = np.zeros(n)
-        self.qd = np.zeros(n)
-        self.bias = np.zeros(n)
-        self.pos = np.zeros(3)
-        self.quat = np.zeros(4)
-        self.twist = np.zeros(6)
-        self._qerr = np.zeros(4)
-        self._qneg = np.zeros(4)
-        self._rot_err = np.zeros(3)
+        self.J, self.M, self.M_inv = np.zeros((6, n)), np.zeros((n, n)), np.zeros((n, n))
+        self.q, self.qd, self.bias = np.zeros(n), np.zeros(n), np.zeros(n)
+        self.pos, self.quat, self.twist = np.zeros(3), np.zeros(4), np.zeros(6)
+        self._rot_err, self._tau = np.zeros(3), np.zeros(n)
+        self._gains_key: tuple = ()
+
+    def _gain_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(gain vector, torque limits [n]) of ``self.gains``; rebuilt when the gains object or a field changes."""
+        key = (id(self.gains), *(v if np.isscalar(v) else tuple(np.ravel(v)) for v in vars(self.gains).values()))
+        if key != self._gains_key:
+            lim = np.broadcast_to(np.asarray(self.gains.torque_limits, np.float64), self.q.shape)
+            self._gains_cache = osc_kernel.gain_vector(self.gains), np.ascontiguousarray(lim)
+            self._gains_key = key
+        return self._gains_cache
 
     def update(self, data: mujoco.MjData) -> None:
         """Reads J, M, M^-1, q, qd, bias and the EE pose/twist for the current state of ``data`` (its kinematics
         and inertia factorisation must be current: after mj_step1/mj_forward)."""
-        m, sl = self.model, self.sl
-        mujoco.mj_jacSite(m, data, self._jac[:3], self._jac[3:], self.site_id)
-        mujoco.mj_fullM(m, data, self._M_full)
-        self.J[:] = self._jac[:, sl]
-        self.M[:] = self._M_full[sl, sl]
-        mujoco.mj_solveM(m, data, self._minv_rows, self._eye_rows)
-        self.M_inv[:] = self._minv_rows[:, sl]
-        self.q[:] = data.qpos[self.qpos_sl]
-        self.qd[:] = data.qvel[sl]
-        self.bias[:] = data.qfrc_bias[sl]
-        self.pos[:] = data.site_xpos[self.site_id]
-        mujoco.mju_mat2Quat(self.quat, data.site_xmat[self.site_id])
-        np.dot(self.J, self.qd, out=self.twist)
+        osc_kernel.read_arm(self.model._address, data._address, self.site_id, self.dof0, self.qpos0, data.qpos,
+                            data.qvel, data.qfrc_bias, data.site_xpos, data.site_xmat, self._jac, self._M_full,
+                            self._eye_rows, self._minv_rows, self.J, self.M, self.M_inv, self.q, self.qd,
+                            self.bias, self.pos, self.quat, self.twist)
 
     def rot_error(self, quat_target: np.ndarray) -> np.ndarray:
         """World-frame axis-angle error from the current EE orientation to ``quat_target``."""
-        mujoco.mju_negQuat(self._qneg, self.quat)
-        mujoco.mju_mulQuat(self._qerr, quat_target, self._qneg)
-        mujoco.mju_quat2Vel(self._rot_err, self._qerr, 1.0)  # shorter way round, world frame
+        osc_kernel.quat_error(np.asarray(quat_target, np.float64), self.quat, self._rot_err)
         return self._rot_err
 
     def torques(self, pos_target: np.ndarray, quat_target: np.ndarray, q0: np.ndarray) -> np.ndarray:
         """Joint torques ``[n]`` that track ``(pos_target, quat_target)`` with posture ``q0`` in the nullspace."""
-        return osc_torques(self.J, self.M, self.qd, self.q, self.bias, pos_target - self.pos,
-                           self.rot_error(quat_target), self.twist, q0, self.gains, self.M_inv)
+        pos_err = np.asarray(pos_target, np.float64) - self.pos
+        g, lim = self._gain_arrays()
+        osc_kernel.osc_law(self.J, self.M, self.M_inv, self.qd, self.q, self.bias, pos_err,
+                           self.rot_error(quat_target), self.twist, np.asarray(q0, np.float64), g, lim, self._tau)
+        return self._tau.copy()
+
+    def simulate(self, data: mujoco.MjData, nsteps: int, pos_target: np.ndarray, quat_target: np.ndarray,
+                 q0: np.ndarray, ctrl_offset: int = 0) -> None:
+        """``nsteps`` physics steps of ``data``, the law evaluated at every one and written to
+        ``data.ctrl[ctrl_offset:ctrl_offset + n]`` (the arm's torque actuators), then ``mj_forward``. Compiled
+        and GIL-free: N sims on N threads run in parallel."""
+        g, lim = self._gain_arrays()
+        osc_kernel.simulate_arm(self.model._address, data._address, int(nsteps), self.site_id, self.dof0,
+                                self.qpos0, int(ctrl_offset), data.qpos, data.qvel, data.qfrc_bias,
+                                data.site_xpos, data.site_xmat, data.ctrl, np.asarray(pos_target, np.float64),
+                                np.asarray(quat_target, np.float64), np.asarray(q0, np.float64), g,
+                                lim, self._jac, self._M_full, self._eye_rows, self._minv_rows)

@@ -24,7 +24,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # must precede the first `import mujo
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
-from robot_rl_controllers.impedance import ImpedanceGains, MujocoArmState, osc_torques  # noqa: E402
+from robot_rl_controllers.impedance import ImpedanceGains, MujocoArmState  # noqa: E402
 from robot_rl_sim.arm_model import ARM_JOINTS, EE_SITE, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, build_arm_xml  # noqa
 from robot_rl_sim.base import MujocoTaskEnv, TaskConfig  # noqa: E402
 
@@ -115,6 +115,8 @@ class ArmEnv(MujocoTaskEnv):
         self._pad_side = np.zeros(m.ngeom, np.int8)  # geom id -> 1 left pad, 2 right pad, 0 other
         for side, ids in enumerate(self.pad_geoms, start=1):
             self._pad_side[ids] = side
+        self._pad_side_list = self._pad_side.tolist()
+        self._geom_sets: dict[int, frozenset] = {}
         self.ws_low = np.asarray(cfg.workspace_low, dtype=np.float64)
         self.ws_high = np.asarray(cfg.workspace_high, dtype=np.float64)
         self.target_pos = np.zeros(3)
@@ -206,17 +208,9 @@ class ArmEnv(MujocoTaskEnv):
         self.target_quat[:] = tq / np.linalg.norm(tq)
 
     def _simulate(self, n: int) -> None:
-        """``n`` physics steps with the impedance law evaluated at every one (mj_step1 -> torques -> mj_step2)."""
-        m, d, arm, gains = self.model, self.data, self.arm, self.cfg.gains
-        step1, step2, ctrl, tpos, tquat = mujoco.mj_step1, mujoco.mj_step2, d.ctrl, self.target_pos, self.target_quat
-        sl = self.arm_ctrl
-        for _ in range(n):
-            step1(m, d)
-            arm.update(d)
-            ctrl[sl] = osc_torques(arm.J, arm.M, arm.qd, arm.q, arm.bias, tpos - arm.pos, arm.rot_error(tquat),
-                                   arm.twist, HOME_QPOS, gains, arm.M_inv)
-            step2(m, d)
-        mujoco.mj_forward(m, d)  # observations and sensors of the new state
+        """``n`` physics steps with the impedance law evaluated at every one (mj_step1 -> torques -> mj_step2),
+        compiled and without the GIL (robot_rl_controllers.osc_kernel), then mj_forward for the observations."""
+        self.arm.simulate(self.data, n, self.target_pos, self.target_quat, HOME_QPOS, self.arm_ctrl.start)
 
     # --------------------------------------------------------------- observation
     def _state(self) -> np.ndarray:
@@ -251,11 +245,15 @@ class ArmEnv(MujocoTaskEnv):
         ncon = self.data.ncon
         if ncon == 0:
             return False, False
-        pairs = self.data.contact.geom[:ncon]
-        mask = np.zeros(self.model.ngeom, bool)
-        mask[geoms] = True
-        sides = self._pad_side[pairs][mask[pairs[:, ::-1]]]  # pad side of each geom whose partner is an object geom
-        return bool(np.any(sides == 1)), bool(np.any(sides == 2))
+        key = id(geoms)
+        if key not in self._geom_sets:  # a plain loop over the few contacts beats numpy's per-call overhead
+            self._geom_sets[key] = frozenset(np.asarray(geoms).tolist())
+        objs, side = self._geom_sets[key], self._pad_side_list
+        left = right = False
+        for g1, g2 in self.data.contact.geom[:ncon].tolist():
+            s = side[g1] if g2 in objs else side[g2] if g1 in objs else 0
+            left, right = left or s == 1, right or s == 2
+        return left, right
 
     def xyz_action(self, move: np.ndarray, noise: float, gripper: float, gain: float = 0.6) -> np.ndarray:
         """An expert action for moving the EE by ``move`` metres from where it is now: it steers the controller's

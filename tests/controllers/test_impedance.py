@@ -118,3 +118,61 @@ def test_tracks_cartesian_target_on_the_arm(offset):
     assert np.linalg.norm(target - data.site_xpos[site]) < POS_TOL
     assert np.linalg.norm(arm.rot_error(target_quat)) < ROT_TOL
     assert np.linalg.norm(arm.twist) < 0.01  # settled
+
+
+def _arm_at_home():
+    model = mujoco.MjModel.from_xml_string(build_arm_xml(("cube",)))
+    data = mujoco.MjData(model)
+    data.qpos[:7] = HOME_QPOS
+    mujoco.mj_forward(model, data)
+    site = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, EE_SITE)
+    dof0 = model.jnt_dofadr[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, ARM_JOINTS[0])]
+    return model, data, site, MujocoArmState(model, site, range(dof0, dof0 + 7))
+
+
+def test_compiled_read_of_the_arm_equals_mujoco_python_calls():
+    model, data, site, arm = _arm_at_home()
+    data.qvel[:7] = np.linspace(-0.5, 0.5, 7)
+    mujoco.mj_forward(model, data)
+    arm.update(data)
+    jacp, jacr, M = np.zeros((3, model.nv)), np.zeros((3, model.nv)), np.zeros((model.nv, model.nv))
+    mujoco.mj_jacSite(model, data, jacp, jacr, site)
+    mujoco.mj_fullM(model, data, M)
+    quat = np.empty(4)
+    mujoco.mju_mat2Quat(quat, data.site_xmat[site])
+    np.testing.assert_array_equal(arm.J, np.vstack([jacp, jacr])[:, :7])
+    np.testing.assert_array_equal(arm.M, M[:7, :7])
+    np.testing.assert_allclose(arm.M_inv, np.linalg.inv(M)[:7, :7], rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(arm.quat, quat)
+    np.testing.assert_allclose(arm.twist, arm.J @ data.qvel[:7], atol=1e-12)
+    np.testing.assert_array_equal(arm.bias, data.qfrc_bias[:7])
+    target = np.array([0.3, -0.5, 0.7, 0.4])
+    target /= np.linalg.norm(target)
+    np.testing.assert_allclose(arm.rot_error(target), orientation_error(target, quat), atol=1e-12)
+
+
+def test_compiled_control_periods_equal_the_python_step_loop():
+    """MujocoArmState.simulate (the sim's GIL-free path) reproduces mj_step1 -> update -> torques -> mj_step2."""
+    model, data, site, arm = _arm_at_home()
+    twin = mujoco.MjData(model)
+    mujoco.mj_copyData(twin, model, data)
+    target = data.site_xpos[site] + np.array([0.1, -0.05, -0.1])
+    quat = np.empty(4)
+    mujoco.mju_mat2Quat(quat, data.site_xmat[site])
+    arm.simulate(data, 100, target, quat, HOME_QPOS)
+    for _ in range(100):
+        mujoco.mj_step1(model, twin)
+        arm.update(twin)
+        twin.ctrl[:7] = arm.torques(target, quat, HOME_QPOS)
+        mujoco.mj_step2(model, twin)
+    mujoco.mj_forward(model, twin)
+    np.testing.assert_allclose(data.qpos, twin.qpos, atol=1e-12)
+    np.testing.assert_allclose(data.qvel, twin.qvel, atol=1e-9)
+    assert np.linalg.norm(data.site_xpos[site] - site_start(model, site)) > 0.05  # it moved towards the target
+
+
+def site_start(model, site):
+    d = mujoco.MjData(model)
+    d.qpos[:7] = HOME_QPOS
+    mujoco.mj_forward(model, d)
+    return d.site_xpos[site].copy()
