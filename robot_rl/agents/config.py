@@ -23,6 +23,12 @@ class EncoderConfig:
     """Local safetensors file with conv-encoder weights (see ObservationEncoder.save_pretrained)."""
     freeze_pretrained: bool = True
     """Freeze the loaded pretrained encoder (it is then not trained and not in any optimizer)."""
+    normalize_state: bool = True
+    """Standardise the state vector with a mean/std fitted once on the replay when learning starts (demos and
+    warm-up data), then frozen and shipped with the policy: raw states mix metres, quaternions and a gripper
+    opening of a few cm, which an unnormalised MLP resolves poorly."""
+    normalize_min_std: float = 0.01
+    """Floor of the fitted std (state units): near-constant dims are not blown up into noise."""
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
@@ -78,6 +79,10 @@ class ObservationEncoder(nn.Module):
             for cam in self.cameras
         })
         self.out_dim = state_out + cfg.latent_dim * len(self.cameras)
+        # State standardisation (identity until fit_state_normalizer); buffers, so they travel with the policy.
+        self.register_buffer("state_shift", torch.zeros(spec.state_dim))
+        self.register_buffer("state_scale", torch.ones(spec.state_dim))
+        self.register_buffer("state_fitted", torch.zeros(1))  # 1-D: the weight board has no 0-d slots
         if cfg.pretrained_path:
             self.load_pretrained(cfg.pretrained_path, freeze=cfg.freeze_pretrained)
 
@@ -88,13 +93,34 @@ class ObservationEncoder(nn.Module):
     def forward(self, obs: dict, augment: bool = False, generator: torch.Generator | None = None) -> torch.Tensor:
         """``obs["state"]`` may have any leading shape; it is flattened to ``[N, D]`` and so is the output."""
         state = obs["state"]
-        parts = [self.state(state.reshape(-1, state.shape[-1]))]
+        parts = [self.state(self.normalize(state.reshape(-1, state.shape[-1])))]
         for cam in self.cameras:
             x = frames_to_float(obs["pixels"][cam])
             if augment:
                 x = random_shift(x, self.cfg.augment_pad, generator)
             parts.append(self.convs[cam](x))
         return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
+
+    def normalize(self, state: torch.Tensor) -> torch.Tensor:
+        """``(state - shift) * scale`` (identity before :meth:`fit_state_normalizer`)."""
+        return (state.float() - self.state_shift) * self.state_scale
+
+    @property
+    def normalizer_fitted(self) -> bool:
+        return bool(self.state_fitted)
+
+    @torch.no_grad()
+    def fit_state_normalizer(self, states: torch.Tensor | np.ndarray) -> None:
+        """Fits the standardisation to ``states [N, D]`` (std floored at ``cfg.normalize_min_std``)."""
+        x = torch.as_tensor(np.asarray(states), dtype=torch.float64)
+        if x.ndim != 2 or x.shape[1] != self.state_shift.numel() or x.shape[0] < 2:
+            raise ValueError(f"fit_state_normalizer needs states [N >= 2, {self.state_shift.numel()}], "
+                             f"got {tuple(x.shape)}")
+        if not torch.isfinite(x).all():
+            raise ValueError("fit_state_normalizer: states contain NaN or inf")
+        self.state_shift.copy_(x.mean(0))
+        self.state_scale.copy_(1.0 / x.std(0).clamp_min(self.cfg.normalize_min_std))
+        self.state_fitted.fill_(1.0)
 
     def load_pretrained(self, path: str | Path, freeze: bool) -> None:
         """Loads conv-encoder weights saved by :meth:`save_pretrained` (safetensors) and optionally freezes them.

@@ -121,8 +121,8 @@ class ManualSACStep:
         cfg, buf = self.cfg, self._buf
         obs = mb["obs"]["state"]
         next_obs = mb["next_obs"]["state"]
-        obs = obs.reshape(-1, obs.shape[-1]).float()
-        next_obs = next_obs.reshape(-1, next_obs.shape[-1]).float()
+        obs = self.agent.encoder.normalize(obs.reshape(-1, obs.shape[-1]))
+        next_obs = self.agent.encoder.normalize(next_obs.reshape(-1, next_obs.shape[-1]))
         n, d = obs.shape
         a_dim = self.agent.action_dim
         rows = 2 * n if update_actor else n

@@ -216,6 +216,7 @@ class Learner:
         taken = self.ingest()
         updated = False
         if self.owed_updates() > 0 and len(self.replay) > 0:
+            self._fit_normalizer_once()
             batch = self.replay.sample(cfg.agent.batch_size, utd=cfg.agent.utd, reuse_output=True)
             self.last_metrics = self.agent.update(batch)
             c["updates"] += 1
@@ -231,6 +232,16 @@ class Learner:
         if not taken and not updated:
             time.sleep(0.0005)  # waiting for data
         return True
+
+    def _fit_normalizer_once(self) -> None:
+        """Before the first update: fit the agent's state standardisation on everything in the replay (demos
+        and warm-up data); it is then frozen (and restored from checkpoints, never refitted)."""
+        encoder = self.agent.encoder
+        if not self.cfg.agent.encoder.normalize_state or encoder.normalizer_fitted:
+            return
+        states = [p.arrays["state"][p.arrays["valid"]] for p in self.replay.partitions.values()]
+        states = np.concatenate([s for s in states if len(s)])
+        encoder.fit_state_normalizer(states)
 
     def _crossed(self, key: str, every: int) -> bool:
         if not every:

@@ -197,7 +197,8 @@ class WeightBoard:
 
     def publish(self, state: Mapping[str, torch.Tensor], version: int) -> None:
         h = self.header
-        h[W_SEQ] += 1  # odd: write in progress
+        if h[W_SEQ] % 2 == 0:  # odd: write in progress (already odd if a learner died mid-publish: stays so)
+            h[W_SEQ] += 1
         for k in self.keys:
             src = state[k].detach().to("cpu").contiguous().view(torch.uint8).reshape(-1).numpy()
             self.payload[self.offsets[k]:self.offsets[k] + src.size] = src
