@@ -65,6 +65,13 @@ class SACConfig:
     """Entropy target for automatic tuning; None = -|A|/2 (RLPD)."""
     backup_entropy: bool = True
     """Subtract alpha * log pi(a'|s') in the critic target."""
+    bc_weight: float = 0.0
+    """Weight of a behaviour-cloning term in the actor loss: mean over the batch's demo and intervention rows of
+    ||tanh(mu(s)) - a||^2 (mu: the policy mean). 0 = pure RLPD. With few demos and a sparse reward it makes the
+    policy follow the demos from the first updates while the critic learns (Nair et al. 2018)."""
+    bc_q_filter: bool = True
+    """Apply the BC term only where the critics value the demo action above the policy's own
+    (Q(s, a_demo) > Q(s, a_pi)): once the policy is better than a demo there, RL alone drives it."""
     hl_gauss: bool = False
     """Categorical critic trained with the HL-Gauss cross-entropy loss ("Stop Regressing") instead of MSE."""
     hl_gauss_bins: int = 101
@@ -96,6 +103,7 @@ class SACConfig:
             (1 <= self.num_min_critics <= self.num_critics, "num_min_critics must be in [1, num_critics]"),
             (self.utd >= 1, "utd must be >= 1"),
             (self.batch_size >= 1, "batch_size must be >= 1"),
+            (self.bc_weight >= 0, "bc_weight must be >= 0"),
             (0.0 <= self.discount <= 1.0, "discount must be in [0, 1]"),
             (0.0 < self.tau <= 1.0, "tau must be in (0, 1]"),
             (self.init_temperature > 0, "init_temperature must be > 0"),

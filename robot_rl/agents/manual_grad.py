@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from robot_rl.agents.bc import bc_term
+
 if TYPE_CHECKING:
     from robot_rl.agents.sac import Batch, SACAgent
 
@@ -191,9 +193,17 @@ class ManualSACStep:
             # dL/dlog_std = dL/dpre eps std - alpha / B; dlog_std/draw = k (1 - tanh^2 raw).
             coef = alpha / n
             d_pre = torch.addcmul(d_act, d_act, a_pi.square(), value=-1.0).add_(a_pi * (2.0 * coef))
+            d_mu = d_pre.clone() if cfg.bc_weight > 0 else d_pre  # dL/dmu = dL/dpre, plus the BC term below
             d_log_std = torch.addcmul(-coef, d_pre, eps[n:] * std[n:])
             d_raw = d_log_std.mul_(t[n:].square().neg_().add_(1.0).mul_(k))
-            self._actor_backward(torch.cat([d_pre, d_raw], 1), actor_cache, n)
+            if cfg.bc_weight > 0:  # w * mean_masked ||tanh(mu) - a||^2: d/dmu = w 2 (m - a)(1 - m^2) mask / count
+                m = torch.tanh(mu[n:])
+                bc_loss, bc_rows, mask = bc_term(m, mb, q_data.mean(0), q[:, n:].mean(0), cfg.bc_q_filter)
+                scale = (2.0 * cfg.bc_weight) * mask / bc_rows.clamp_min(1.0)
+                d_mu.addcmul_((m - mb["action"].reshape(m.shape)) * (1.0 - m.square()), scale.unsqueeze(1))
+                actor_loss = actor_loss + cfg.bc_weight * bc_loss
+                metrics.update(bc_loss=bc_loss, bc_rows=bc_rows)
+            self._actor_backward(torch.cat([d_mu, d_raw], 1), actor_cache, n)
             torch.mul(log_alpha.exp(), entropy - self.agent.target_entropy, out=self.alpha_grad)
             for p, g in zip(self.actor_params, self.actor_grads):
                 p.grad = g

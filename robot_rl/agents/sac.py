@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from robot_rl.agents.bc import bc_term
 from robot_rl.agents.config import SACConfig
 from robot_rl.agents.encoders import ObservationEncoder
 from robot_rl.agents.hl_gauss import HLGauss
@@ -169,6 +170,12 @@ class SACAgent:
             logp = logp.float()
             q_pi = self._q_scalar(self.critic(zd, action, detach_params=True)).mean(0)
             actor_loss = (alpha * logp - q_pi).mean()
+            if cfg.bc_weight > 0:
+                mean_action, _ = self.actor(zd, deterministic=True)
+                q_data = self._q_scalar(critic_out.detach()).mean(0)
+                bc_loss, bc_rows, _ = bc_term(mean_action.float(), mb, q_data, q_pi.detach(), cfg.bc_q_filter)
+                actor_loss = actor_loss + cfg.bc_weight * bc_loss
+                metrics.update(bc_loss=bc_loss.detach(), bc_rows=bc_rows)
             entropy = -logp.detach().mean()
             temperature_loss = self.log_alpha.exp() * (entropy - self.target_entropy)
             loss = loss + actor_loss + temperature_loss

@@ -30,7 +30,8 @@ def batch(utd: int | None = 1, spec: ObsSpec = STATE, seed: int = 0) -> dict:
             o["pixels"] = {c: rng.integers(0, 256, (*lead, *s), dtype=np.uint8) for c, s in spec.cameras.items()}
         return o
     return {"obs": obs(), "next_obs": obs(), "action": rng.uniform(-1, 1, (*lead, A)).astype(np.float32),
-            "reward": rng.standard_normal(lead).astype(np.float32), "terminated": rng.random(lead) < 0.1}
+            "reward": rng.standard_normal(lead).astype(np.float32), "terminated": rng.random(lead) < 0.1,
+            "source": rng.integers(0, 3, lead).astype(np.uint8), "intervened": rng.random(lead) < 0.2}
 
 
 def small(**kw) -> SACConfig:
@@ -209,10 +210,15 @@ def test_invalid_config_names_the_field():
 @pytest.mark.parametrize("critic_ln, actor_ln, backup, critics", [
     (False, False, True, 2), (True, False, True, 4), (True, True, False, 4), (False, True, True, 3)])
 @pytest.mark.parametrize("update_actor", [True, False])
-def test_manual_gradients_match_autograd(critic_ln, actor_ln, backup, critics, update_actor):
-    cfg = small(num_critics=critics, critic_layer_norm=critic_ln, actor_layer_norm=actor_ln, backup_entropy=backup)
+@pytest.mark.parametrize("bc_weight, q_filter, normalized", [(0.0, True, False), (2.0, False, True), (2.0, True, True)])
+def test_manual_gradients_match_autograd(critic_ln, actor_ln, backup, critics, update_actor, bc_weight, q_filter,
+                                         normalized):
+    cfg = small(num_critics=critics, critic_layer_norm=critic_ln, actor_layer_norm=actor_ln, backup_entropy=backup,
+                bc_weight=bc_weight, bc_q_filter=q_filter)
     agent = SACAgent(ObsSpec(D), A, cfg)
     assert agent._manual is not None
+    if normalized:
+        agent.encoder.fit_state_normalizer(np.random.default_rng(5).normal(0.3, 2.0, (64, D)))
     with torch.no_grad():  # non-trivial LayerNorm affine and target != online critic
         for norm in agent.critic.norms if critic_ln else ():
             norm.weight.normal_()
