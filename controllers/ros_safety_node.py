@@ -1,0 +1,306 @@
+"""Safety node on the command path (the second safety layer): policy/env -> safety -> controller.
+
+It enforces the same limits as the env (:mod:`robot_rl.safety.limits`) again, plus:
+
+* **watchdog** — no command for ``watchdog_timeout`` s: the arm holds its measured pose (a hold target is sent to
+  the controller), the car stops (zero twist, repeated while stale). The next fresh command resumes.
+* **e-stop** — ``estop`` (std_msgs/Bool, true) or the ``~/estop`` service (std_srvs/Trigger) latches: hold/stop
+  and every command is rejected until ``~/reset_estop`` is called.
+* **diagnostics** — every rejection/clip is counted by reason and published as ``diagnostic_msgs/DiagnosticArray``
+  on ``diagnostics`` (and on each change); ``safety_state`` (std_msgs/String, transient local) says ``ok``,
+  ``hold`` (watchdog) or ``estop``.
+
+Arm topics: in ``policy/target_pose`` (PoseStamped), ``policy/gripper`` (Float64, opening m), measured ``ee_pose``
+and ``wrench``; out ``controller/target_pose``, ``controller/gripper``. Car topics: in ``policy/cmd_vel`` (Twist),
+out ``controller/cmd_vel``. (Node-relative names: put the graph in a namespace or remap in the launch file.)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from geometry_msgs.msg import PoseStamped, Twist, WrenchStamped
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from std_msgs.msg import Bool, Float64, String
+from std_srvs.srv import Trigger
+
+from robot_rl.ros.msgs import pose_arrays, pose_stamped
+from robot_rl.ros.params import declare_config
+from robot_rl.safety.limits import (
+    ArmLimits,
+    CarLimits,
+    RejectionCounter,
+    filter_arm_target,
+    filter_gripper,
+    filter_twist,
+)
+
+
+@dataclass
+class SafetyConfig:
+    """Watchdog and reporting parameters common to the arm and car safety nodes."""
+
+    watchdog_timeout: float = 0.075
+    """Commands older than this (s) are stale: hold (arm) / stop (car). Default 1.5 periods of a 20 Hz policy."""
+    watchdog_rate_hz: float = 200.0
+    """How often staleness is checked (and a car's stop command repeated)."""
+    diagnostics_rate_hz: float = 5.0
+    """Rate of the diagnostics topic (it is also published on every state change)."""
+
+    def validate(self) -> None:
+        if min(self.watchdog_timeout, self.watchdog_rate_hz, self.diagnostics_rate_hz) <= 0:
+            raise ValueError("watchdog_timeout, watchdog_rate_hz and diagnostics_rate_hz must be > 0")
+
+
+@dataclass
+class ArmSafetyConfig(SafetyConfig):
+    """Parameters of the arm safety node: the watchdog fields plus the limits (parameters ``limits.<field>``)."""
+
+    limits: ArmLimits = field(default_factory=ArmLimits)
+    """The limits, the same dataclass (and defaults) the robot env applies."""
+
+    def validate(self) -> None:
+        super().validate()
+        self.limits.validate()
+
+
+@dataclass
+class CarSafetyConfig(SafetyConfig):
+    """Parameters of the car safety node."""
+
+    limits: CarLimits = field(default_factory=CarLimits)
+    """Speed and yaw-rate limits."""
+
+    def validate(self) -> None:
+        super().validate()
+        self.limits.validate()
+
+
+class _SafetyBase(Node):
+    """E-stop latch, watchdog timer and diagnostics; subclasses implement ``_hold`` and ``_watchdog_stale``."""
+
+    def __init__(self, name: str, cfg: SafetyConfig) -> None:
+        super().__init__(name)
+        self.cfg = declare_config(self, cfg)
+        self.lock = threading.RLock()
+        self.counter = RejectionCounter()
+        self.commands = 0
+        self.forwarded = 0
+        self.estopped = False
+        self.holding = False
+        self.last_cmd: float | None = None
+        latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.pub_state = self.create_publisher(String, "safety_state", latched)
+        self.pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", 10)
+        self.create_subscription(Bool, "estop", self._on_estop_topic, 10)
+        self.create_service(Trigger, "~/estop", self._on_estop_srv)
+        self.create_service(Trigger, "~/reset_estop", self._on_reset_srv)
+        self.create_timer(1.0 / self.cfg.watchdog_rate_hz, self._watchdog)
+        self.create_timer(1.0 / self.cfg.diagnostics_rate_hz, self._publish_diag)
+        self._publish_state()
+
+    # ---------------------------------------------------------------- state
+    @property
+    def state(self) -> str:
+        return "estop" if self.estopped else ("hold" if self.holding else "ok")
+
+    def _publish_state(self) -> None:
+        self.pub_state.publish(String(data=self.state))
+        self._publish_diag()
+
+    def _publish_diag(self) -> None:
+        status = DiagnosticStatus(name=self.get_fully_qualified_name(), hardware_id="robot_rl",
+                                  message=self.state)
+        status.level = DiagnosticStatus.ERROR if self.estopped else (
+            DiagnosticStatus.WARN if self.holding else DiagnosticStatus.OK)
+        values = {"commands": self.commands, "forwarded": self.forwarded, "rejections": self.counter.total,
+                  **{f"rejected.{k}": v for k, v in sorted(self.counter.counts.items())}}
+        status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
+        msg = DiagnosticArray(status=[status])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.pub_diag.publish(msg)
+
+    def _reject(self, reasons: list[str]) -> None:
+        if reasons:
+            self.counter.add(reasons)
+
+    # ---------------------------------------------------------------- e-stop
+    def _latch(self) -> None:
+        with self.lock:
+            if not self.estopped:
+                self.estopped = True
+                self.get_logger().warn("E-STOP latched")
+                self._hold()
+                self._publish_state()
+
+    def _on_estop_topic(self, msg: Bool) -> None:
+        if msg.data:
+            self._latch()
+
+    def _on_estop_srv(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        self._latch()
+        response.success, response.message = True, "e-stop latched"
+        return response
+
+    def _on_reset_srv(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        with self.lock:
+            was = self.estopped
+            self.estopped, self.last_cmd = False, None
+            self.holding = was or self.holding
+            self._publish_state()
+        response.success, response.message = True, "e-stop reset" if was else "was not latched"
+        return response
+
+    # ---------------------------------------------------------------- watchdog
+    def _accept_command(self) -> bool:
+        """Bookkeeping for an arriving command; False if it must be rejected (e-stop latched)."""
+        self.commands += 1
+        if self.estopped:
+            self._reject(["estop"])
+            return False
+        self.last_cmd = time.monotonic()
+        if self.holding:
+            self.holding = False
+            self._publish_state()
+        return True
+
+    def _watchdog(self) -> None:
+        with self.lock:
+            if self.estopped:
+                self._while_stopped()
+                return
+            if self.last_cmd is None or time.monotonic() - self.last_cmd <= self.cfg.watchdog_timeout:
+                return
+            if not self.holding:
+                self.holding = True
+                self._reject(["stale"])
+                self.get_logger().warn("command stream stale: holding", throttle_duration_sec=1.0)
+                self._hold()
+                self._publish_state()
+            else:
+                self._while_stopped()
+
+    def _hold(self) -> None:
+        raise NotImplementedError
+
+    def _while_stopped(self) -> None:
+        """Called at the watchdog rate while holding/e-stopped (the car repeats its stop command)."""
+
+
+class ArmSafetyNode(_SafetyBase):
+    """Arm command filter (see the module docstring)."""
+
+    def __init__(self, cfg: ArmSafetyConfig | None = None, name: str = "arm_safety") -> None:
+        self.ee_pos: np.ndarray | None = None
+        self.ee_quat: np.ndarray | None = None
+        self.force: np.ndarray | None = None
+        self.last_pos: np.ndarray | None = None
+        self.last_quat: np.ndarray | None = None
+        self.last_time: float | None = None
+        self.last_gripper: float | None = None
+        self.hold_pose: tuple[np.ndarray, np.ndarray] | None = None
+        super().__init__(name, cfg or ArmSafetyConfig())
+        self.pub_target = self.create_publisher(PoseStamped, "controller/target_pose", 10)
+        self.pub_gripper = self.create_publisher(Float64, "controller/gripper", 10)
+        self.create_subscription(PoseStamped, "policy/target_pose", self._on_target, 10)
+        self.create_subscription(Float64, "policy/gripper", self._on_gripper, 10)
+        self.create_subscription(PoseStamped, "ee_pose", self._on_ee_pose, 10)
+        self.create_subscription(WrenchStamped, "wrench", self._on_wrench, 10)
+
+    def _on_ee_pose(self, msg: PoseStamped) -> None:
+        pos, quat = pose_arrays(msg.pose)
+        if np.all(np.isfinite(pos)) and np.all(np.isfinite(quat)):
+            self.ee_pos, self.ee_quat = pos, quat
+
+    def _on_wrench(self, msg: WrenchStamped) -> None:
+        f = msg.wrench.force
+        self.force = np.array([f.x, f.y, f.z])
+
+    def _on_target(self, msg: PoseStamped) -> None:
+        with self.lock:
+            if not self._accept_command():
+                return
+            if self.ee_pos is None:
+                self._reject(["no_state"])
+                return
+            pos, quat = pose_arrays(msg.pose)
+            now = time.monotonic()
+            dt = None if self.last_time is None else now - self.last_time
+            lim = self.cfg.limits
+            pos, quat, reasons = filter_arm_target(lim, pos, quat, self.last_pos, self.last_quat, self.ee_pos, dt,
+                                                   self.force)
+            self._reject(reasons)
+            if "nonfinite" in reasons:
+                return
+            self.last_pos, self.last_quat, self.last_time = pos, quat, now
+            out = PoseStamped(header=msg.header)
+            out.pose = pose_stamped(pos, quat, 0.0).pose
+            self.pub_target.publish(out)
+            self.forwarded += 1
+
+    def _on_gripper(self, msg: Float64) -> None:
+        with self.lock:
+            if self.estopped:
+                self._reject(["estop"])
+                return
+            value, reasons = filter_gripper(self.cfg.limits, float(msg.data), self.last_gripper)
+            self._reject(reasons)
+            if "nonfinite" in reasons:
+                return
+            self.last_gripper = value
+            self.pub_gripper.publish(Float64(data=value))
+
+    def _hold(self) -> None:
+        """Target := the measured EE pose (the controller then brings the arm to rest there)."""
+        if self.ee_pos is None:
+            return
+        pos = np.clip(self.ee_pos, self.cfg.limits.workspace_low, self.cfg.limits.workspace_high)
+        quat = self.last_quat if self.last_quat is not None else self.ee_quat
+        self.hold_pose = (pos, quat)
+        self.last_pos, self.last_quat, self.last_time = pos, quat, time.monotonic()
+        self.pub_target.publish(pose_stamped(pos, quat, time.time()))
+
+
+class CarSafetyNode(_SafetyBase):
+    """Car command filter (see the module docstring)."""
+
+    def __init__(self, cfg: CarSafetyConfig | None = None, name: str = "car_safety") -> None:
+        super().__init__(name, cfg or CarSafetyConfig())
+        self.pub_cmd = self.create_publisher(Twist, "controller/cmd_vel", 10)
+        self.create_subscription(Twist, "policy/cmd_vel", self._on_cmd, 10)
+
+    def _on_cmd(self, msg: Twist) -> None:
+        with self.lock:
+            if not self._accept_command():
+                return
+            v, w, reasons = filter_twist(self.cfg.limits, msg.linear.x, msg.angular.z)
+            self._reject(reasons)
+            out = Twist()
+            out.linear.x, out.angular.z = v, w
+            self.pub_cmd.publish(out)
+            self.forwarded += 1
+
+    def _hold(self) -> None:
+        self.pub_cmd.publish(Twist())
+
+    def _while_stopped(self) -> None:
+        self.pub_cmd.publish(Twist())
+
+
+def main_arm(argv: list[str] | None = None) -> int:
+    """Console entry point ``robot-rl-arm-safety`` (ROS 2 executable ``arm_safety``)."""
+    from robot_rl.ros.node import run_node
+
+    return run_node(ArmSafetyNode, argv)
+
+
+def main_car(argv: list[str] | None = None) -> int:
+    """Console entry point ``robot-rl-car-safety`` (ROS 2 executable ``car_safety``)."""
+    from robot_rl.ros.node import run_node
+
+    return run_node(CarSafetyNode, argv)

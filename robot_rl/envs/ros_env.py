@@ -1,0 +1,298 @@
+"""RosArmEnv: a gymnasium env over a ROS 2 arm (the sim hardware node or a real arm behind the same topics).
+
+Same action and observation layout as the sim arm tasks (:mod:`robot_rl_sim.arm_env`), so a policy trained in
+sim runs here unchanged: action ``[dx, dy, dz, gripper]`` in [-1, 1]; state = EE position (3), EE quaternion
+(4, w-x-y-z, sign nearest home), EE linear velocity (3), gripper opening (1), [wrench (6)], [object position (3)];
+pixels = ``camera/<name>/image_raw`` frames.
+
+First safety layer (the safety node applies the same limits again): non-finite actions are replaced by the hold
+action, actions are clipped to [-1, 1], the target pose is clipped to ``max_target_lead`` of the measured EE, to
+``max_step`` per period and to the workspace box (:mod:`robot_rl.safety.limits`).
+
+``step`` runs at a fixed rate: it publishes the target (``policy/target_pose``, ``policy/gripper``), sleeps to the
+next period boundary and returns the newest synchronised observation (every state topic and camera frame picked
+by nearest stamp to the reference stream; ``info["obs_skew"]`` is the largest stamp difference). ``reset`` opens
+the gripper, moves the arm home through the controller (in steps the safety limits allow), waits until it has
+settled, and calls ``reset_service`` if set (the sim hardware re-places the objects). Success comes from the
+``success`` topic (``success_source="topic"``), a key press (``"key"``: Enter on stdin) or nowhere (``"none"``).
+
+The ROS 2 connection is made on the first ``reset``: building the env only to read its spaces (as the learner
+does) touches no robot. Make it by config: ``env.id: robot_rl.envs.ros_env:robot_rl/RosArm-v0``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.envs.registration import register, registry
+
+from robot_rl.safety.limits import ArmLimits, check_action, filter_arm_target
+
+HOME_POS = (0.5295, 0.0, 0.2793)
+"""Home TCP position of the sim arm (m, base frame), where ``reset`` brings the arm."""
+FINGER_JOINTS = ("finger_left", "finger_right")
+
+
+@dataclass
+class RosArmEnvConfig:
+    """Config of :class:`RosArmEnv` (env kwargs in a run config)."""
+
+    namespace: str = ""
+    """ROS 2 namespace of the robot's topics (e.g. "/arm"); topic names below are relative to it."""
+    control_hz: float = 20.0
+    """Rate of env.step (the policy's command rate)."""
+    max_episode_steps: int = 100
+    """Time limit in control steps (truncation)."""
+    limits: ArmLimits = field(default_factory=ArmLimits)
+    """First-layer limits (the safety node gets the same values); ``limits.max_step`` scales the action."""
+    home_pos: tuple[float, float, float] = HOME_POS
+    """EE position ``reset`` moves to (m)."""
+    include_wrench: bool = False
+    """Append the wrist wrench (6) to the state."""
+    object_state: bool = True
+    """Append the object position (3, from ``object_pose``: sim-privileged) to the state."""
+    image_size: int = 0
+    """Side of the camera images (0 = no pixels); must match the camera topics."""
+    cameras: tuple[str, ...] = ()
+    """Cameras subscribed as camera/<name>/image_raw into obs['pixels']."""
+    success_source: str = "topic"
+    """"topic" (std_msgs/Bool on ``success``), "key" (Enter on stdin) or "none"."""
+    terminate_on_success: bool = True
+    """End the episode when the task succeeds."""
+    reset_service: str = "arm_hardware/reset"
+    """std_srvs/Trigger called at the end of reset ("" = none; the sim hardware re-places its objects)."""
+    settle_tolerance: float = 0.01
+    """Reset is done when the EE is this close to home (m) ..."""
+    settle_speed: float = 0.02
+    """... and slower than this (m/s)."""
+    reset_timeout: float = 15.0
+    """Longest reset (s) before an error."""
+    obs_timeout: float = 1.0
+    """Longest wait (s) for fresh observations after a period before an error."""
+
+    def validate(self) -> None:
+        self.limits.validate()
+        if self.control_hz <= 0 or self.max_episode_steps <= 0:
+            raise ValueError("control_hz and max_episode_steps must be > 0")
+        if self.success_source not in ("topic", "key", "none"):
+            raise ValueError("success_source must be topic, key or none")
+        if self.image_size < 0 or (self.image_size > 0 and not self.cameras):
+            raise ValueError("image_size > 0 needs cameras")
+
+
+class RosArmEnv(gym.Env):
+    """See the module docstring."""
+
+    metadata = {"render_modes": [], "render_fps": 20}
+
+    def __init__(self, cfg: RosArmEnvConfig | None = None, render_mode: str | None = None, **overrides: Any) -> None:
+        cfg = cfg or RosArmEnvConfig()
+        if isinstance(overrides.get("limits"), dict):
+            overrides["limits"] = ArmLimits(**overrides["limits"])
+        for key in ("cameras", "home_pos"):
+            if key in overrides:
+                overrides[key] = tuple(overrides[key])
+        self.cfg = dataclasses.replace(cfg, **overrides)
+        self.cfg.validate()
+        self.render_mode = None
+        self.period = 1.0 / self.cfg.control_hz
+        dim = 3 + 4 + 3 + 1 + 6 * self.cfg.include_wrench + 3 * self.cfg.object_state
+        self.action_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
+        spaces: dict[str, gym.Space] = {"state": gym.spaces.Box(-np.inf, np.inf, (dim,), np.float32)}
+        if self.cfg.image_size > 0:
+            size = (self.cfg.image_size, self.cfg.image_size, 3)
+            spaces["pixels"] = gym.spaces.Dict({c: gym.spaces.Box(0, 255, size, np.uint8) for c in self.cfg.cameras})
+        self.observation_space = gym.spaces.Dict(spaces)
+        self.link = None
+        self.rejections: dict[str, int] = {}
+        self.overruns = 0
+        self.steps = 0
+        self.target_pos = np.array(self.cfg.home_pos, np.float64)
+        self.target_quat = np.array(self.cfg.limits.home_quat, np.float64)
+        self.gripper = 1.0
+        self._tick = 0.0
+        self._key = threading.Event()
+        self.publish_times: list[float] = []
+
+    # ------------------------------------------------------------------ ROS 2
+    def _connect(self) -> None:
+        from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+        from sensor_msgs.msg import Image, JointState
+        from std_msgs.msg import Bool, Float64, String
+
+        from robot_rl.envs.ros_io import RosLink
+        from robot_rl.ros.msgs import image_array, pose_arrays
+
+        cfg = self.cfg
+        link = RosLink("robot_env", cfg.namespace)
+
+        def opening(msg: JointState) -> float:
+            index = {n: i for i, n in enumerate(msg.name)}
+            return float(sum(msg.position[index[j]] for j in FINGER_JOINTS if j in index))
+
+        def vec(v: Any) -> list[float]:
+            return [v.x, v.y, v.z]
+
+        link.subscribe("pose", PoseStamped, "ee_pose", lambda m: pose_arrays(m.pose))
+        link.subscribe("twist", TwistStamped, "ee_twist", lambda m: np.array(vec(m.twist.linear)))
+        link.subscribe("gripper", JointState, "gripper/joint_states", opening)
+        if cfg.include_wrench:
+            link.subscribe("wrench", WrenchStamped, "wrench",
+                           lambda m: np.array(vec(m.wrench.force) + vec(m.wrench.torque)))
+        if cfg.object_state:
+            link.subscribe("object", PoseStamped, "object_pose", lambda m: pose_arrays(m.pose)[0])
+        for cam in cfg.cameras if cfg.image_size > 0 else ():
+            link.subscribe(f"cam/{cam}", Image, f"camera/{cam}/image_raw", image_array, depth=8)
+        link.subscribe("success", Bool, "success", lambda m: bool(m.data), stamped=False, depth=4)
+        link.subscribe("safety", String, "safety_state", lambda m: m.data, stamped=False, latched=True, depth=1)
+        self._pub_target = link.publisher("target", PoseStamped, "policy/target_pose")
+        self._pub_gripper = link.publisher("gripper", Float64, "policy/gripper")
+        self._Float64 = Float64
+        self.link = link
+        self.state_keys = ["pose", "twist", "gripper"] + ["wrench"] * cfg.include_wrench + \
+            ["object"] * cfg.object_state
+        self.cam_keys = [f"cam/{c}" for c in cfg.cameras] if cfg.image_size > 0 else []
+        missing = link.wait_for(self.state_keys + self.cam_keys, timeout=10.0)
+        if missing:
+            self.close()
+            raise TimeoutError(f"no messages on {missing} (namespace {cfg.namespace!r}): is the robot graph up?")
+        if cfg.success_source == "key":
+            threading.Thread(target=self._read_keys, daemon=True).start()
+
+    def _read_keys(self) -> None:
+        for _ in sys.stdin:
+            self._key.set()
+
+    def _publish(self) -> None:
+        from robot_rl.ros.msgs import pose_stamped
+
+        now = time.time()
+        self._pub_target.publish(pose_stamped(self.target_pos, self.target_quat, now))
+        opening = self.cfg.limits.max_opening * 0.5 * (1.0 - self.gripper)
+        self._pub_gripper.publish(self._Float64(data=float(opening)))
+        self.publish_times.append(now)
+
+    def _observe(self, after: float) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The synchronised observation from messages stamped at or after ``after`` (wall clock)."""
+        ref = self.cam_keys[0] if self.cam_keys else "pose"
+        if not self.link.streams[ref].wait_newer(after, self.cfg.obs_timeout):
+            raise TimeoutError(f"no fresh {ref} within {self.cfg.obs_timeout} s (robot graph stalled?)")
+        snap, skew = self.link.snapshot(self.state_keys + self.cam_keys, ref)
+        pos, quat = snap["pose"][1]
+        quat = -quat if quat @ np.asarray(self.cfg.limits.home_quat) < 0 else quat
+        parts = [pos, quat, snap["twist"][1], [snap["gripper"][1]]]
+        if self.cfg.include_wrench:
+            parts.append(snap["wrench"][1])
+        if self.cfg.object_state:
+            parts.append(snap["object"][1])
+        obs: dict[str, Any] = {"state": np.concatenate(parts).astype(np.float32)}
+        if self.cam_keys:
+            obs["pixels"] = {k[4:]: snap[k][1] for k in self.cam_keys}
+        info = {"stamp": snap[ref][0], "obs_skew": skew}
+        return obs, info
+
+    def ee(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(position, quaternion, linear velocity) of the newest EE messages."""
+        pos, quat = self.link.streams["pose"].latest()[1]
+        return pos, quat, self.link.streams["twist"].latest()[1]
+
+    # ------------------------------------------------------------------ gym API
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        super().reset(seed=seed)
+        if self.link is None:
+            self._connect()
+        self._move_home()
+        if self.cfg.reset_service:
+            from std_srvs.srv import Trigger
+
+            self.link.call(Trigger, self.cfg.reset_service)
+        self._key.clear()
+        self.steps = 0
+        self.target_pos, self.target_quat = (np.array(x, np.float64) for x in self.ee()[:2])
+        self._tick = time.time()
+        self.link.streams["success"].clear()
+        obs, info = self._observe(self._tick)
+        info["is_success"] = False
+        return obs, info
+
+    def _move_home(self) -> None:
+        """Opens the gripper and steps the target home at the control rate until the arm has settled there."""
+        home = np.asarray(self.cfg.home_pos, np.float64)
+        lim = self.cfg.limits
+        pos, _, _ = self.ee()
+        self.target_pos = pos.copy()
+        self.target_quat = np.asarray(lim.home_quat, np.float64)
+        self.gripper = -1.0
+        deadline = time.monotonic() + self.cfg.reset_timeout
+        tick = time.monotonic()
+        while True:
+            pos, _, vel = self.ee()
+            if np.linalg.norm(pos - home) < self.cfg.settle_tolerance and np.linalg.norm(vel) < self.cfg.settle_speed:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reset: arm did not settle at home within {self.cfg.reset_timeout} s "
+                                   f"(at {np.round(pos, 3)}; safety state {self.safety_state()})")
+            step = np.clip(home - self.target_pos, -lim.max_step, lim.max_step)
+            self.target_pos = np.clip(self.target_pos + step, pos - lim.max_target_lead, pos + lim.max_target_lead)
+            self._publish()
+            tick += self.period
+            time.sleep(max(0.0, tick - time.monotonic()))
+
+    def step(self, action: np.ndarray) -> tuple[dict, float, bool, bool, dict]:
+        if self.link is None:
+            raise RuntimeError("call reset() before step()")
+        hold = np.zeros(4, np.float32)
+        hold[3] = self.gripper
+        action, reasons = check_action(action, hold)
+        pos, _, _ = self.ee()
+        lim = self.cfg.limits
+        wanted = self.target_pos + action[:3].astype(np.float64) * lim.max_step
+        self.target_pos, self.target_quat, more = filter_arm_target(
+            lim, wanted, self.target_quat, None, None, pos)
+        for r in reasons + more:
+            self.rejections[r] = self.rejections.get(r, 0) + 1
+        self.gripper = float(action[3])
+        self._publish()
+        self._tick += self.period
+        now = time.time()
+        if now > self._tick:  # the caller took longer than a period: start a new schedule from now
+            self.overruns += 1
+            self._tick = now
+        else:
+            time.sleep(self._tick - now)
+        obs, info = self._observe(self._tick - 0.5 * self.period)
+        self.steps += 1
+        success = self._success()
+        terminated = bool(success and self.cfg.terminate_on_success)
+        truncated = bool(self.steps >= self.cfg.max_episode_steps and not terminated)
+        info.update(is_success=success, rejected_actions=sum(self.rejections.values()), overruns=self.overruns,
+                    safety_state=self.safety_state())
+        return obs, float(success), terminated, truncated, info
+
+    def _success(self) -> bool:
+        if self.cfg.success_source == "topic":
+            item = self.link.streams["success"].latest()
+            return bool(item and item[1])
+        if self.cfg.success_source == "key":
+            return self._key.is_set()
+        return False
+
+    def safety_state(self) -> str:
+        item = self.link.streams["safety"].latest() if self.link is not None else None
+        return item[1] if item else "unknown"
+
+    def close(self) -> None:
+        if self.link is not None:
+            self.link.close()
+            self.link = None
+
+
+if "robot_rl/RosArm-v0" not in registry:
+    register(id="robot_rl/RosArm-v0", entry_point="robot_rl.envs.ros_env:RosArmEnv", disable_env_checker=True)

@@ -1,0 +1,151 @@
+"""The ROS 2 side of a robot env: its own rclpy context and node spinning in a background executor thread,
+subscriptions that keep a short buffer of timestamped messages, and synchronised snapshots across topics.
+
+Nothing here blocks the executor: callbacks only append to buffers under a lock; the env thread reads them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import rclpy
+from rclpy.context import Context
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.qos import DurabilityPolicy, QoSProfile
+
+from robot_rl.ros.msgs import from_stamp
+
+
+class Stream:
+    """Buffer of ``(stamp seconds, value)`` for one topic; ``value = convert(msg)``; ``stamp`` from the message
+    header (or the arrival time for header-less messages)."""
+
+    def __init__(self, convert: Callable[[Any], Any], depth: int = 64, stamped: bool = True) -> None:
+        self.convert, self.stamped = convert, stamped
+        self.items: deque[tuple[float, Any]] = deque(maxlen=depth)
+        self.received = 0
+        self.cond = threading.Condition()
+
+    def __call__(self, msg: Any) -> None:
+        t = from_stamp(msg.header.stamp) if self.stamped else time.time()
+        value = self.convert(msg)
+        with self.cond:
+            self.items.append((t, value))
+            self.received += 1
+            self.cond.notify_all()
+
+    def latest(self) -> tuple[float, Any] | None:
+        with self.cond:
+            return self.items[-1] if self.items else None
+
+    def nearest(self, t: float) -> tuple[float, Any] | None:
+        """The buffered item whose stamp is closest to ``t``."""
+        with self.cond:
+            if not self.items:
+                return None
+            return min(self.items, key=lambda item: abs(item[0] - t))
+
+    def wait_newer(self, t: float, timeout: float) -> bool:
+        """Waits until an item stamped at or after ``t`` is buffered; False on timeout."""
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not (self.items and self.items[-1][0] >= t):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(left)
+            return True
+
+    def clear(self) -> None:
+        with self.cond:
+            self.items.clear()
+
+
+class RosLink:
+    """An rclpy node of its own (own context: several envs or tests in one process do not interfere) spun by a
+    single-threaded executor in a daemon thread."""
+
+    def __init__(self, name: str, namespace: str = "", args: list[str] | None = None) -> None:
+        self.context = Context()
+        rclpy.init(args=args, context=self.context)
+        self.node = Node(name, namespace=namespace, context=self.context)
+        self.executor = SingleThreadedExecutor(context=self.context)
+        self.executor.add_node(self.node)
+        self.streams: dict[str, Stream] = {}
+        self.publishers: dict[str, Any] = {}
+        self._thread = threading.Thread(target=self._spin, name=f"{name}-executor", daemon=True)
+        self._thread.start()
+
+    def _spin(self) -> None:
+        try:
+            self.executor.spin()
+        except (ExternalShutdownException, rclpy.executors.ShutdownException):
+            pass
+
+    def subscribe(self, key: str, msg_type: type, topic: str, convert: Callable[[Any], Any],
+                  stamped: bool = True, latched: bool = False, depth: int = 64) -> Stream:
+        stream = Stream(convert, depth, stamped)
+        qos: QoSProfile | int = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL) if latched else 10
+        self.node.create_subscription(msg_type, topic, stream, qos)
+        self.streams[key] = stream
+        return stream
+
+    def publisher(self, key: str, msg_type: type, topic: str) -> Any:
+        self.publishers[key] = self.node.create_publisher(msg_type, topic, 10)
+        return self.publishers[key]
+
+    def call(self, srv_type: type, name: str, timeout: float = 5.0) -> Any:
+        """Calls a service (waiting up to ``timeout`` for it); returns the response or raises TimeoutError."""
+        client = self.node.create_client(srv_type, name)
+        try:
+            if not client.wait_for_service(timeout_sec=timeout):
+                raise TimeoutError(f"service {name} not available")
+            future = client.call_async(srv_type.Request())
+            done = threading.Event()
+            future.add_done_callback(lambda _: done.set())
+            if not done.wait(timeout):
+                raise TimeoutError(f"service {name} did not answer in {timeout} s")
+            return future.result()
+        finally:
+            self.node.destroy_client(client)
+
+    def wait_for(self, keys: list[str], timeout: float) -> list[str]:
+        """Waits until every stream in ``keys`` has a message; returns the ones still missing."""
+        deadline = time.monotonic() + timeout
+        missing = keys
+        while time.monotonic() < deadline:
+            missing = [k for k in keys if self.streams[k].latest() is None]
+            if not missing:
+                return []
+            time.sleep(0.01)
+        return missing
+
+    def snapshot(self, keys: list[str], reference: str) -> tuple[dict[str, tuple[float, Any]], float]:
+        """Synchronised values: the newest ``reference`` item, and for every other key the buffered item nearest
+        to its stamp. Returns ``({key: (stamp, value)}, max |stamp - reference stamp|)``."""
+        ref = self.streams[reference].latest()
+        if ref is None:
+            raise RuntimeError(f"no {reference} message yet")
+        out, skew = {reference: ref}, 0.0
+        for k in keys:
+            if k == reference:
+                continue
+            item = self.streams[k].nearest(ref[0])
+            if item is None:
+                raise RuntimeError(f"no {k} message yet")
+            out[k] = item
+            skew = max(skew, abs(item[0] - ref[0]))
+        return out, skew
+
+    def close(self) -> None:
+        try:
+            self.executor.shutdown(timeout_sec=1.0)
+            self.node.destroy_node()
+        finally:
+            rclpy.try_shutdown(context=self.context)
+            self._thread.join(timeout=2.0)

@@ -1,0 +1,97 @@
+"""A config dataclass as ROS 2 parameters: every field (nested dataclasses as ``prefix.field``) is declared with
+its default, read back with any ``--ros-args -p`` / launch-file override, and kept in sync when set at run time
+(``ros2 param set``), so all gains and limits are tunable the ROS 2 way."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rclpy.node import Node
+
+
+def _flatten(cfg: Any, prefix: str = "") -> dict[str, tuple[Any, str]]:
+    """``{param name: (value, field name)}`` of a dataclass, nested dataclasses flattened with dots."""
+    out: dict[str, tuple[Any, str]] = {}
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        name = f"{prefix}{f.name}"
+        if dataclasses.is_dataclass(value):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = (value, f.name)
+    return out
+
+
+def _to_ros(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return [float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
+    return value
+
+
+def _coerce(value: Any, like: Any) -> Any:
+    """A parameter value converted to the type of the dataclass default ``like`` (ints given for floats etc.)."""
+    if isinstance(like, bool):
+        return bool(value)
+    if isinstance(like, float):
+        return float(value)
+    if isinstance(like, int):
+        return int(value)
+    if isinstance(like, tuple):
+        seq = value if isinstance(value, list | tuple) else [value]
+        if len(like) and isinstance(like[0], float | int) and not isinstance(like[0], bool):
+            return tuple(float(v) for v in seq)
+        return tuple(seq)
+    return value
+
+
+def _set(cfg: Any, dotted: str, value: Any) -> None:
+    obj, parts = cfg, dotted.split(".")
+    for p in parts[:-1]:
+        obj = getattr(obj, p)
+    setattr(obj, parts[-1], value)
+
+
+def _get(cfg: Any, dotted: str) -> Any:
+    obj = cfg
+    for p in dotted.split("."):
+        obj = getattr(obj, p)
+    return obj
+
+
+def declare_config(node: Node, cfg: Any, on_change: Any = None) -> Any:
+    """Declares every field of the dataclass ``cfg`` as a parameter of ``node`` (defaults from ``cfg``), writes the
+    effective values (overrides included) into ``cfg`` and returns it. Later ``set_parameters`` calls update
+    ``cfg`` in place after ``cfg.validate()`` (if any) accepts them; ``on_change(cfg)`` runs after each change."""
+    flat = _flatten(cfg)
+    desc = ParameterDescriptor(dynamic_typing=True)
+    for name, (value, _) in flat.items():
+        param = node.declare_parameter(name, _to_ros(value), desc)
+        _set(cfg, name, _coerce(param.value, value))
+    if hasattr(cfg, "validate"):
+        cfg.validate()
+
+    def callback(params: list) -> SetParametersResult:
+        trial = dataclasses.replace(cfg) if not any("." in p.name for p in params) else None
+        target = trial if trial is not None else cfg
+        old = {p.name: _get(cfg, p.name) for p in params if p.name in flat}
+        try:
+            for p in params:
+                if p.name in flat:
+                    _set(target, p.name, _coerce(p.value, flat[p.name][0]))
+            if hasattr(target, "validate"):
+                target.validate()
+        except (ValueError, TypeError) as exc:
+            for name, value in old.items():
+                _set(cfg, name, value)
+            return SetParametersResult(successful=False, reason=str(exc))
+        if trial is not None:
+            for f in dataclasses.fields(cfg):
+                setattr(cfg, f.name, getattr(trial, f.name))
+        if on_change is not None:
+            on_change(cfg)
+        return SetParametersResult(successful=True)
+
+    node.add_on_set_parameters_callback(callback)
+    return cfg

@@ -1,0 +1,352 @@
+"""MuJoCo as ROS 2 hardware: a sim arm task (Reach, PickCube, PegInsert) run in real time behind the interface a
+torque-controlled arm driver exposes.
+
+Inputs (node-relative names; remap in the launch file):
+
+* ``joint_command`` — ``sensor_msgs/JointState`` with ``effort`` for the 7 arm joints (by name, or in order when
+  names are empty); its ``header.stamp`` is echoed on ``applied_command`` once applied (latency tracing).
+* ``effort_controller/commands`` — ``std_msgs/Float64MultiArray`` of 7 efforts (what a ros2_control
+  ``JointGroupEffortController`` forwards), same effect.
+* ``gripper_command`` — ``std_msgs/Float64``: gripper opening (m, 0-0.08) for the position-controlled fingers.
+
+Outputs, stamped with the wall-clock time of the physics state they describe (efforts beyond the joint torque
+limits are clipped and non-finite ones dropped by the hardware too): ``joint_states`` (arm + finger
+joints, every physics step = 500 Hz, for the controller), ``gripper/joint_states`` (fingers only), ``ee_pose``
+(PoseStamped), ``ee_twist`` (TwistStamped, world frame),
+``wrench`` (WrenchStamped, wrist sensor frame), ``object_pose`` (PoseStamped: the task object, sim-privileged),
+``success`` (``std_msgs/Bool`` from the task's own evaluation) at ``aux_rate_hz``, and
+``camera/<name>/image_raw`` (rgb8) at ``camera_rate_hz`` when ``image_size > 0``; ``diagnostics`` once a second
+(effort command rate, largest gap between effort commands, how far physics is behind real time). Service ``~/reset``
+(``std_srvs/Trigger``): re-places the task objects (the arm is not moved unless ``reset_teleports_arm``).
+
+Injected imperfections: ``command_latency`` delays every command before it acts, ``state_latency`` delays every
+outgoing message, ``joint_noise``/``pose_noise`` add Gaussian noise to the published state. With no effort
+command for ``command_timeout`` the arm brakes (gravity compensation + joint damping), as a real driver would.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue  # noqa: E402
+from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped  # noqa: E402
+from rclpy.node import Node  # noqa: E402
+from sensor_msgs.msg import Image, JointState  # noqa: E402
+from std_msgs.msg import Bool, Float64, Float64MultiArray, Header  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+
+from robot_rl.ros.fast_sub import FastSubscription  # noqa: E402
+from robot_rl.ros.msgs import image_msg, set_pose, to_stamp  # noqa: E402
+from robot_rl.ros.params import declare_config  # noqa: E402
+from robot_rl_sim.arm_model import ARM_JOINTS, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, TORQUE_LIMITS  # noqa: E402
+
+TASKS = ("Reach", "PickCube", "PegInsert")
+
+
+@dataclass
+class ArmHardwareConfig:
+    """Parameters of the sim arm hardware node (all ROS 2 parameters)."""
+
+    task: str = "PickCube"
+    """Sim task whose scene and objects are simulated: Reach, PickCube or PegInsert."""
+    seed: int = 0
+    """Seed of the object placement (each ``~/reset`` draws the next placement)."""
+    aux_rate_hz: float = 100.0
+    """Rate of ee_pose, ee_twist, wrench, object_pose and success."""
+    image_size: int = 0
+    """Side of the square camera images (0 = no cameras)."""
+    cameras: tuple[str, ...] = ("front", "wrist")
+    """Cameras published as camera/<name>/image_raw."""
+    camera_rate_hz: float = 20.0
+    """Camera frame rate."""
+    command_latency: float = 0.0
+    """Injected delay (s) before an arriving command takes effect."""
+    state_latency: float = 0.0
+    """Injected delay (s) before an outgoing message is published."""
+    joint_noise: float = 0.0
+    """Std of Gaussian noise on published joint positions (rad) and velocities (rad/s)."""
+    pose_noise: float = 0.0
+    """Std of Gaussian noise on the published EE position (m)."""
+    command_timeout: float = 0.1
+    """Without an effort command for this long (s) the arm brakes (gravity compensation + damping)."""
+    brake_damping: float = 5.0
+    """Joint damping (N m s/rad) of the brake."""
+    reset_teleports_arm: bool = False
+    """``~/reset`` also puts the arm back at home (sim convenience; a real arm is moved home by the controller)."""
+
+    def validate(self) -> None:
+        if self.task not in TASKS:
+            raise ValueError(f"task must be one of {TASKS}")
+        if self.aux_rate_hz <= 0 or self.camera_rate_hz <= 0 or self.command_timeout <= 0:
+            raise ValueError("aux_rate_hz, camera_rate_hz and command_timeout must be > 0")
+        if min(self.command_latency, self.state_latency, self.joint_noise, self.pose_noise, self.image_size) < 0:
+            raise ValueError("latencies, noise and image_size must be >= 0")
+
+
+class ArmHardwareNode(Node):
+    """The sim arm in real time (see the module docstring). Physics runs on its own thread, one 2 ms step per
+    wall-clock 2 ms; subscriptions only store the latest command."""
+
+    def __init__(self, cfg: ArmHardwareConfig | None = None, name: str = "arm_hardware") -> None:
+        super().__init__(name)
+        self.cfg = declare_config(self, cfg or ArmHardwareConfig())
+        from robot_rl_sim import arm_tasks
+
+        cfg = self.cfg
+        self.env = getattr(arm_tasks, f"{cfg.task}Env")(image_size=0)
+        self.env.reset(seed=cfg.seed)
+        self.model, self.data = self.env.model, self.env.data
+        self.dt = float(self.model.opt.timestep)
+        self.rng = np.random.default_rng(cfg.seed + 1)
+        self.joint_names = list(ARM_JOINTS) + list(FINGER_JOINTS)
+        m = self.model
+        jids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j) for j in self.joint_names]
+        self.qadr = np.array([m.jnt_qposadr[j] for j in jids])
+        self.vadr = np.array([m.jnt_dofadr[j] for j in jids])
+        self.free_dofs = [slice(int(m.jnt_dofadr[j]), int(m.jnt_dofadr[j]) + 6)
+                          for j in range(m.njnt) if m.jnt_type[j] == mujoco.mjtJoint.mjJNT_FREE]
+        self.obj_body = next((mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, b)
+                              for b in ("cube", "peg", "target") if mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY,
+                                                                                       b) >= 0), -1)
+        self.lock = threading.Lock()
+        self._cmd_queue: deque[tuple[float, str, object]] = deque()
+        self._out_queue: deque[tuple[float, object, object]] = deque()
+        self.effort = np.zeros(len(ARM_JOINTS))
+        self.torque_limits = np.asarray(TORQUE_LIMITS, np.float64)
+        self.effort_stamp = None
+        self.last_effort_time = -np.inf
+        self.braking = True
+        self.applied_new = False
+        self.commands_received = 0
+        self.max_gap = 0.0
+        self.pub_joint = self.create_publisher(JointState, "joint_states", 10)
+        self._joint_msg = JointState(name=self.joint_names)
+        self.pub_applied = self.create_publisher(Header, "applied_command", 10)
+        self.pub_pose = self.create_publisher(PoseStamped, "ee_pose", 10)
+        self.pub_twist = self.create_publisher(TwistStamped, "ee_twist", 10)
+        self.pub_wrench = self.create_publisher(WrenchStamped, "wrench", 10)
+        self.pub_object = self.create_publisher(PoseStamped, "object_pose", 10)
+        self.pub_success = self.create_publisher(Bool, "success", 10)
+        self.pub_fingers = self.create_publisher(JointState, "gripper/joint_states", 10)
+        self.pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", 10)
+        cams = cfg.cameras if cfg.image_size > 0 else ()
+        self.pub_cams = {c: self.create_publisher(Image, f"camera/{c}/image_raw", 2) for c in cams}
+        self.command_sub = FastSubscription(self, JointState, "joint_command", self._on_joint_command)
+        self.create_subscription(Float64MultiArray, "effort_controller/commands", self._on_array_command, 10)
+        self.create_subscription(Float64, "gripper_command", self._on_gripper, 10)
+        self.create_service(Trigger, "~/reset", self._on_reset)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="physics", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------ inputs
+    def _enqueue(self, kind: str, value: object) -> None:
+        with self.lock:
+            self._cmd_queue.append((time.time() + self.cfg.command_latency, kind, value))
+
+    def _on_joint_command(self, msg: JointState) -> None:
+        effort = np.asarray(msg.effort, np.float64)
+        if msg.name:
+            index = {n: i for i, n in enumerate(msg.name)}
+            if not all(j in index for j in ARM_JOINTS) or len(effort) != len(msg.name):
+                self.get_logger().warn("joint_command: needs efforts for all arm joints", throttle_duration_sec=1.0)
+                return
+            effort = effort[[index[j] for j in ARM_JOINTS]]
+        if effort.shape != (len(ARM_JOINTS),):
+            return
+        self._enqueue("effort", (effort, msg.header.stamp))
+
+    def _on_array_command(self, msg: Float64MultiArray) -> None:
+        effort = np.asarray(msg.data, np.float64)
+        if effort.shape == (len(ARM_JOINTS),):
+            self._enqueue("effort", (effort, None))
+
+    def _on_gripper(self, msg: Float64) -> None:
+        self._enqueue("gripper", float(msg.data))
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        env, d = self.env, self.data
+        with self.lock:
+            if self.cfg.reset_teleports_arm:
+                d.qpos[env.arm_qpos] = HOME_QPOS
+                d.qvel[:] = 0.0
+            mujoco.mj_kinematics(self.model, d)
+            env._reset_objects(env.np_random)
+            for sl in self.free_dofs:
+                d.qvel[sl] = 0.0
+            mujoco.mj_forward(self.model, d)
+        response.success, response.message = True, "objects re-placed"
+        return response
+
+    def _apply_commands(self, now: float) -> None:
+        """Takes every queued command that is due (after the injected latency); hardware-side limits: efforts
+        outside the joint torque limits or non-finite are not applied."""
+        q = self._cmd_queue
+        while q and q[0][0] <= now:
+            _, kind, value = q.popleft()
+            if kind == "effort":
+                effort, stamp = value
+                if not np.all(np.isfinite(effort)):
+                    continue
+                self.effort = np.clip(effort, -self.torque_limits, self.torque_limits)
+                self.max_gap = max(self.max_gap, now - self.last_effort_time)
+                self.effort_stamp, self.last_effort_time = stamp, now
+                self.applied_new, self.braking = stamp is not None, False
+                self.commands_received += 1
+            elif np.isfinite(value):
+                self.data.ctrl[self.env.grip_ctrl] = 0.5 * float(np.clip(value, 0.0, 2 * FINGER_MAX))
+
+    # ------------------------------------------------------------ loop
+    def _loop(self) -> None:
+        try:
+            self._run()
+        except Exception as exc:  # noqa: BLE001  (rclpy shut down under us: stop quietly)
+            if not self._stop.is_set() and self.context.ok():
+                raise
+            del exc
+
+    def _run(self) -> None:
+        m, d, cfg = self.model, self.data, self.cfg
+        t0 = time.perf_counter()
+        wall0 = time.time() - t0
+        step = 0
+        aux_every = max(1, int(round(1.0 / (cfg.aux_rate_hz * self.dt))))
+        cam_every = max(1, int(round(1.0 / (cfg.camera_rate_hz * self.dt))))
+        diag_every = int(round(1.0 / self.dt))
+        while not self._stop.is_set() and self.context.ok():
+            due = t0 + (step + 1) * self.dt
+            delay = due - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            elif delay < -0.1:  # fell far behind (e.g. a debugger): resynchronise instead of racing
+                t0 += -delay
+            now = time.time()
+            with self.lock:
+                self._apply_commands(now)
+                arm = self.env.arm_ctrl
+                if now - self.last_effort_time > cfg.command_timeout:
+                    self.braking = True
+                if self.braking:
+                    d.ctrl[arm] = d.qfrc_bias[self.vadr[:7]] - cfg.brake_damping * d.qvel[self.vadr[:7]]
+                else:
+                    d.ctrl[arm] = self.effort
+                mujoco.mj_step(m, d)
+                step += 1
+                stamp = wall0 + time.perf_counter()
+                self._publish_joints(stamp)
+                cam_step = bool(self.pub_cams) and step % cam_every == 0
+                if step % aux_every == 0 or cam_step:
+                    mujoco.mj_forward(m, d)  # derived quantities (site poses, sensors) of the new state
+                if step % aux_every == 0:
+                    self._publish_aux(stamp)
+                if step % diag_every == 0:
+                    self._publish_diag(diag_every * self.dt, time.perf_counter() - due)
+                if cam_step:
+                    for cam, pub in self.pub_cams.items():
+                        self._publish(pub, image_msg(self.env.render_camera(cam, cfg.image_size), stamp, cam))
+            self._flush()
+
+    def _publish_diag(self, window: float, behind: float) -> None:
+        """Effort command rate and largest gap over the last ``window`` s, how far physics is behind real time."""
+        status = DiagnosticStatus(name=self.get_fully_qualified_name(), hardware_id="mujoco",
+                                  message="braking" if self.braking else "ok")
+        status.level = DiagnosticStatus.WARN if self.braking else DiagnosticStatus.OK
+        values = {"effort_rate_hz": self.commands_received / window, "max_effort_gap_ms": self.max_gap * 1e3,
+                  "behind_ms": behind * 1e3, "braking": self.braking}
+        status.values = [KeyValue(key=k, value=f"{v:.1f}" if isinstance(v, float) else str(v))
+                         for k, v in values.items()]
+        msg = DiagnosticArray(status=[status])
+        msg.header.stamp = to_stamp(time.time())
+        self.pub_diag.publish(msg)
+        self.commands_received, self.max_gap = 0, 0.0
+
+    def _publish(self, pub: object, msg: object) -> None:
+        if self.cfg.state_latency > 0:
+            self._out_queue.append((time.time() + self.cfg.state_latency, pub, msg))
+        else:
+            pub.publish(msg)
+
+    def _flush(self) -> None:
+        q, now = self._out_queue, time.time()
+        while q and q[0][0] <= now:
+            _, pub, msg = q.popleft()
+            pub.publish(msg)
+
+    def _publish_joints(self, stamp: float) -> None:
+        d, cfg = self.data, self.cfg
+        msg = self._joint_msg if cfg.state_latency == 0 else JointState(name=self.joint_names)  # queued: a copy
+        msg.header.stamp = to_stamp(stamp)
+        pos, vel = d.qpos[self.qadr].copy(), d.qvel[self.vadr].copy()
+        if cfg.joint_noise > 0:
+            pos += self.rng.normal(0.0, cfg.joint_noise, pos.shape)
+            vel += self.rng.normal(0.0, cfg.joint_noise, vel.shape)
+        msg.position, msg.velocity = pos.tolist(), vel.tolist()
+        msg.effort = [*d.ctrl[self.env.arm_ctrl].tolist(), *d.actuator_force[self.env.grip_ctrl].tolist()]
+        self._publish(self.pub_joint, msg)
+        if self.applied_new:
+            self.applied_new = False
+            self._publish(self.pub_applied, Header(stamp=self.effort_stamp, frame_id="applied"))
+
+    def _publish_aux(self, stamp: float) -> None:
+        env, d, cfg = self.env, self.data, self.cfg
+        ts = to_stamp(stamp)
+        quat = np.empty(4)
+        mujoco.mju_mat2Quat(quat, d.site_xmat[env.ee_site])
+        if quat @ env.home_quat < 0:
+            quat = -quat
+        pos = d.site_xpos[env.ee_site].copy()
+        if cfg.pose_noise > 0:
+            pos += self.rng.normal(0.0, cfg.pose_noise, 3)
+        pose = PoseStamped()
+        pose.header.stamp, pose.header.frame_id = ts, "base"
+        set_pose(pose.pose, pos, quat)
+        self._publish(self.pub_pose, pose)
+        vel = np.zeros(6)
+        mujoco.mj_objectVelocity(self.model, d, mujoco.mjtObj.mjOBJ_SITE, env.ee_site, vel, 0)
+        tw = TwistStamped()
+        tw.header.stamp, tw.header.frame_id = ts, "base"
+        tw.twist.angular.x, tw.twist.angular.y, tw.twist.angular.z = (float(v) for v in vel[:3])
+        tw.twist.linear.x, tw.twist.linear.y, tw.twist.linear.z = (float(v) for v in vel[3:])
+        self._publish(self.pub_twist, tw)
+        ft = d.sensordata[env.ft_adr]
+        wr = WrenchStamped()
+        wr.header.stamp, wr.header.frame_id = ts, "ft"
+        wr.wrench.force.x, wr.wrench.force.y, wr.wrench.force.z = (float(v) for v in ft[:3])
+        wr.wrench.torque.x, wr.wrench.torque.y, wr.wrench.torque.z = (float(v) for v in ft[3:])
+        self._publish(self.pub_wrench, wr)
+        if self.obj_body >= 0:
+            obj = PoseStamped()
+            obj.header.stamp, obj.header.frame_id = ts, "base"
+            obj_pos = env._object_state()[:3]
+            set_pose(obj.pose, obj_pos, d.xquat[self.obj_body])
+            self._publish(self.pub_object, obj)
+        fingers = JointState(name=list(FINGER_JOINTS), position=d.qpos[self.qadr[7:]].tolist(),
+                             velocity=d.qvel[self.vadr[7:]].tolist())
+        fingers.header.stamp = ts
+        self._publish(self.pub_fingers, fingers)
+        _, success, _ = env._evaluate()
+        self._publish(self.pub_success, Bool(data=bool(success)))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+        self.command_sub.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point ``robot-rl-arm-hardware`` (ROS 2 executable ``arm_hardware``)."""
+    from robot_rl.ros.node import run_node
+
+    return run_node(ArmHardwareNode, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
