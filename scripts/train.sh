@@ -3,5 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-if [ $# -eq 0 ]; then set -- pendulum; fi
+if [ $# -eq 0 ]; then set -- pickcube; fi
 exec .venv/bin/robot-rl train "$@"

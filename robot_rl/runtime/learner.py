@@ -79,6 +79,7 @@ class Learner:
         self._marks = {k: self.counters["env_steps"] // max(1, getattr(cfg, f"{k}_every") or 1)
                        for k in ("log", "eval", "checkpoint")}
         self._perf = (time.perf_counter(), self.counters["env_steps"], self.counters["updates"])
+        self._started = self._perf[0]
         self.last_metrics: dict[str, float] = {}
         self.last_eval: dict[str, float] = {}
         self.finished = False
@@ -305,7 +306,10 @@ class Learner:
 
     def evaluate(self) -> dict[str, float]:
         self.last_eval = evaluate(self.agent, self.eval_env, self.cfg.eval_episodes, seed=10_000 + self.cfg.seed)
-        self.logger.log({f"eval/{k}": v for k, v in self.last_eval.items()}, self.counters["env_steps"])
+        row = {f"eval/{k}": v for k, v in self.last_eval.items()}
+        row["eval/updates"] = self.counters["updates"]
+        row["eval/learner_wall_s"] = time.perf_counter() - self._started  # since this learner process started
+        self.logger.log(row, self.counters["env_steps"])
         self.logger.plot()
         self._write_status()
         return self.last_eval
