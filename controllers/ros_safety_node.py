@@ -29,6 +29,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import Bool, Float64, String
 from std_srvs.srv import Trigger
 
+from robot_rl.ros.fast_sub import FastSubscription
 from robot_rl.ros.msgs import pose_arrays, pose_stamped
 from robot_rl.ros.params import declare_config
 from robot_rl.safety.limits import (
@@ -48,7 +49,7 @@ class SafetyConfig:
     watchdog_timeout: float = 0.075
     """Commands older than this (s) are stale: hold (arm) / stop (car). Default 1.5 periods of a 20 Hz policy."""
     watchdog_rate_hz: float = 200.0
-    """How often staleness is checked (and a car's stop command repeated)."""
+    """How often staleness is checked, on a thread of its own (and a car's stop command repeated)."""
     diagnostics_rate_hz: float = 5.0
     """Rate of the diagnostics topic (it is also published on every state change)."""
 
@@ -100,9 +101,25 @@ class _SafetyBase(Node):
         self.create_subscription(Bool, "estop", self._on_estop_topic, 10)
         self.create_service(Trigger, "~/estop", self._on_estop_srv)
         self.create_service(Trigger, "~/reset_estop", self._on_reset_srv)
-        self.create_timer(1.0 / self.cfg.watchdog_rate_hz, self._watchdog)
         self.create_timer(1.0 / self.cfg.diagnostics_rate_hz, self._publish_diag)
         self._publish_state()
+        # The watchdog has a thread of its own: it must not wait behind executor callbacks on a loaded machine.
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watchdog_loop, name="watchdog", daemon=True)
+
+    def start(self) -> None:
+        """Starts the watchdog thread (called once the subclass has its publishers)."""
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=1.0)
+
+    def _watchdog_loop(self) -> None:
+        period = 1.0 / self.cfg.watchdog_rate_hz
+        while not self._stop.wait(period) and self.context.ok():
+            self._watchdog()
 
     # ---------------------------------------------------------------- state
     @property
@@ -134,9 +151,9 @@ class _SafetyBase(Node):
         with self.lock:
             if not self.estopped:
                 self.estopped = True
-                self.get_logger().warn("E-STOP latched")
                 self._hold()
                 self._publish_state()
+                self.get_logger().warn("E-STOP latched")
 
     def _on_estop_topic(self, msg: Bool) -> None:
         if msg.data:
@@ -177,11 +194,14 @@ class _SafetyBase(Node):
             if self.last_cmd is None or time.monotonic() - self.last_cmd <= self.cfg.watchdog_timeout:
                 return
             if not self.holding:
+                stale = time.monotonic() - self.last_cmd
                 self.holding = True
                 self._reject(["stale"])
-                self.get_logger().warn("command stream stale: holding", throttle_duration_sec=1.0)
                 self._hold()
                 self._publish_state()
+                # Logged after acting: a (first) rclpy log call took tens of ms here.
+                self.get_logger().warn(f"command stream stale for {stale * 1e3:.0f} ms: holding",
+                                       throttle_duration_sec=1.0)
             else:
                 self._while_stopped()
 
@@ -209,8 +229,14 @@ class ArmSafetyNode(_SafetyBase):
         self.pub_gripper = self.create_publisher(Float64, "controller/gripper", 10)
         self.create_subscription(PoseStamped, "policy/target_pose", self._on_target, 10)
         self.create_subscription(Float64, "policy/gripper", self._on_gripper, 10)
-        self.create_subscription(PoseStamped, "ee_pose", self._on_ee_pose, 10)
-        self.create_subscription(WrenchStamped, "wrench", self._on_wrench, 10)
+        self.subs = [FastSubscription(self, PoseStamped, "ee_pose", self._on_ee_pose),
+                     FastSubscription(self, WrenchStamped, "wrench", self._on_wrench)]
+        self.start()
+
+    def close(self) -> None:
+        super().close()
+        for sub in self.subs:
+            sub.close()
 
     def _on_ee_pose(self, msg: PoseStamped) -> None:
         pos, quat = pose_arrays(msg.pose)
@@ -273,6 +299,7 @@ class CarSafetyNode(_SafetyBase):
         super().__init__(name, cfg or CarSafetyConfig())
         self.pub_cmd = self.create_publisher(Twist, "controller/cmd_vel", 10)
         self.create_subscription(Twist, "policy/cmd_vel", self._on_cmd, 10)
+        self.start()
 
     def _on_cmd(self, msg: Twist) -> None:
         with self.lock:

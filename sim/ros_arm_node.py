@@ -16,7 +16,8 @@ joints, every physics step = 500 Hz, for the controller), ``gripper/joint_states
 ``wrench`` (WrenchStamped, wrist sensor frame), ``object_pose`` (PoseStamped: the task object, sim-privileged),
 ``success`` (``std_msgs/Bool`` from the task's own evaluation) at ``aux_rate_hz``, and
 ``camera/<name>/image_raw`` (rgb8) at ``camera_rate_hz`` when ``image_size > 0``; ``diagnostics`` once a second
-(effort command rate, largest gap between effort commands, how far physics is behind real time). Service ``~/reset``
+(effort command rate, largest gap between effort commands, how far physics is behind real time, and the count of
+effort commands that arrived non-finite or beyond the torque limits: ``bad_efforts``). Service ``~/reset``
 (``std_srvs/Trigger``): re-places the task objects (the arm is not moved unless ``reset_teleports_arm``).
 
 Injected imperfections: ``command_latency`` delays every command before it acts, ``state_latency`` delays every
@@ -127,6 +128,8 @@ class ArmHardwareNode(Node):
         self.applied_new = False
         self.commands_received = 0
         self.max_gap = 0.0
+        self.efforts_total = 0
+        self.bad_efforts = 0
         self.pub_joint = self.create_publisher(JointState, "joint_states", 10)
         self._joint_msg = JointState(name=self.joint_names)
         self.pub_applied = self.create_publisher(Header, "applied_command", 10)
@@ -194,6 +197,9 @@ class ArmHardwareNode(Node):
             _, kind, value = q.popleft()
             if kind == "effort":
                 effort, stamp = value
+                self.efforts_total += 1
+                if not (np.all(np.isfinite(effort)) and np.all(np.abs(effort) <= self.torque_limits)):
+                    self.bad_efforts += 1  # counted at the input: what reached the hardware unchecked
                 if not np.all(np.isfinite(effort)):
                     continue
                 self.effort = np.clip(effort, -self.torque_limits, self.torque_limits)
@@ -260,7 +266,8 @@ class ArmHardwareNode(Node):
                                   message="braking" if self.braking else "ok")
         status.level = DiagnosticStatus.WARN if self.braking else DiagnosticStatus.OK
         values = {"effort_rate_hz": self.commands_received / window, "max_effort_gap_ms": self.max_gap * 1e3,
-                  "behind_ms": behind * 1e3, "braking": self.braking}
+                  "behind_ms": behind * 1e3, "braking": self.braking, "efforts_total": self.efforts_total,
+                  "bad_efforts": self.bad_efforts}
         status.values = [KeyValue(key=k, value=f"{v:.1f}" if isinstance(v, float) else str(v))
                          for k, v in values.items()]
         msg = DiagnosticArray(status=[status])

@@ -76,6 +76,8 @@ class RosArmEnvConfig:
     """Longest reset (s) before an error."""
     obs_timeout: float = 1.0
     """Longest wait (s) for fresh observations after a period before an error."""
+    connect_timeout: float = 30.0
+    """Longest wait (s) on the first reset for every subscribed topic to deliver a message."""
 
     def validate(self) -> None:
         self.limits.validate()
@@ -159,7 +161,7 @@ class RosArmEnv(gym.Env):
         self.state_keys = ["pose", "twist", "gripper"] + ["wrench"] * cfg.include_wrench + \
             ["object"] * cfg.object_state
         self.cam_keys = [f"cam/{c}" for c in cfg.cameras] if cfg.image_size > 0 else []
-        missing = link.wait_for(self.state_keys + self.cam_keys, timeout=10.0)
+        missing = link.wait_for(self.state_keys + self.cam_keys, timeout=cfg.connect_timeout)
         if missing:
             self.close()
             raise TimeoutError(f"no messages on {missing} (namespace {cfg.namespace!r}): is the robot graph up?")
