@@ -1,0 +1,156 @@
+"""MuJoCo as ROS 2 hardware for the car: the Drive task's differential-drive car in real time.
+
+Input ``cmd_vel`` (geometry_msgs/Twist: ``linear.x`` m/s, ``angular.z`` rad/s), turned into wheel speeds by
+:func:`robot_rl_controllers.driving.twist_to_wheel_speeds` (the law the sim env uses). Outputs: ``odom``
+(nav_msgs/Odometry, world frame pose, body frame twist) at ``odom_rate_hz``, ``collision`` (std_msgs/Bool, wall
+contact), ``camera/front/image_raw`` at ``camera_rate_hz`` when ``image_size > 0``. Service ``~/reset``
+(std_srvs/Trigger) puts the car back at a start pose at rest. Without a command for ``command_timeout`` the wheels
+are stopped. ``command_latency`` delays commands before they act.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+import mujoco  # noqa: E402
+from geometry_msgs.msg import Twist  # noqa: E402
+from nav_msgs.msg import Odometry  # noqa: E402
+from rclpy.node import Node  # noqa: E402
+from sensor_msgs.msg import Image  # noqa: E402
+from std_msgs.msg import Bool  # noqa: E402
+from std_srvs.srv import Trigger  # noqa: E402
+
+from robot_rl.ros.msgs import image_msg, to_stamp  # noqa: E402
+from robot_rl.ros.params import declare_config  # noqa: E402
+from robot_rl_controllers.driving import twist_to_wheel_speeds  # noqa: E402
+
+
+@dataclass
+class CarHardwareConfig:
+    """Parameters of the sim car hardware node (all ROS 2 parameters)."""
+
+    seed: int = 0
+    """Seed of the start poses."""
+    odom_rate_hz: float = 50.0
+    """Rate of odom and collision."""
+    image_size: int = 0
+    """Side of the square front camera image (0 = no camera)."""
+    camera_rate_hz: float = 20.0
+    """Camera frame rate."""
+    command_latency: float = 0.0
+    """Injected delay (s) before a command takes effect."""
+    command_timeout: float = 0.25
+    """Without a command for this long (s) the wheels are stopped."""
+
+    def validate(self) -> None:
+        if self.odom_rate_hz <= 0 or self.camera_rate_hz <= 0 or self.command_timeout <= 0:
+            raise ValueError("odom_rate_hz, camera_rate_hz and command_timeout must be > 0")
+        if self.command_latency < 0 or self.image_size < 0:
+            raise ValueError("command_latency and image_size must be >= 0")
+
+
+class CarHardwareNode(Node):
+    """The sim car in real time (see the module docstring)."""
+
+    def __init__(self, cfg: CarHardwareConfig | None = None, name: str = "car_hardware") -> None:
+        super().__init__(name)
+        self.cfg = declare_config(self, cfg or CarHardwareConfig())
+        from robot_rl_sim.car import DriveEnv
+
+        self.env = DriveEnv(image_size=0)
+        self.env.reset(seed=self.cfg.seed)
+        self.model, self.data = self.env.model, self.env.data
+        self.dt = float(self.model.opt.timestep)
+        self.lock = threading.Lock()
+        self._queue: deque[tuple[float, float, float]] = deque()
+        self.last_cmd = -math.inf
+        self.pub_odom = self.create_publisher(Odometry, "odom", 10)
+        self.pub_collision = self.create_publisher(Bool, "collision", 10)
+        self.pub_cam = self.create_publisher(Image, "camera/front/image_raw", 2) if self.cfg.image_size else None
+        self.create_subscription(Twist, "cmd_vel", self._on_cmd, 10)
+        self.create_service(Trigger, "~/reset", self._on_reset)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="physics", daemon=True)
+        self._thread.start()
+
+    def _on_cmd(self, msg: Twist) -> None:
+        v, w = float(msg.linear.x), float(msg.angular.z)
+        if math.isfinite(v) and math.isfinite(w):
+            with self.lock:
+                self._queue.append((time.time() + self.cfg.command_latency, v, w))
+
+    def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
+        with self.lock:
+            self.env._reset_task(self.env.np_random)
+        response.success, response.message = True, "car placed at a start pose"
+        return response
+
+    def _loop(self) -> None:
+        m, d, env, cfg = self.model, self.data, self.env, self.cfg
+        t0, step = time.perf_counter(), 0
+        wall0 = time.time() - t0
+        odom_every = max(1, int(round(1.0 / (cfg.odom_rate_hz * self.dt))))
+        cam_every = max(1, int(round(1.0 / (cfg.camera_rate_hz * self.dt))))
+        while not self._stop.is_set() and self.context.ok():
+            delay = t0 + (step + 1) * self.dt - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            elif delay < -0.1:
+                t0 += -delay
+            now = time.time()
+            with self.lock:
+                while self._queue and self._queue[0][0] <= now:
+                    _, v, w = self._queue.popleft()
+                    left, right = twist_to_wheel_speeds(v, w, env.drive)
+                    d.ctrl[env.wheel_ctrl[0]], d.ctrl[env.wheel_ctrl[1]] = float(left), float(right)
+                    self.last_cmd = now
+                if now - self.last_cmd > cfg.command_timeout:
+                    d.ctrl[env.wheel_ctrl] = 0.0
+                mujoco.mj_step(m, d)
+                step += 1
+                stamp = wall0 + time.perf_counter()
+                try:
+                    if step % odom_every == 0:
+                        mujoco.mj_forward(m, d)
+                        self._publish_odom(stamp)
+                    if self.pub_cam is not None and step % cam_every == 0:
+                        mujoco.mj_forward(m, d)
+                        self.pub_cam.publish(image_msg(env.render_camera("front", cfg.image_size), stamp, "front"))
+                except Exception:  # noqa: BLE001  (rclpy shut down under us: stop quietly)
+                    if self.context.ok() and not self._stop.is_set():
+                        raise
+                    return
+
+    def _publish_odom(self, stamp: float) -> None:
+        env, d = self.env, self.data
+        q, v = d.qpos[env.car_q], d.qvel[env.car_v]
+        _, yaw = env.car_pose()
+        c, s = math.cos(yaw), math.sin(yaw)
+        msg = Odometry()
+        msg.header.stamp, msg.header.frame_id, msg.child_frame_id = to_stamp(stamp), "odom", "base_link"
+        p, o = msg.pose.pose.position, msg.pose.pose.orientation
+        p.x, p.y, p.z = float(q[0]), float(q[1]), float(q[2])
+        o.w, o.x, o.y, o.z = (float(x) for x in q[3:7])
+        msg.twist.twist.linear.x = float(c * v[0] + s * v[1])
+        msg.twist.twist.linear.y = float(-s * v[0] + c * v[1])
+        msg.twist.twist.angular.z = float(v[5])
+        self.pub_odom.publish(msg)
+        self.pub_collision.publish(Bool(data=bool(d.sensordata[env.wall_sensor] > 0)))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2.0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point ``robot-rl-car-hardware`` (ROS 2 executable ``car_hardware``)."""
+    from robot_rl.ros.node import run_node
+
+    return run_node(CarHardwareNode, argv)

@@ -1,0 +1,51 @@
+"""The car through the ROS 2 path: policy twist -> safety node -> driving controller -> MuJoCo car hardware node.
+The safety node's watchdog stops the car within 2 control periods when the policy's commands stop."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+PERIOD = 0.05  # a 20 Hz policy
+
+
+@pytest.mark.timeout(180)
+def test_car_drives_and_watchdog_stops_it(graph) -> None:
+    from geometry_msgs.msg import Twist
+    from nav_msgs.msg import Odometry
+    from std_msgs.msg import String
+
+    from robot_rl.envs.ros_io import RosLink
+
+    for node in ("car_hardware", "drive_controller", "car_safety"):
+        graph.start(node)
+    link = RosLink("car_probe")
+    try:
+        link.subscribe("odom", Odometry, "odom", lambda m: m.twist.twist.linear.x)
+        link.subscribe("cmd", Twist, "cmd_vel", lambda m: m.linear.x, stamped=False, depth=10000)
+        link.subscribe("state", String, "safety_state", lambda m: m.data, stamped=False, latched=True)
+        assert not link.wait_for(["odom", "cmd", "state"], timeout=90.0), {n: graph.log(n) for n in graph.procs}
+        pub = link.publisher("policy", Twist, "policy/cmd_vel")
+        while pub.get_subscription_count() == 0:
+            time.sleep(0.05)
+        cmd = Twist()
+        cmd.linear.x = 1.0
+        for _ in range(40):  # 2 s at 20 Hz
+            pub.publish(cmd)
+            last = time.time()
+            time.sleep(PERIOD)
+        moving = link.streams["odom"].latest()[1]
+        time.sleep(1.0)
+        stopped = link.streams["odom"].latest()[1]
+        cmds = list(link.streams["cmd"].items)
+        first_zero = next(t for t, v in cmds if t > last and v == 0.0)
+        state = link.streams["state"].latest()[1]
+    finally:
+        link.close()
+    assert moving > 0.7, moving
+    assert first_zero - last <= 2 * PERIOD, f"stop reached the base {1e3 * (first_zero - last):.0f} ms late"
+    assert abs(stopped) < 0.05 and state == "hold", (stopped, state)
+    assert np.isfinite(moving)
+
