@@ -6,6 +6,8 @@
     robot-rl actor --run-dir RUN [--index I]        (likewise)
     robot-rl record-demos TASK [--device scripted] [-n 20] [--out PATH] [--noise 0.1] [--seed 0] [--image-size 0]
     robot-rl demos show PATH [--episode K] [--video out.gif|out.mp4]
+    robot-rl launch FILE [name:=value ...] [--print]   (ROS 2 YAML launch file, e.g. launch/sim_arm.launch.yaml)
+    robot-rl ros-index PREFIX                        (ament index entries so `ros2 launch robot_rl ...` resolves)
 
 CONFIG is a YAML file or the name of a bundled task config (robot_rl/configs/<name>.yaml); every field of
 TrainConfig can be overridden with a flag, e.g. ``--agent.utd 10 --total-env-steps 20000``.
@@ -145,8 +147,20 @@ def cmd_demos(argv: list[str]) -> int:
     return demos_main(argv)
 
 
+def cmd_launch(argv: list[str]) -> int:
+    from robot_rl.ros.launch import main as launch_main
+
+    return launch_main(argv)
+
+
+def cmd_ros_index(argv: list[str]) -> int:
+    from robot_rl.ros.ament import main as ament_main
+
+    return ament_main(argv)
+
+
 COMMANDS = {"train": cmd_train, "learner": cmd_learner, "actor": cmd_actor, "eval": cmd_eval,
-            "record-demos": cmd_record_demos, "demos": cmd_demos}
+            "record-demos": cmd_record_demos, "demos": cmd_demos, "launch": cmd_launch, "ros-index": cmd_ros_index}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,8 @@ import pytest
 from robot_rl.envs.make import EnvConfig, make_env
 from tests.ros.experts import run_episode
 
+pytestmark = pytest.mark.ros
+
 EPISODES = 10
 
 

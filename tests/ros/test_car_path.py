@@ -8,6 +8,8 @@ import time
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.ros
+
 PERIOD = 0.05  # a 20 Hz policy
 
 

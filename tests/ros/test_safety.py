@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from robot_rl.safety.limits import ArmLimits
 
+pytestmark = pytest.mark.ros
+
 LIM = ArmLimits()
 BAD = st.sampled_from([np.nan, np.inf, -np.inf, 1e9, -1e9, 3.0, -7.5, 1e308])
 ACTIONS = st.lists(st.one_of(BAD, st.floats(-1, 1)), min_size=4, max_size=4)

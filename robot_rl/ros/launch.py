@@ -1,0 +1,232 @@
+"""``robot-rl launch FILE [name:=value ...]``: runs a ROS 2 YAML launch file where only the pip wheels exist (no
+``launch`` / ``ros2`` CLI on PyPI). The same files run unchanged with ``ros2 launch`` on a ROS 2 install once the
+package is in the ament index (``robot-rl ros-index PREFIX``).
+
+Supported subset of the YAML launch format (anything else is an error, never silently ignored):
+
+* ``arg``: ``name``, ``default``, ``description``; set on the command line as ``name:=value``.
+* ``node``: ``pkg`` (``robot_rl``), ``exec``, ``name``, ``namespace``, ``param`` (list of ``{name, value}``),
+  ``remap`` (list of ``{from, to}``), ``args`` (extra command-line arguments), ``output``.
+* ``executable``: ``cmd``, ``name``, ``output``.
+* substitutions ``$(var NAME)`` and ``$(env NAME [default])`` in any string.
+
+Every node is a child process with the ROS 2 command line ``--ros-args -r __node:=NAME -r __ns:=NS -p k:=v
+-r from:=to``. Ctrl-C (SIGINT) or SIGTERM stops the graph: SIGINT to every child, then SIGTERM after
+``sigterm_timeout`` and SIGKILL after another ``sigkill_timeout`` (as ``ros2 launch`` does); the launcher exits when
+all children have exited.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PACKAGE = "robot_rl"
+EXECUTABLES = ("arm_hardware", "car_hardware", "arm_controller", "drive_controller", "arm_safety", "car_safety",
+               "actor")
+"""ROS 2 executables of package ``robot_rl``; each is the console script ``robot-rl-<exec, _ as ->``."""
+_SUB = re.compile(r"\$\((var|env) ([^)\s]+)(?: ([^)]*))?\)")
+NODE_KEYS = {"pkg", "exec", "name", "namespace", "param", "remap", "args", "output"}
+EXEC_KEYS = {"cmd", "name", "output"}
+
+
+@dataclass
+class LaunchConfig:
+    """How the launcher stops the graph."""
+
+    sigterm_timeout: float = 5.0
+    """Seconds after SIGINT before a child still running gets SIGTERM."""
+    sigkill_timeout: float = 5.0
+    """Seconds after SIGTERM before SIGKILL."""
+
+
+@dataclass
+class Process:
+    """One process of the graph: its name and command line."""
+
+    name: str
+    cmd: list[str]
+    output: str = "screen"
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def executable_path(pkg: str, exe: str) -> str:
+    """The program for ``pkg``/``exec``: the console script next to this Python (the venv), else on PATH."""
+    if pkg != PACKAGE:
+        raise ValueError(f"node pkg {pkg!r}: only {PACKAGE!r} nodes can run without a ROS 2 install (ros2 launch)")
+    if exe not in EXECUTABLES:
+        raise ValueError(f"node exec {exe!r}: {PACKAGE} has {', '.join(EXECUTABLES)}")
+    script = "robot-rl-" + exe.replace("_", "-")
+    local = Path(sys.executable).parent / script
+    found = str(local) if local.exists() else shutil.which(script)
+    if not found:
+        raise FileNotFoundError(f"{script} not found: install the package (pip install -e '.[ros2]')")
+    return found
+
+
+def substitute(value: Any, args: dict[str, str]) -> Any:
+    """``$(var x)`` / ``$(env X [default])`` replaced in strings (recursively in lists and dicts)."""
+    if isinstance(value, list):
+        return [substitute(v, args) for v in value]
+    if isinstance(value, dict):
+        return {k: substitute(v, args) for k, v in value.items()}
+    if not isinstance(value, str):
+        return value
+
+    def one(m: re.Match) -> str:
+        kind, name, default = m.group(1), m.group(2), m.group(3)
+        if kind == "var":
+            if name not in args:
+                raise ValueError(f"$(var {name}): no such launch argument (declared: {sorted(args)})")
+            return args[name]
+        if name in os.environ:
+            return os.environ[name]
+        if default is None:
+            raise ValueError(f"$(env {name}): not set and no default")
+        return default
+
+    return _SUB.sub(one, value)
+
+
+def _param_arg(name: str, value: Any) -> str:
+    """``name:=value`` with the value in the YAML form rcl parses (``[0.3, 0.5]``, ``true``, ``'text'``)."""
+    if isinstance(value, str):
+        return f"{name}:={value}"  # already text: rcl parses it as YAML, as ros2 launch does
+    return f"{name}:={yaml.safe_dump(value, default_flow_style=True).strip().removesuffix('...').strip()}"
+
+
+def load(path: str | Path, overrides: dict[str, str] | None = None) -> list[Process]:
+    """Parses a launch file into the processes to start (arguments from ``overrides`` or their defaults)."""
+    doc = yaml.safe_load(Path(path).read_text())
+    if not isinstance(doc, dict) or not isinstance(doc.get("launch"), list):
+        raise ValueError(f"{path}: not a YAML launch file (needs a top-level 'launch:' list)")
+    overrides = dict(overrides or {})
+    args: dict[str, str] = {}
+    procs: list[Process] = []
+    for entry in doc["launch"]:
+        if not isinstance(entry, dict) or len(entry) != 1:
+            raise ValueError(f"{path}: each launch entry is a one-key mapping, got {entry!r}")
+        (kind, body), = entry.items()
+        body = body or {}
+        if kind == "arg":
+            name = body["name"]
+            if name in overrides:
+                args[name] = overrides.pop(name)
+            elif "default" in body:
+                args[name] = str(substitute(body["default"], args))
+            else:
+                raise ValueError(f"launch argument {name!r} is required: add {name}:=VALUE")
+        elif kind == "node":
+            procs.append(_node(body, args))
+        elif kind == "executable":
+            unknown = set(body) - EXEC_KEYS
+            if unknown:
+                raise ValueError(f"executable: unsupported keys {sorted(unknown)} (supported: {sorted(EXEC_KEYS)})")
+            cmd = shlex.split(substitute(body["cmd"], args))
+            procs.append(Process(body.get("name", Path(cmd[0]).name), cmd, body.get("output", "screen")))
+        else:
+            raise ValueError(f"{path}: launch action {kind!r} is not supported here (arg, node, executable)")
+    if overrides:
+        raise ValueError(f"unknown launch arguments {sorted(overrides)} (declared: {sorted(args)})")
+    return procs
+
+
+def _node(body: dict[str, Any], args: dict[str, str]) -> Process:
+    unknown = set(body) - NODE_KEYS
+    if unknown:
+        raise ValueError(f"node: unsupported keys {sorted(unknown)} (supported: {sorted(NODE_KEYS)})")
+    body = substitute(body, args)
+    cmd = [executable_path(body["pkg"], body["exec"]), *shlex.split(str(body.get("args", "")))]
+    ros: list[str] = []
+    if body.get("name"):
+        ros += ["-r", f"__node:={body['name']}"]
+    if body.get("namespace"):
+        ns = str(body["namespace"])
+        ros += ["-r", f"__ns:={ns if ns.startswith('/') else '/' + ns}"]
+    for p in body.get("param") or []:
+        if set(p) != {"name", "value"}:
+            raise ValueError(f"node param entries need name and value, got {p!r} (param files are not supported)")
+        ros += ["-p", _param_arg(p["name"], p["value"])]
+    for r in body.get("remap") or []:
+        ros += ["-r", f"{r['from']}:={r['to']}"]
+    if ros:
+        cmd += ["--ros-args", *ros]
+    return Process(body.get("name") or body["exec"], cmd, body.get("output", "screen"))
+
+
+def run(procs: list[Process], cfg: LaunchConfig | None = None) -> int:
+    """Starts every process and waits; SIGINT/SIGTERM stops them all. Returns 0 if every child exited cleanly."""
+    cfg = cfg or LaunchConfig()
+    stopping: list[bool] = [False]
+
+    def on_signal(*_: Any) -> None:
+        stopping[0] = True
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    children: dict[str, subprocess.Popen] = {}
+    try:
+        for p in procs:
+            out = subprocess.DEVNULL if p.output == "log" else None
+            # Own session: a terminal's Ctrl-C reaches the launcher only, which then stops the children in order.
+            children[p.name] = subprocess.Popen(p.cmd, stdout=out, stderr=out, start_new_session=True,
+                                                env={**os.environ, **p.env})
+            print(f"[launch] started {p.name} (pid {children[p.name].pid})", file=sys.stderr, flush=True)
+        reported: set[str] = set()
+        while not stopping[0] and any(c.poll() is None for c in children.values()):
+            for name, c in children.items():
+                if c.poll() is not None and name not in reported:
+                    reported.add(name)
+                    print(f"[launch] {name} exited with {c.returncode}", file=sys.stderr, flush=True)
+            time.sleep(0.1)
+    finally:
+        codes = stop(children, cfg)
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    return 0 if all(c in (0, -signal.SIGINT) for c in codes.values()) else 1
+
+
+def stop(children: dict[str, subprocess.Popen], cfg: LaunchConfig) -> dict[str, int]:
+    """SIGINT to every running child, then SIGTERM, then SIGKILL for those still running."""
+    for sig, wait in ((signal.SIGINT, cfg.sigterm_timeout), (signal.SIGTERM, cfg.sigkill_timeout),
+                      (signal.SIGKILL, 5.0)):
+        running = [c for c in children.values() if c.poll() is None]
+        if not running:
+            break
+        for c in running:
+            c.send_signal(sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and any(c.poll() is None for c in running):
+            time.sleep(0.05)
+    codes = {name: c.wait() for name, c in children.items()}
+    print(f"[launch] stopped: {codes}", file=sys.stderr, flush=True)
+    return codes
+
+
+def main(argv: list[str]) -> int:
+    """``robot-rl launch FILE [name:=value ...] [--print]``."""
+    files = [a for a in argv if not a.startswith("-") and ":=" not in a]
+    if len(files) != 1 or "-h" in argv or "--help" in argv:
+        print(__doc__)
+        return 0 if ("-h" in argv or "--help" in argv) else 2
+    overrides = dict(a.split(":=", 1) for a in argv if ":=" in a)
+    try:
+        procs = load(files[0], overrides)
+    except (ValueError, FileNotFoundError, KeyError) as exc:
+        print(f"robot-rl launch: error: {exc}", file=sys.stderr)
+        return 2
+    if "--print" in argv:
+        for p in procs:
+            print(f"{p.name}: {shlex.join(p.cmd)}")
+        return 0
+    return run(procs)

@@ -1,0 +1,102 @@
+"""The project's launcher runs the YAML launch files: it starts the whole graph (namespace, params and remaps
+applied), the robot env works against it, and Ctrl-C (SIGINT) stops every node."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from robot_rl.ros.launch import load
+from tests.ros.graph import ROOT, ros_env
+
+pytestmark = pytest.mark.ros
+
+LAUNCH = ROOT / "launch"
+
+
+def test_launch_files_parse() -> None:
+    arm = load(LAUNCH / "sim_arm.launch.yaml", {"image_size": "64"})
+    assert [p.name for p in arm] == ["arm_hardware", "arm_controller", "arm_safety"]
+    hw = arm[0].cmd
+    assert hw[hw.index("--ros-args"):][:5] == ["--ros-args", "-r", "__node:=arm_hardware", "-r", "__ns:=/arm"]
+    assert "image_size:=64" in hw and "estop:=/estop" in arm[2].cmd
+    assert "limits.workspace_low:=[0.3, -0.25, 0.015]" in arm[2].cmd
+    car = load(LAUNCH / "sim_car.launch.yaml")
+    assert [p.name for p in car] == ["car_hardware", "drive_controller", "car_safety"]
+    actor = load(LAUNCH / "actor.launch.yaml", {"run_dir": "runs/x", "index": "2"})
+    assert actor[0].cmd[1:5] == ["--run-dir", "runs/x", "--index", "2"]
+    with pytest.raises(ValueError, match="required"):
+        load(LAUNCH / "actor.launch.yaml")
+    with pytest.raises(ValueError, match="unknown launch arguments"):
+        load(LAUNCH / "sim_car.launch.yaml", {"nope": "1"})
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}").exists() and "Z" not in Path(f"/proc/{pid}/stat").read_text().split()[2]
+
+
+@pytest.mark.timeout(240)
+def test_launcher_starts_and_stops_the_arm_graph(domain: int, tmp_path: Path) -> None:
+    from std_msgs.msg import Bool
+
+    from robot_rl.envs.ros_env import RosArmEnv
+    from robot_rl.envs.ros_io import RosLink
+
+    log = open(tmp_path / "launch.log", "w")  # noqa: SIM115
+    launcher = subprocess.Popen([sys.executable, "-m", "robot_rl.cli", "launch", str(LAUNCH / "sim_arm.launch.yaml"),
+                                 "namespace:=arm_t"], env=ros_env(domain), stdout=log, stderr=subprocess.STDOUT,
+                                cwd=ROOT)
+    env = link = None
+    try:
+        env = RosArmEnv(namespace="/arm_t", reset_service="arm_hardware/reset", connect_timeout=90.0)
+        obs, _ = env.reset()
+        for _ in range(5):
+            obs, *_ = env.step(np.array([0.0, 0.0, -1.0, -1.0], np.float32))
+        assert env.safety_state() == "ok"
+        link = RosLink("launch_probe")
+        estop = link.publisher("estop", Bool, "/estop")  # the launch file remaps the safety node's estop here
+        deadline = time.monotonic() + 10.0
+        while env.safety_state() != "estop" and time.monotonic() < deadline:
+            estop.publish(Bool(data=True))
+            time.sleep(0.1)
+        assert env.safety_state() == "estop"
+    finally:
+        if env is not None:
+            env.close()
+        if link is not None:
+            link.close()
+        text = (tmp_path / "launch.log").read_text()
+        pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", text)]
+        launcher.send_signal(signal.SIGINT)
+        code = launcher.wait(timeout=30)
+        log.close()
+    text = (tmp_path / "launch.log").read_text()
+    assert len(pids) == 3, text
+    assert code == 0, text
+    assert not [p for p in pids if _alive(p)], text
+
+
+def test_ros_index_registers_the_package(tmp_path: Path) -> None:
+    """The ament index layout `ros2 launch robot_rl <file>` / `ros2 run robot_rl <exec>` resolve through."""
+    from robot_rl.ros.ament import write_index
+    from robot_rl.ros.launch import EXECUTABLES
+
+    prefix = write_index(tmp_path / "ament")
+    assert (prefix / "share/ament_index/resource_index/packages/robot_rl").is_file()
+    assert (prefix / "share/robot_rl/package.xml").read_text().count("<name>robot_rl</name>") == 1
+    assert {p.name for p in (prefix / "share/robot_rl/launch").iterdir()} >= {
+        "sim_arm.launch.yaml", "sim_car.launch.yaml", "actor.launch.yaml"}
+    for exe in EXECUTABLES:
+        assert os.access(prefix / "lib/robot_rl" / exe, os.X_OK), exe
