@@ -76,6 +76,8 @@ class RosArmEnvConfig:
     """Longest reset (s) before an error."""
     obs_timeout: float = 1.0
     """Longest wait (s) for fresh observations after a period before an error."""
+    require_safety: bool = True
+    """The first reset waits for the safety node's ``safety_state`` (no commands before the safety layer is up)."""
     connect_timeout: float = 30.0
     """Longest wait (s) on the first reset for every subscribed topic to deliver a message."""
 
@@ -161,7 +163,8 @@ class RosArmEnv(gym.Env):
         self.state_keys = ["pose", "twist", "gripper"] + ["wrench"] * cfg.include_wrench + \
             ["object"] * cfg.object_state
         self.cam_keys = [f"cam/{c}" for c in cfg.cameras] if cfg.image_size > 0 else []
-        missing = link.wait_for(self.state_keys + self.cam_keys, timeout=cfg.connect_timeout)
+        missing = link.wait_for(self.state_keys + self.cam_keys + ["safety"] * cfg.require_safety,
+                                timeout=cfg.connect_timeout)
         if missing:
             self.close()
             raise TimeoutError(f"no messages on {missing} (namespace {cfg.namespace!r}): is the robot graph up?")
@@ -210,6 +213,8 @@ class RosArmEnv(gym.Env):
         super().reset(seed=seed)
         if self.link is None:
             self._connect()
+        if self.safety_state() == "estop":
+            raise RuntimeError("reset: the safety node's e-stop is latched (call its ~/reset_estop service)")
         self._move_home()
         if self.cfg.reset_service:
             from std_srvs.srv import Trigger
