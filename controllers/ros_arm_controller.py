@@ -94,7 +94,7 @@ class ArmControllerNode(Node):
         self._names: list[str] = []
         self._order: list[int] = []
         self._out = JointState(name=list(ARM_JOINTS))
-        self.create_subscription(PoseStamped, "controller/target_pose", self._on_target, 10)
+        self.target_sub = FastSubscription(self, PoseStamped, "controller/target_pose", self._on_target)
         self.create_subscription(Float64, "controller/gripper", self._on_gripper, 10)
 
     def _on_state(self, msg: JointState) -> None:
@@ -167,6 +167,7 @@ class ArmControllerNode(Node):
 
     def close(self) -> None:
         self.state_sub.close()
+        self.target_sub.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -227,9 +227,9 @@ class ArmSafetyNode(_SafetyBase):
         super().__init__(name, cfg or ArmSafetyConfig())
         self.pub_target = self.create_publisher(PoseStamped, "controller/target_pose", 10)
         self.pub_gripper = self.create_publisher(Float64, "controller/gripper", 10)
-        self.create_subscription(PoseStamped, "policy/target_pose", self._on_target, 10)
         self.create_subscription(Float64, "policy/gripper", self._on_gripper, 10)
-        self.subs = [FastSubscription(self, PoseStamped, "ee_pose", self._on_ee_pose),
+        self.subs = [FastSubscription(self, PoseStamped, "policy/target_pose", self._on_target),
+                     FastSubscription(self, PoseStamped, "ee_pose", self._on_ee_pose),
                      FastSubscription(self, WrenchStamped, "wrench", self._on_wrench)]
         self.start()
 

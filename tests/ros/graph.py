@@ -3,6 +3,7 @@ discovery, every node runs in its own process (real rclpy over Fast DDS) and is 
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import subprocess
@@ -20,6 +21,11 @@ NODES = {
     "car_safety": "robot_rl_controllers.ros_safety_node:main_car",
 }
 _next_domain = [100 + (os.getpid() % 50) * 2]
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the test process dies (no orphaned nodes after a crash)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def ros_env(domain: int) -> dict[str, str]:
@@ -47,7 +53,8 @@ class Graph:
         code = f"import sys; from {module} import {func}; sys.exit({func}())"
         argv = [sys.executable, "-c", code] + (["--ros-args", *ros_args] if ros_args else [])
         log = open(self.log_dir / f"{node}.log", "w")  # noqa: SIM115  (closed with the process)
-        proc = subprocess.Popen(argv, env=ros_env(self.domain), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        proc = subprocess.Popen(argv, env=ros_env(self.domain), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
+                                preexec_fn=_die_with_parent)
         self.procs[node] = proc
         return proc
 

@@ -33,8 +33,8 @@ def test_car_drives_and_watchdog_stops_it(graph) -> None:
         while pub.get_subscription_count() == 0:
             time.sleep(0.05)
         cmd = Twist()
-        cmd.linear.x = 1.0
-        for _ in range(40):  # 2 s at 20 Hz
+        cmd.linear.x = 0.6
+        for _ in range(20):  # 1 s at 20 Hz (0.6 m: stays clear of the walls from the start pose)
             pub.publish(cmd)
             last = time.time()
             time.sleep(PERIOD)
@@ -46,7 +46,7 @@ def test_car_drives_and_watchdog_stops_it(graph) -> None:
         state = link.streams["state"].latest()[1]
     finally:
         link.close()
-    assert moving > 0.7, moving
+    assert moving > 0.4, moving
     assert first_zero - last <= 2 * PERIOD, f"stop reached the base {1e3 * (first_zero - last):.0f} ms late"
     assert abs(stopped) < 0.05 and state == "hold", (stopped, state)
     assert np.isfinite(moving)

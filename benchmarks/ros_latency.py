@@ -1,0 +1,144 @@
+"""ROS 2 path benchmark: command -> safety -> impedance controller -> MuJoCo hardware -> state round trip at 100 Hz,
+actor period jitter on the ROS 2 env at 20 Hz, and the scripted expert's PickCube success through ROS 2 vs pure sim.
+
+    MUJOCO_GL=egl .venv/bin/python benchmarks/ros_latency.py [--seconds 20] [--steps 400] [--episodes 20]
+
+Every node runs in its own process over Fast DDS (localhost discovery, a private ROS_DOMAIN_ID). Round trip: the
+benchmark publishes a target pose stamped t0 on ``policy/target_pose``; the safety node forwards it with the same
+stamp, the controller computes efforts for it at once and stamps them t0, the hardware applies them at its next
+2 ms physics step and, with the joint state of that step, publishes ``applied_command`` stamped t0; the round trip
+is its arrival time minus t0 (so it includes up to one physics period of waiting for the next step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from tests.ros.conftest import wait_ready  # noqa: E402
+from tests.ros.experts import run_episode  # noqa: E402
+from tests.ros.graph import Graph, ros_env  # noqa: E402
+
+
+def _pct(x: np.ndarray) -> dict[str, float]:
+    return {"p50_ms": float(np.percentile(x, 50) * 1e3), "p99_ms": float(np.percentile(x, 99) * 1e3),
+            "max_ms": float(x.max() * 1e3), "n": int(x.size)}
+
+
+def round_trip(seconds: float, rate: float = 100.0) -> dict:
+    from diagnostic_msgs.msg import DiagnosticArray
+    from geometry_msgs.msg import PoseStamped
+    from std_msgs.msg import Header
+
+    from robot_rl.envs.ros_io import RosLink
+    from robot_rl.ros.msgs import from_stamp, pose_arrays, pose_stamped
+
+    link = RosLink("latency_bench")
+    try:
+        link.subscribe("applied", Header, "applied_command", lambda m: (from_stamp(m.stamp), time.time()),
+                       stamped=False, depth=100000)
+        link.subscribe("pose", PoseStamped, "ee_pose", lambda m: pose_arrays(m.pose))
+        link.subscribe("diag", DiagnosticArray, "diagnostics",
+                       lambda m: {s.name.split("/")[-1]: {kv.key: kv.value for kv in s.values} for s in m.status},
+                       stamped=False, depth=1000)
+        assert not link.wait_for(["pose"], 30.0)
+        pub = link.publisher("target", PoseStamped, "policy/target_pose")
+        while pub.get_subscription_count() == 0:
+            time.sleep(0.05)
+        home, quat = link.streams["pose"].latest()[1]
+        sent: list[float] = []
+        tick = time.monotonic()
+        for k in range(int(seconds * rate)):
+            t0 = time.time()
+            offset = 0.002 * np.array([np.sin(k / 10), np.cos(k / 10), 0.0])  # small moves: no limit acts
+            pub.publish(pose_stamped(home + offset, quat, t0))
+            sent.append(t0)
+            tick += 1.0 / rate
+            time.sleep(max(0.0, tick - time.monotonic()))
+        time.sleep(0.5)
+        first: dict[float, float] = {}
+        for _, (stamp, arrival) in list(link.streams["applied"].items):
+            first.setdefault(round(stamp, 6), arrival)
+        rtt = np.array([first[round(t, 6)] - t for t in sent if round(t, 6) in first])
+        hw = [v["arm_hardware"] for _, v in list(link.streams["diag"].items) if "arm_hardware" in v]
+        rates = np.array([float(h["effort_rate_hz"]) for h in hw[1:]]) if len(hw) > 1 else np.zeros(1)
+        return {**_pct(rtt), "answered": f"{rtt.size}/{len(sent)}",
+                "controller_rate_hz_median": float(np.median(rates)), "controller_rate_hz_min": float(rates.min())}
+    finally:
+        link.close()
+
+
+def actor_jitter(steps: int) -> dict:
+    """The ROS 2 env stepped at 20 Hz with a 256x256 MLP policy's inference in the loop (as an actor does)."""
+    import torch
+
+    from robot_rl.envs.ros_env import RosArmEnv
+
+    torch.set_num_threads(1)
+    policy = torch.nn.Sequential(torch.nn.Linear(14, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
+                                 torch.nn.ReLU(), torch.nn.Linear(256, 4), torch.nn.Tanh())
+    env = RosArmEnv(max_episode_steps=10**9)
+    try:
+        obs, _ = env.reset()
+        start = len(env.publish_times)
+        for _ in range(steps):
+            with torch.no_grad():
+                a = policy(torch.as_tensor(obs["state"])[None])[0].numpy() * 0.3
+            obs, *_ = env.step(a)
+        periods = np.diff(env.publish_times[start:])
+        jitter = np.abs(periods - env.period)
+        return {"period_mean_ms": float(periods.mean() * 1e3), "jitter_p50_ms": float(np.percentile(jitter, 50) * 1e3),
+                "jitter_p99_ms": float(np.percentile(jitter, 99) * 1e3), "jitter_max_ms": float(jitter.max() * 1e3),
+                "overruns": env.overruns, "steps": steps}
+    finally:
+        env.close()
+
+
+def expert_success(episodes: int) -> dict:
+    from robot_rl.envs.ros_env import RosArmEnv
+    from robot_rl_sim.arm_tasks import PickCubeEnv
+
+    sim = PickCubeEnv()
+    sim_ok = [run_episode(sim, s)[0] for s in range(episodes)]
+    env = RosArmEnv()
+    try:
+        ros = [run_episode(env, s) for s in range(episodes)]
+    finally:
+        env.close()
+    return {"pure_sim": float(np.mean(sim_ok)), "ros2": float(np.mean([ok for ok, _ in ros])),
+            "ros2_mean_steps": float(np.mean([n for _, n in ros])), "episodes": episodes}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=20.0, help="round-trip measurement at 100 Hz")
+    parser.add_argument("--steps", type=int, default=400, help="20 Hz env steps for the jitter measurement")
+    parser.add_argument("--episodes", type=int, default=20, help="expert episodes (each of pure sim and ROS 2)")
+    parser.add_argument("--domain", type=int, default=201)
+    args = parser.parse_args()
+    os.environ.update(ros_env(args.domain))
+    graph = Graph(args.domain, Path(tempfile.mkdtemp(prefix="ros_bench_")))
+    for node in ("arm_hardware", "arm_controller", "arm_safety"):
+        graph.start(node)
+    try:
+        wait_ready(graph, "arm_hardware", "arm_safety")
+        result = {"round_trip_100hz": round_trip(args.seconds), "actor_jitter_20hz": actor_jitter(args.steps),
+                  "expert_pickcube": expert_success(args.episodes)}
+    finally:
+        graph.stop()
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
