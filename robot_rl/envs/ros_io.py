@@ -6,6 +6,7 @@ Nothing here blocks the executor: callbacks only append to buffers under a lock;
 
 from __future__ import annotations
 
+import atexit
 import threading
 import time
 from collections import deque
@@ -80,6 +81,10 @@ class RosLink:
         self.publishers: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._spin, name=f"{name}-executor", daemon=True)
         self._thread.start()
+        self._closed = False
+        # An env nobody closes (e.g. a learner's evaluation env) must still stop its executor before the
+        # interpreter tears down, or the C++ side aborts the process at exit.
+        atexit.register(self.close)
 
     def _spin(self) -> None:
         try:
@@ -143,6 +148,10 @@ class RosLink:
         return out, skew
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.close)
         try:
             self.executor.shutdown(timeout_sec=1.0)
             self.node.destroy_node()
