@@ -2,6 +2,7 @@
 actor period jitter on the ROS 2 env at 20 Hz, and the scripted expert's PickCube success through ROS 2 vs pure sim.
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/ros_latency.py [--seconds 20] [--steps 400] [--episodes 20]
+        [--run-dir RUN]     (also a trained PickCube run's policy, pure sim vs ROS 2)
 
 Every node runs in its own process over Fast DDS (localhost discovery, a private ROS_DOMAIN_ID). Round trip: the
 benchmark publishes a target pose stamped t0 on ``policy/target_pose``; the safety node forwards it with the same
@@ -120,12 +121,38 @@ def expert_success(episodes: int) -> dict:
             "ros2_mean_steps": float(np.mean([n for _, n in ros])), "episodes": episodes}
 
 
+def checkpoint_success(run_dir: str, episodes: int) -> dict:
+    """A trained run's latest policy (deterministic), on pure-sim PickCube and through the ROS 2 path."""
+    from robot_rl.agents.sac import SACAgent
+    from robot_rl.config import load_yaml
+    from robot_rl.envs.make import EnvConfig, make_env
+    from robot_rl.envs.ros_env import RosArmEnv
+    from robot_rl.runtime.checkpoint import latest_checkpoint
+    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.runtime.evaluation import evaluate
+    from robot_rl.spaces import ObsSpec, action_dim_of
+
+    cfg = load_yaml(TrainConfig, Path(run_dir) / "config.yaml")
+    sim = make_env(EnvConfig(id="robot_rl/PickCube-v0"))
+    agent = SACAgent(ObsSpec.from_space(sim.observation_space), action_dim_of(sim.action_space), cfg.agent)
+    agent.load_policy(latest_checkpoint(run_dir) / "policy.safetensors")
+    sim_result = evaluate(agent, sim, episodes)
+    env = RosArmEnv()
+    try:
+        ros_result = evaluate(agent, env, episodes)
+    finally:
+        env.close()
+    return {"run": str(run_dir), "pure_sim": sim_result["success_rate"], "ros2": ros_result["success_rate"],
+            "episodes": episodes}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=20.0, help="round-trip measurement at 100 Hz")
     parser.add_argument("--steps", type=int, default=400, help="20 Hz env steps for the jitter measurement")
     parser.add_argument("--episodes", type=int, default=20, help="expert episodes (each of pure sim and ROS 2)")
     parser.add_argument("--domain", type=int, default=201)
+    parser.add_argument("--run-dir", default=None, help="also compare this PickCube run's policy: sim vs ROS 2")
     args = parser.parse_args()
     os.environ.update(ros_env(args.domain))
     graph = Graph(args.domain, Path(tempfile.mkdtemp(prefix="ros_bench_")))
@@ -135,6 +162,8 @@ def main() -> None:
         wait_ready(graph, "arm_hardware", "arm_safety")
         result = {"round_trip_100hz": round_trip(args.seconds), "actor_jitter_20hz": actor_jitter(args.steps),
                   "expert_pickcube": expert_success(args.episodes)}
+        if args.run_dir:
+            result["checkpoint_pickcube"] = checkpoint_success(args.run_dir, args.episodes)
     finally:
         graph.stop()
     print(json.dumps(result, indent=2))
