@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from functools import partial
 
 import gymnasium as gym
 import numpy as np
@@ -29,6 +30,12 @@ def rate(step, n: int, action_shape: tuple[int, ...], seconds: float) -> float:
     return steps * n / (time.perf_counter() - start)
 
 
+def make_task(task: str, kwargs: dict) -> gym.Env:
+    import robot_rl_sim  # noqa: F401, F811  (registers the tasks in a spawned worker)
+
+    return gym.make(task, **kwargs)
+
+
 def measure(task: str, n: int, seconds: float, kwargs: dict, kinds: list[str]) -> dict[str, float]:
     out = {}
     if "batched" in kinds:
@@ -36,10 +43,12 @@ def measure(task: str, n: int, seconds: float, kwargs: dict, kinds: list[str]) -
         env.reset(seed=0)
         out["batched"] = rate(env.step, n, env.single_action_space.shape, seconds)
         env.close()
-    for kind, cls in (("async", gym.vector.AsyncVectorEnv), ("sync", gym.vector.SyncVectorEnv)):
+    for kind in ("async", "sync"):
         if kind not in kinds:
             continue
-        venv = cls([lambda: gym.make(task, **kwargs) for _ in range(n)])
+        fns = [partial(make_task, task, kwargs) for _ in range(n)]
+        # spawn, not fork: a child forked from a process holding EGL contexts (the pixel rows) deadlocks
+        venv = gym.vector.AsyncVectorEnv(fns, context="spawn") if kind == "async" else gym.vector.SyncVectorEnv(fns)
         venv.reset(seed=0)
         out[kind] = rate(venv.step, n, venv.single_action_space.shape, seconds)
         venv.close()
