@@ -95,6 +95,7 @@ class RosArmEnv(gym.Env):
     """See the module docstring."""
 
     metadata = {"render_modes": [], "render_fps": 20}
+    drives_hardware = True  # the learner never evaluates on it (it would drive the robot beside the actor)
 
     def __init__(self, cfg: RosArmEnvConfig | None = None, render_mode: str | None = None, **overrides: Any) -> None:
         cfg = cfg or RosArmEnvConfig()
@@ -187,8 +188,9 @@ class RosArmEnv(gym.Env):
     def _observe(self, after: float) -> tuple[dict[str, Any], dict[str, Any]]:
         """The synchronised observation from messages stamped at or after ``after`` (wall clock)."""
         ref = self.cam_keys[0] if self.cam_keys else "pose"
-        if not self.link.streams[ref].wait_newer(after, self.cfg.obs_timeout):
-            raise TimeoutError(f"no fresh {ref} within {self.cfg.obs_timeout} s (robot graph stalled?)")
+        for key in self.cam_keys or [ref]:  # every camera: frames of one physics step arrive one after the other
+            if not self.link.streams[key].wait_newer(after, self.cfg.obs_timeout):
+                raise TimeoutError(f"no fresh {key} within {self.cfg.obs_timeout} s (robot graph stalled?)")
         snap, skew = self.link.snapshot(self.state_keys + self.cam_keys, ref)
         pos, quat = snap["pose"][1]
         quat = -quat if quat @ np.asarray(self.cfg.limits.home_quat) < 0 else quat

@@ -305,6 +305,8 @@ class Learner:
         atomic_write(self.run_dir / "status.json", lambda f: f.write_text(json.dumps(status)))
 
     def evaluate(self) -> dict[str, float]:
+        if getattr(self.eval_env.unwrapped, "drives_hardware", False):
+            return self.last_eval  # a robot is driven by its actor only; evaluate it with `robot-rl eval RUN_DIR`
         self.last_eval = evaluate(self.agent, self.eval_env, self.cfg.eval_episodes, seed=10_000 + self.cfg.seed)
         row = {f"eval/{k}": v for k, v in self.last_eval.items()}
         row["eval/updates"] = self.counters["updates"]

@@ -1,5 +1,6 @@
 """`robot-rl train` runs on the ROS 2 robot env by config alone: the actor process steps RosArmEnv against the
-sim hardware graph, the learner updates and evaluates, the run finishes cleanly."""
+sim hardware graph, the learner updates (and never evaluates on the robot: only the actor drives it), the run
+finishes cleanly, and `robot-rl eval RUN_DIR` then evaluates the policy through the ROS 2 path."""
 
 from __future__ import annotations
 
@@ -24,5 +25,9 @@ def test_robot_rl_train_on_the_ros_env(arm_graph, domain: int, tmp_path) -> None
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     status = json.loads((tmp_path / "ros" / "status.json").read_text())
     assert status["env_steps"] >= 120 and status["updates"] > 0, status
-    final = json.loads((tmp_path / "ros" / "final_eval.json").read_text())
-    assert final["episode_length"] == 40  # one evaluation episode through the ROS 2 path
+    final_path = tmp_path / "ros" / "final_eval.json"
+    assert not final_path.exists() or json.loads(final_path.read_text()) == {}  # the learner left the robot alone
+    out = subprocess.run([sys.executable, "-m", "robot_rl.cli", "eval", str(tmp_path / "ros"), "--episodes", "1"],
+                         env=ros_env(domain), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert json.loads(out.stdout)["episode_length"] == 40  # one evaluation episode through the ROS 2 path
