@@ -134,6 +134,7 @@ def jitter(seconds: float) -> dict[str, float]:
         cmd = [sys.executable, "-m", "robot_rl.cli", "train", "pickcube", "--runs-dir", tmp, "--name", "j",
                "--runtime.control-hz", "20", "--total-env-steps", str(steps), "--eval-every", "0",
                "--eval-episodes", "1", "--random-steps", "100", "--learning-starts", "100", "--no-progress",
+               "--runtime.max-update-lag", "0",  # as on a robot: the actor never pauses for the learner
                # a light learner: this row is about the actor's timing, not learning
                "--agent.num-critics", "2", "--agent.utd", "1", "--agent.hidden-dims", "64", "64"]
         subprocess.run(cmd, check=True, capture_output=True, timeout=seconds * 4 + 300)

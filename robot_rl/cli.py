@@ -97,6 +97,8 @@ def cmd_learner(argv: list[str]) -> int:
 
     rt = cfg.runtime
     torch.set_num_threads(rt.learner_threads or max(1, (os.cpu_count() or 1) - rt.num_actors))
+    if rt.learner_nice:
+        os.nice(rt.learner_nice)  # the actors' control loops come first on a shared machine
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     learner = Learner(cfg, args.run_dir, resume=args.resume)
     try:
