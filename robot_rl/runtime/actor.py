@@ -9,6 +9,8 @@ control loop only swaps two references between steps. Every chunk goes to the sh
 
 from __future__ import annotations
 
+import copy
+import gc
 import json
 import os
 import sys
@@ -91,6 +93,7 @@ class Actor:
         self._stop = threading.Event()
         self._register()
         self.obs = self.env.reset(seed=cfg.seed + 10_000 * (index + 1) + 100 * incarnation)
+        self._warm_obs = copy.deepcopy(self.obs)  # a batch the weights thread runs new policies on once
         self._thread = threading.Thread(target=self._weights_loop, name="weights", daemon=True)
         self._thread.start()
 
@@ -130,6 +133,7 @@ class Actor:
             if got is not None:
                 with self._lock:
                     self._standby.load_policy_state(got[1])
+                    self._standby.act(self._warm_obs, deterministic=True)  # first-call costs here (no RNG draw)
                     self._standby_version = got[0]
 
     def _swap_policy(self) -> None:
@@ -242,6 +246,9 @@ class Actor:
     def run(self, max_seconds: float | None = None) -> None:
         """Loops at ``runtime.control_hz`` (0 = flat out) until the learner sets the stop flag."""
         period = 1.0 / self.rt.control_hz if self.rt.control_hz else 0.0
+        gc.collect()
+        gc.freeze()  # start-up objects (torch, MuJoCo, zarr) leave the GC's view: no long full collections later
+        sys.setswitchinterval(0.001)  # the control loop gets the GIL back from the helper threads within 1 ms
         start = time.perf_counter()
         scheduled = start
         last = None
