@@ -1,0 +1,1 @@
+"""Cameras: a capture thread per camera, latest frame + timestamp without blocking (RealSense, OpenCV, ROS 2)."""

@@ -1,0 +1,1 @@
+"""Learned rewards: a binary success classifier on camera frames, wrapped as the env's reward and termination."""

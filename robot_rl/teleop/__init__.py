@@ -1,0 +1,1 @@
+"""Teleoperation devices behind one interface (read() -> action, buttons, active) and the scripted human."""
