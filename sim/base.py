@@ -135,6 +135,10 @@ class MujocoTaskEnv(gym.Env):
     def _camera_names(self) -> list[str]:
         return [mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(self.model.ncam)]
 
+    def hold_action(self) -> np.ndarray:
+        """The action that keeps the robot still (teleop: what runs while paused or a device is gone)."""
+        return self._hold_action()
+
     # ------------------------------------------------------------- task hooks
     def _hold_action(self) -> np.ndarray:
         """The action that keeps the robot where it is (used for rejected actions and an empty delay line)."""

@@ -46,8 +46,9 @@ class BatchedEnv:
 
     Returned arrays live in two alternating buffer sets: the observation of step t stays valid while step t + 1
     runs, and is overwritten by step t + 2 (copy what you keep longer). ``info`` has ``done [N]``,
-    ``is_success [N]``, ``final_obs`` (batched; rows valid where ``done``) and ``final_info`` (list; dicts where
-    ``done``, else None).
+    ``is_success [N]``, ``final_obs`` (batched; rows valid where ``done``), ``final_info`` (list; dicts where
+    ``done``, else None), and from an intervention wrapper ``intervened [N]``, ``paused [N]`` and
+    ``executed_action [N, A]`` (the actions given where no wrapper says otherwise).
     """
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], num_threads: int | None = None,
@@ -69,6 +70,9 @@ class BatchedEnv:
         self._terminated = np.zeros(self.num_envs, bool)
         self._truncated = np.zeros(self.num_envs, bool)
         self._success = np.zeros(self.num_envs, bool)
+        self._intervened = np.zeros(self.num_envs, bool)
+        self._paused = np.zeros(self.num_envs, bool)
+        self._executed = np.zeros((self.num_envs, *self.single_action_space.shape), np.float32)
 
     def _map(self, fn: Callable[[int], Any]) -> list[Any]:
         if not self._workers:
@@ -110,6 +114,9 @@ class BatchedEnv:
             o, r, term, trunc, info = self.envs[i].step(actions[i])
             self._reward[i], self._terminated[i], self._truncated[i] = r, term, trunc
             self._success[i] = bool(info.get("is_success", False))
+            # Intervention wrapper (robot_rl.teleop): what really ran, and whether a human chose it.
+            self._intervened[i], self._paused[i] = info.get("intervened", False), info.get("paused", False)
+            self._executed[i] = info.get("executed_action", actions[i])
             if term or trunc:
                 _write(final_obs, i, o)
                 final_info[i] = info
@@ -118,7 +125,8 @@ class BatchedEnv:
         self._map(step_one)
         done = self._terminated | self._truncated
         info = {"done": done.copy(), "is_success": self._success.copy(), "final_obs": self._out(final_obs),
-                "final_info": final_info}
+                "final_info": final_info, "intervened": self._intervened.copy(), "paused": self._paused.copy(),
+                "executed_action": self._executed.copy()}
         return (self._out(obs), self._out(self._reward.copy()), self._out(self._terminated.copy()),
                 self._out(self._truncated.copy()), info)
 

@@ -254,11 +254,16 @@ class RosArmEnv(gym.Env):
             tick += self.period
             time.sleep(max(0.0, tick - time.monotonic()))
 
+    def hold_action(self) -> np.ndarray:
+        """Zero motion with the gripper command currently applied: the robot stays where it is."""
+        hold = np.zeros(4, np.float32)
+        hold[3] = self.gripper
+        return hold
+
     def step(self, action: np.ndarray) -> tuple[dict, float, bool, bool, dict]:
         if self.link is None:
             raise RuntimeError("call reset() before step()")
-        hold = np.zeros(4, np.float32)
-        hold[3] = self.gripper
+        hold = self.hold_action()
         action, reasons = check_action(action, hold)
         pos, _, _ = self.ee()
         lim = self.cfg.limits

@@ -196,12 +196,17 @@ class Actor:
             return False
         next_obs, reward, terminated, truncated, info = self.env.step(actions)
         done, final = info["done"], info["final_obs"]
+        executed, intervened, paused = info["executed_action"], info["intervened"], info["paused"]
         for i in range(self.n):
-            nxt = row(final, i) if done[i] else row(next_obs, i)
-            self.builder.add(i, row(self.obs, i), actions[i], float(reward[i]), bool(terminated[i]),
-                             bool(truncated[i]), nxt, policy_version=version,
-                             episode_id=self._episode_base + int(self._ep_ids[i]), step=int(self._ep_step[i]),
-                             success=bool(info["is_success"][i]))
+            if paused[i]:  # the robot held still (pause key / device gone): nothing to learn from
+                self.builder.break_stream(i)
+            else:
+                nxt = row(final, i) if done[i] else row(next_obs, i)
+                self.builder.add(i, row(self.obs, i), executed[i], float(reward[i]), bool(terminated[i]),
+                                 bool(truncated[i]), nxt, policy_version=version,
+                                 source="intervention" if intervened[i] else "online",
+                                 episode_id=self._episode_base + int(self._ep_ids[i]), step=int(self._ep_step[i]),
+                                 success=bool(info["is_success"][i]))
             self._ep_step[i] += 1
             if done[i]:
                 self._ep_ids[i], self._ep_step[i] = self._next_ep, 0
@@ -210,7 +215,7 @@ class Actor:
             if self.builder.full:
                 self._flush()
         self.obs = next_obs
-        self.steps += self.n
+        self.steps += self.n - int(np.count_nonzero(paused))  # held (paused) steps are not env steps of the run
         if time.perf_counter() - self._last_flush > self.rt.flush_seconds:
             self._flush()
         return True

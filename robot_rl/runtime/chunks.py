@@ -84,6 +84,10 @@ class ChunkBuilder:
             self._open[stream] = nxt
         self.transitions += 1
 
+    def break_stream(self, stream: int) -> None:
+        """The next transition of ``stream`` does not follow the last one (steps in between were not recorded)."""
+        self._open.pop(stream, None)
+
     def take(self) -> dict[str, np.ndarray]:
         """The chunk's rows (views, valid until the next ``add``); starts a new chunk."""
         out = {k: v[: self.rows] for k, v in self.arrays.items()}

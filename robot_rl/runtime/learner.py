@@ -71,7 +71,8 @@ class Learner:
         self.rings: dict[str, shm.ChunkRing | None] = {}
         self.actor_info: dict[str, dict] = {}
         self.retired: set[str] = set()
-        self._episode = defaultdict(lambda: [0.0, 0])  # stream -> [return, length]
+        # stream -> [return, length, intervened steps, takeovers, last step intervened]
+        self._episode = defaultdict(lambda: [0.0, 0, 0, 0, False])
         self._window: dict[str, list[float]] = defaultdict(list)
         self._last_scan = 0.0
         self._last_publish = 0.0
@@ -151,12 +152,18 @@ class Learner:
             ep = self._episode[base + int(chunk["stream"][i])]
             ep[0] += float(chunk["reward"][i])
             ep[1] += 1
+            human = bool(chunk["intervened"][i])
+            ep[2] += human
+            ep[3] += human and not ep[4]
+            ep[4] = human
             if chunk["terminated"][i] or chunk["truncated"][i]:
                 self.counters["episodes"] += 1
                 self._window["episode_return"].append(ep[0])
                 self._window["episode_length"].append(ep[1])
                 self._window["episode_success"].append(float(chunk["success"][i]))
-                ep[0], ep[1] = 0.0, 0
+                self._window["episode_interventions"].append(ep[3])
+                self._window["episode_intervention_rate"].append(ep[2] / ep[1])
+                ep[:] = [0.0, 0, 0, 0, False]
         return n
 
     def ingest(self) -> int:

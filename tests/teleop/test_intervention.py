@@ -1,0 +1,127 @@
+"""Intervention wrapper on a real MuJoCo PickCube: action muxing, events, pause/disconnect holding, episode stats,
+and the scripted human's takeover rule."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+import pytest
+
+from robot_rl.envs.make import EnvConfig, make_env
+from robot_rl.teleop.base import TeleopReading
+from robot_rl.teleop.intervention import InterventionWrapper
+from robot_rl.teleop.scripted import ScriptedHuman, ScriptedHumanConfig
+
+pytestmark = pytest.mark.timeout(120)
+
+
+class QueuedDevice:
+    """A device whose readings the test queues (stands in for the person, not for the wrapper under test)."""
+
+    action_dim = 4
+
+    def __init__(self) -> None:
+        self.queue: deque[TeleopReading] = deque()
+        self.closed = False
+
+    def read(self) -> TeleopReading:
+        return self.queue.popleft() if self.queue else TeleopReading(np.zeros(4, np.float32))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def pickcube(device, **kw) -> InterventionWrapper:
+    return InterventionWrapper(make_env(EnvConfig(id="robot_rl/PickCube-v0")), device, **kw)
+
+
+def test_human_action_replaces_the_policy_action_while_active() -> None:
+    dev = QueuedDevice()
+    env = pickcube(dev)
+    env.reset(seed=0)
+    policy = np.array([0.5, 0.0, 0.0, -1.0], np.float32)
+    human = np.array([0.0, 0.0, 1.0, 1.0], np.float32)
+    dev.queue.extend([TeleopReading(human, active=True), TeleopReading(human, active=True),
+                      TeleopReading(human, active=False), TeleopReading(human, active=True)])
+    infos = [env.step(policy)[4] for _ in range(5)]
+    assert [i["intervened"] for i in infos] == [True, True, False, True, False]
+    for i in infos:
+        np.testing.assert_array_equal(i["executed_action"], human if i["intervened"] else policy)
+    assert (env.interventions, env.intervention_steps, env.steps) == (2, 3, 5)
+    with pytest.raises(ValueError, match="teleop device gave action"):
+        dev.queue.append(TeleopReading(np.array([np.nan, 0, 0, 0], np.float32), active=True))
+        env.step(policy)
+    env.close()
+    assert dev.closed
+
+
+def test_events_end_episodes_and_report_stats() -> None:
+    dev = QueuedDevice()
+    env = pickcube(dev, success_reward=1.0)
+    env.reset(seed=1)
+    zero = np.zeros(4, np.float32)
+    dev.queue.extend([TeleopReading(zero, active=True), TeleopReading(zero, events=frozenset({"success"}))])
+    env.step(zero)
+    _, reward, terminated, truncated, info = env.step(zero)
+    assert (reward, terminated, truncated, info["is_success"]) == (1.0, True, False, True)
+    assert info["episode_interventions"] == 1 and info["episode_intervention_steps"] == 1
+    assert info["episode_intervention_rate"] == pytest.approx(0.5)
+    env.reset(seed=2)
+    assert env.steps == 0
+    dev.queue.append(TeleopReading(zero, events=frozenset({"failure"})))
+    _, reward, terminated, _, info = env.step(zero)
+    assert terminated and reward == 0.0 and not info["is_success"]
+    env.reset(seed=3)
+    dev.queue.append(TeleopReading(zero, events=frozenset({"reset"})))
+    _, _, terminated, truncated, info = env.step(zero)
+    assert truncated and not terminated and info["episode_intervention_rate"] == 0.0
+
+
+def test_pause_and_disconnect_hold_the_robot(capsys: pytest.CaptureFixture) -> None:
+    dev = QueuedDevice()
+    env = pickcube(dev)
+    env.reset(seed=4)
+    arm = env.unwrapped
+    push = np.array([1.0, 1.0, 1.0, 1.0], np.float32)
+    zero = np.zeros(4, np.float32)
+    dev.queue.append(TeleopReading(zero, events=frozenset({"pause"})))
+    target = arm.target_pos.copy()
+    info = env.step(push)[4]
+    assert info["paused"] and not info["intervened"]
+    np.testing.assert_allclose(arm.target_pos, target)  # the policy's push did not run
+    np.testing.assert_array_equal(info["executed_action"], arm.hold_action())
+    dev.queue.append(TeleopReading(zero, events=frozenset({"pause"})))  # resume
+    info = env.step(push)[4]
+    assert not info["paused"] and np.linalg.norm(arm.target_pos - target) > 1e-3
+    target = arm.target_pos.copy()
+    dev.queue.extend([TeleopReading(push, active=True, connected=False)] * 3)
+    for _ in range(3):  # the cable is out: even an "active" reading must not move the robot
+        info = env.step(push)[4]
+        assert info["paused"] and not info["teleop_connected"] and not info["intervened"]
+    np.testing.assert_allclose(arm.target_pos, target)
+    info = env.step(push)[4]
+    assert info["teleop_connected"] and not info["paused"]
+    err = capsys.readouterr().err
+    assert err.count("disconnected") == 1 and "is back" in err
+
+
+def test_scripted_human_leaves_the_expert_alone_and_corrects_a_random_policy() -> None:
+    cfg = ScriptedHumanConfig(takeover_steps=5, max_takeovers=3, seed=0)
+    human = ScriptedHuman(cfg)
+    env = pickcube(human)
+    obs, _ = env.reset(seed=5)
+    for _ in range(40):  # the expert as the policy: nothing to correct
+        info = env.step(env.unwrapped.expert_action(0.0))[4]
+        assert not info["intervened"]
+    rng = np.random.default_rng(0)
+    env.reset(seed=6)
+    flags = []
+    for _ in range(60):
+        info = env.step(rng.uniform(-1, 1, 4).astype(np.float32))[4]
+        flags.append(info["intervened"])
+    segments = sum(1 for a, b in zip([False, *flags], flags) if b and not a)
+    assert human.takeovers == 3 and sum(flags) == 3 * cfg.takeover_steps  # patience: max_takeovers
+    assert segments == env.interventions >= 1  # back-to-back takeovers are one intervention
+    with pytest.raises(ValueError, match="expert_action"):
+        InterventionWrapper(make_env(EnvConfig(id="Pendulum-v1")), ScriptedHuman())
