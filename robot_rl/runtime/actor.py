@@ -31,6 +31,7 @@ from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.names import actor_dir, board_name, ring_name
 from robot_rl.runtime.spool import SpoolWriter
 from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.teleop.intervention import wrap_with_teleop
 from robot_rl.utils.state_io import atomic_write
 
 
@@ -41,10 +42,13 @@ def row(tree: Any, i: int) -> Any:
     return tree[i]
 
 
-def make_actor_env(cfg: TrainConfig) -> Any:
+def make_actor_env(cfg: TrainConfig, index: int = 0) -> Any:
+    """The actor's ``runtime.num_envs`` envs as one BatchedEnv, each behind the teleop device when one is set."""
     from robot_rl_sim.batched import BatchedEnv  # generic thread-pool batching of any gymnasium env
 
-    return BatchedEnv([lambda: make_env(cfg.env)] * cfg.runtime.num_envs)
+    def make(i: int) -> Any:
+        return wrap_with_teleop(make_env(cfg.env), cfg.teleop, seed=cfg.seed + 1000 * index + i)
+    return BatchedEnv([lambda i=i: make(i) for i in range(cfg.runtime.num_envs)])
 
 
 class Actor:
@@ -58,7 +62,7 @@ class Actor:
             torch.set_num_threads(1)
         self.index = index
         self.uid = f"actor{index}-{incarnation}-{os.getpid()}-{os.urandom(3).hex()}"  # never reused
-        self.env = make_actor_env(cfg)
+        self.env = make_actor_env(cfg, index)
         self.spec = ObsSpec.from_space(self.env.single_observation_space)
         self.action_dim = action_dim_of(self.env.single_action_space)
         self.n = self.env.num_envs

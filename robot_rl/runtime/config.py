@@ -8,6 +8,7 @@ from typing import Literal
 from robot_rl.agents.config import SACConfig
 from robot_rl.envs.make import EnvConfig
 from robot_rl.replay.buffer import ReplayConfig
+from robot_rl.teleop.config import TeleopConfig
 
 
 @dataclass
@@ -111,6 +112,8 @@ class TrainConfig:
     """The learner's replay buffer."""
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
     """Actor/learner processes, transport, rate limiting and crash safety."""
+    teleop: TeleopConfig = field(default_factory=TeleopConfig)
+    """Who may take over from the policy on the actor's env (a person's device, or the scripted human in sim)."""
 
     def validate(self) -> None:
         """Raises ValueError naming the offending field."""
@@ -123,3 +126,7 @@ class TrainConfig:
         self.agent.validate()
         self.replay.validate()
         self.runtime.validate()
+        self.teleop.validate()
+        if self.teleop.device not in ("none", "scripted") and self.runtime.num_actors * self.runtime.num_envs > 1:
+            raise ValueError(f"teleop.device {self.teleop.device!r} steers one robot: it needs runtime.num_actors "
+                             "= runtime.num_envs = 1")

@@ -18,6 +18,7 @@ Device events: ``success`` ends the episode as a success (terminated, reward = `
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Any
 
@@ -25,6 +26,8 @@ import gymnasium as gym
 import numpy as np
 
 from robot_rl.teleop.base import TeleopDevice
+from robot_rl.teleop.config import TeleopConfig
+from robot_rl.teleop.scripted import ScriptedHuman
 
 
 class InterventionWrapper(gym.Wrapper):
@@ -106,3 +109,17 @@ class InterventionWrapper(gym.Wrapper):
     def close(self) -> None:
         self.device.close()
         super().close()
+
+
+def wrap_with_teleop(env: gym.Env, cfg: TeleopConfig, seed: int = 0) -> gym.Env:
+    """``env`` behind an :class:`InterventionWrapper` for ``cfg.device`` (unchanged for ``device: none``)."""
+    cfg.validate()
+    if cfg.device == "none":
+        return env
+    if cfg.device == "scripted":
+        device: Any = ScriptedHuman(dataclasses.replace(cfg.scripted, seed=cfg.scripted.seed + seed))
+    else:
+        from robot_rl.teleop.factory import make_device  # hardware libraries load only when a device is used
+
+        device = make_device(cfg, int(np.prod(env.action_space.shape)))
+    return InterventionWrapper(env, device, cfg.success_reward)

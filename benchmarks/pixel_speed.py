@@ -1,0 +1,125 @@
+"""Pixel path speed on this machine: learner updates/s and actor inference time for pixel PickCube (front + wrist
+cameras), our pixel path vs a naive one, and a profile of one learner update.
+
+    MUJOCO_GL=egl python benchmarks/pixel_speed.py [--sizes 64 128] [--batch 256] [--seconds 6] [--profile]
+
+Ours: uint8 NHWC frames go to the learner as they are stored; conversion to float happens there as one op on a
+channels-last view, random-shift augmentation is one batched gather. Naive (for comparison only, built here by
+swapping those two functions): frames made NCHW-contiguous float first, augmentation one image at a time.
+Actor inference: one observation, one torch thread (what the actor process uses), median and p99 of 300 calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from robot_rl.agents import SACAgent, SACConfig, encoders
+from robot_rl.agents.config import EncoderConfig
+from robot_rl.spaces import ObsSpec
+
+
+def pixel_spec(size: int) -> ObsSpec:
+    import gymnasium as gym
+
+    import robot_rl_sim  # noqa: F401
+
+    env = gym.make("robot_rl/PickCube-v0", image_size=size)
+    spec = ObsSpec.from_space(env.observation_space)
+    env.close()
+    return spec
+
+
+def random_obs(spec: ObsSpec, lead: tuple[int, ...], rng: np.random.Generator) -> dict:
+    return {"state": rng.standard_normal((*lead, spec.state_dim)).astype(np.float32),
+            "pixels": {c: rng.integers(0, 256, (*lead, *shape), dtype=np.uint8) for c, shape in spec.cameras.items()}}
+
+
+def batch(spec: ObsSpec, b: int, rng: np.random.Generator) -> dict:
+    return {"obs": random_obs(spec, (1, b), rng), "next_obs": random_obs(spec, (1, b), rng),
+            "action": rng.uniform(-1, 1, (1, b, 4)).astype(np.float32),
+            "reward": rng.standard_normal((1, b)).astype(np.float32), "terminated": np.zeros((1, b), bool)}
+
+
+def naive_to_float(frames: torch.Tensor) -> torch.Tensor:
+    x = frames.reshape(-1, *frames.shape[-3:]).float().div(255.0).sub(0.5)
+    return x.permute(0, 3, 1, 2).contiguous()
+
+
+def naive_shift(images: torch.Tensor, pad: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    out = []
+    for img in images:
+        p = F.pad(img[None], (pad, pad, pad, pad), mode="replicate")
+        dx, dy = np.random.randint(0, 2 * pad + 1, 2)
+        out.append(p[:, :, dy:dy + img.shape[1], dx:dx + img.shape[2]])
+    return torch.cat(out)
+
+
+def updates_per_s(agent: SACAgent, batches: list[dict], seconds: float) -> float:
+    for b in batches[:2]:
+        agent.update(b)
+    n, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        agent.update(batches[n % len(batches)])
+        n += 1
+    return n / (time.perf_counter() - t0)
+
+
+def inference_ms(agent: SACAgent, obs: dict) -> tuple[float, float]:
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    for _ in range(20):
+        agent.act(obs)
+    times = []
+    for _ in range(300):
+        t0 = time.perf_counter()
+        agent.act(obs)
+        times.append(time.perf_counter() - t0)
+    torch.set_num_threads(threads)
+    return float(np.median(times) * 1e3), float(np.percentile(times, 99) * 1e3)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", type=int, nargs="+", default=[64, 128])
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--seconds", type=float, default=6.0)
+    p.add_argument("--profile", action="store_true", help="print the top ops of a profiled update (first size)")
+    args = p.parse_args()
+    rng = np.random.default_rng(0)
+    rows = []
+    for size in args.sizes:
+        spec = pixel_spec(size)
+        cfg = SACConfig(num_critics=5, utd=1, batch_size=args.batch, encoder=EncoderConfig())
+        agent = SACAgent(spec, 4, cfg)
+        batches = [batch(spec, args.batch, rng) for _ in range(3)]
+        ours = updates_per_s(agent, batches, args.seconds)
+        saved = encoders.frames_to_float, encoders.random_shift
+        encoders.frames_to_float, encoders.random_shift = naive_to_float, naive_shift
+        try:
+            naive = updates_per_s(agent, batches, args.seconds)
+        finally:
+            encoders.frames_to_float, encoders.random_shift = saved
+        med, p99 = inference_ms(agent, random_obs(spec, (), rng))
+        rows.append((size, ours, naive, med, p99))
+        if args.profile and size == args.sizes[0]:
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                for b in batches:
+                    agent.update(b)
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
+    print(f"\nPixel PickCube (front + wrist), batch {args.batch}, 5 LN critics, {torch.get_num_threads()} torch "
+          "threads for the learner, 1 for the actor")
+    print("| image | learner updates/s (ours) | naive path | ours vs naive | actor inference median / p99 |")
+    print("|---|---|---|---|---|")
+    for size, ours, naive, med, p99 in rows:
+        print(f"| 2x{size}² | {ours:.1f} | {naive:.1f} | {ours / naive:.2f}x | {med:.2f} / {p99:.2f} ms |")
+
+
+if __name__ == "__main__":
+    main()
