@@ -1,0 +1,33 @@
+"""Shared by the device tests: waiting on a device's reader thread, collecting events across reads."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from robot_rl.teleop.base import TeleopReading
+
+
+def wait_for(device, check: Callable[[TeleopReading], bool], timeout: float = 3.0,
+             events: set[str] | None = None) -> TeleopReading:
+    """Reads ``device`` until ``check(reading)`` holds (events seen meanwhile are added to ``events``)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        reading = device.read()
+        if events is not None:
+            events |= reading.events
+        if check(reading):
+            return reading
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting; last reading {reading}")
+        time.sleep(0.005)
+
+
+def collect_events(device, seconds: float) -> list[str]:
+    """Every event ``device`` reports over ``seconds`` (a press must be reported exactly once)."""
+    out: list[str] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        out.extend(sorted(device.read().events))
+        time.sleep(0.005)
+    return out
