@@ -1,7 +1,9 @@
 """``robot-rl record-demos`` and ``robot-rl demos`` (registered in :mod:`robot_rl.cli`).
 
-    robot-rl record-demos TASK [--device scripted] [-n 20] [--out PATH] [--noise 0.1] [--seed 0] [--image-size 0]
+    robot-rl record-demos TASK [--device scripted|keyboard|gamepad|spacemouse|ros] [-n 20] [--out PATH]
+                          [--noise 0.1] [--seed 0] [--image-size 0] [--teleop-config YAML] [--device-path P]
     robot-rl demos show PATH [--episode K] [--video out.gif|out.mp4] [--camera C] [--fps F] [--scale S]
+    robot-rl demos discard PATH EPISODE [EPISODE ...]
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ def record_main(argv: list[str]) -> int:
         description="Record demonstrations of a task into a dataset in the replay format (zarr).")
     parser.add_argument("task", help="sim task (reach, PickCube, PegInsert-v0, robot_rl/Reach-v0) or a gymnasium id")
     parser.add_argument("--device", default="scripted",
-                        help=f"action source: {', '.join(DEVICES)} (only 'scripted' is available now)")
+                        help=f"action source: {', '.join(DEVICES)} (scripted: the task's expert; the others: you, "
+                             "on that teleop device; keys/buttons label success/failure, discard, pause)")
     parser.add_argument("-n", "--episodes", dest="n", type=int, default=20, help="demos to keep (default 20)")
     parser.add_argument("--out", default=None,
                         help="dataset path (default demos/<task>-<n>-seed<seed>[-<kwargs hash>].zarr, the name "
@@ -32,6 +35,12 @@ def record_main(argv: list[str]) -> int:
     parser.add_argument("--image-size", type=int, default=0,
                         help="camera image side in pixels; 0 records state only (default)")
     parser.add_argument("--keep-failures", action="store_true", help="keep failed episodes (labelled) too")
+    parser.add_argument("--teleop-config", default=None,
+                        help="YAML of teleop settings (TeleopConfig fields: axes, buttons, deadzone, scale, ...)")
+    parser.add_argument("--device-path", default=None,
+                        help="which device: a terminal path, a joystick index, a hidraw path or vendor:product")
+    parser.add_argument("--rate", type=float, default=None,
+                        help="control rate in Hz for human devices (default: the env's; 0: unpaced)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing dataset at --out")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
@@ -43,19 +52,40 @@ def record_main(argv: list[str]) -> int:
         return 2
 
     try:
-        make_device(args.device, args.noise)  # fail before building anything
+        teleop = _teleop_config(args)
+        make_device(args.device, args.noise, teleop)  # fail before building anything
         env_id = resolve_env_id(args.task)
-        kwargs = {"image_size": args.image_size} if args.image_size else {}
+        kwargs: dict = {"image_size": args.image_size} if args.image_size else {}
         out = Path(args.out) if args.out else Path("demos") / dataset_name(
             env_id, args.n, args.seed, kwargs, noise=args.noise, only_successes=not args.keep_failures,
             device=args.device)
         stats = record_demos(env_id, args.n, out, noise=args.noise, seed=args.seed,
                              only_successes=not args.keep_failures, env_kwargs=kwargs,
-                             progress=not args.no_progress, device=args.device, overwrite=args.overwrite)
-    except (ValueError, FileExistsError, RuntimeError) as exc:
+                             progress=not args.no_progress, device=args.device, overwrite=args.overwrite,
+                             teleop=teleop, rate_hz=args.rate)
+    except (ValueError, FileExistsError, RuntimeError, OSError) as exc:
         return fail(exc)
     print(stats.summary())
     return 0
+
+
+def _teleop_config(args: argparse.Namespace):
+    """The TeleopConfig of ``--teleop-config`` (YAML, checked field by field) and ``--device-path``."""
+    import dataclasses
+
+    import yaml
+
+    from robot_rl.config import from_dict
+    from robot_rl.teleop.config import TeleopConfig
+
+    cfg = TeleopConfig()
+    if args.teleop_config:
+        data = yaml.safe_load(Path(args.teleop_config).read_text()) or {}
+        cfg = from_dict(TeleopConfig, data.get("teleop", data), "teleop")
+    if args.device_path is not None:
+        cfg = dataclasses.replace(cfg, device_path=args.device_path)
+    cfg.validate()
+    return cfg
 
 
 def demos_main(argv: list[str]) -> int:
@@ -72,10 +102,24 @@ def demos_main(argv: list[str]) -> int:
                       help="integer enlargement of the frames (default: to at least 128 px high)")
     show.add_argument("--size", type=int, default=256,
                       help="render side in pixels when re-simulating a state-only dataset (default 256)")
+    discard = sub.add_parser("discard", help="remove episodes from a recorded dataset (rewritten atomically)")
+    discard.add_argument("path", help="a dataset written by record-demos")
+    discard.add_argument("episodes", type=int, nargs="+", help="episode ids (as listed by demos show)")
     args = parser.parse_args(argv)
     if args.action is None:
         parser.print_help()
         return 2
+    if args.action == "discard":
+        from robot_rl.datasets.edit import discard_episodes
+        from robot_rl.replay.store import ReplayStoreError
+
+        try:
+            left = discard_episodes(args.path, args.episodes)
+        except (ValueError, OSError, ReplayStoreError) as exc:
+            print(f"robot-rl demos discard: error: {exc}", file=sys.stderr)
+            return 2
+        print(f"discarded {sorted(set(args.episodes))}; {len(left)} episodes left in {args.path}")
+        return 0
     return _show(args)
 
 
@@ -102,14 +146,24 @@ def _show(args: argparse.Namespace) -> int:
         print(f"robot-rl demos show: error: no episode {args.episode} in {path}", file=sys.stderr)
         return 2
     partitions = sorted({e["partition"] for e in episodes})
+    optional = {"partition": len(partitions) > 1, "label": any(e["label"] for e in episodes),
+                "seconds": any(e["seconds"] is not None for e in episodes),
+                "held": any(e["held_steps"] for e in episodes), "intervened": any(e["intervened"] for e in episodes)}
+    columns = ["episode", "partition", "length", "return", "success", "label", "seconds", "held", "mean |a|",
+               "intervened", "reset seed"]
+    columns = [c for c in columns if optional.get(c, True)]
     table = Table(title=str(path))
-    for col in ["episode", *(["partition"] if len(partitions) > 1 else []), "length", "return", "success",
-                "reset seed"]:
-        table.add_column(col, justify="left" if col == "partition" else "right")
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("partition", "label") else "right")
     for e in shown:
-        success = "?" if e["success"] is None else ("yes" if e["success"] else "no")
-        table.add_row(str(e["episode"]), *([e["partition"]] if len(partitions) > 1 else []), str(e["length"]),
-                      f"{e['return']:.2f}", success, "-" if e["reset_seed"] is None else str(e["reset_seed"]))
+        cells = {"episode": str(e["episode"]), "partition": e["partition"], "length": str(e["length"]),
+                 "return": f"{e['return']:.2f}",
+                 "success": "?" if e["success"] is None else ("yes" if e["success"] else "no"),
+                 "label": e["label"] or "-", "seconds": "-" if e["seconds"] is None else f"{e['seconds']:.1f}",
+                 "held": str(e["held_steps"] or 0), "mean |a|": f"{e['action_abs']:.2f}",
+                 "intervened": str(e["intervened"]),
+                 "reset seed": "-" if e["reset_seed"] is None else str(e["reset_seed"])}
+        table.add_row(*(cells[c] for c in columns))
     console.print(table)
     if episodes:
         lengths = np.array([e["length"] for e in episodes])
@@ -119,9 +173,11 @@ def _show(args: argparse.Namespace) -> int:
         console.print(f"{len(episodes)} episodes, {int(lengths.sum())} transitions, length mean {lengths.mean():.1f} "
                       f"(min {lengths.min()}, max {lengths.max()}), success {rate}, {size_mb:.2f} MB on disk")
     if meta:
-        console.print(f"recorded: {meta['env_id']} {meta.get('env_kwargs') or ''} device={meta['device']} "
-                      f"noise={meta['noise']} seed={meta['seed']}; {meta['attempts']} attempts, "
-                      f"{meta['discarded']} discarded")
+        how = f"noise={meta['noise']}" if meta.get("noise") is not None else f"at {meta.get('rate_hz', 0):g} Hz"
+        later = f", {len(meta['discarded_later'])} of them later" if meta.get("discarded_later") else ""
+        stop = " (stopped early)" if meta.get("interrupted") else ""
+        console.print(f"recorded: {meta['env_id']} {meta.get('env_kwargs') or ''} device={meta['device']} {how} "
+                      f"seed={meta['seed']}; {meta['attempts']} attempts, {meta['discarded']} discarded{later}{stop}")
     if args.video:
         episode = args.episode if args.episode is not None else (episodes[0]["episode"] if episodes else 0)
         try:

@@ -5,82 +5,56 @@ by episode with :class:`~robot_rl.replay.store.EpisodeWriter` (every frame store
 how it was recorded (env id and kwargs, device, noise, seed) and one record per kept episode (reset seed, length,
 return, success label). It loads with ``load_transitions`` or ``ReplayBuffer.add_dataset`` like any store.
 
-Devices produce the actions. Only ``scripted`` exists now: the task's privileged-state expert
-(``env.unwrapped.expert_action(noise)``) with Gaussian action noise, so demos are not identical. Human devices
-(spacemouse, gamepad, keyboard: issue #7) will implement the same small interface (``start``, ``action``,
-``close``) and add success labelling and discarding by the operator.
+Devices produce the actions (:mod:`robot_rl.datasets.sources`): ``scripted`` is the task's privileged-state
+expert (``env.unwrapped.expert_action(noise)``) with Gaussian action noise, so demos are not identical;
+``keyboard``, ``gamepad``, ``spacemouse`` and ``ros`` are a person on a teleop device (:mod:`robot_rl.teleop`),
+paced at the env's control rate. The operator labels an attempt with a key or button (success / failure; it
+ends there), discards it (reset) or pauses (the sim stands still, a robot is held; nothing is recorded). An
+attempt the env ends itself is labelled by the env's ``is_success``. Ctrl-C keeps the demos recorded so far.
 
 Reproducibility: attempt ``k`` of a recording resets the env with ``episode_seed(seed, k)``, and the expert's
 noise comes from the env's own generator, so the same seed, task and kwargs give the same dataset (on the same
 MuJoCo build). The reset seed of every kept episode is stored, so a state-only episode can be re-simulated.
 
-Atomicity: a recording is written under a temporary name beside the target and renamed when complete, so a crash
-never leaves a half dataset at the target path; stale temporary folders of dead processes are removed.
+Atomicity (:mod:`robot_rl.datasets.atomic`): a recording is written under a temporary name beside the target and
+renamed when complete, so a crash never leaves a half dataset at the target path.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import socket
 import time
-import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from robot_rl.utils.process import pid_alive
+from robot_rl.datasets.atomic import dir_bytes, publish, remove_stale_temps, temp_path
+from robot_rl.datasets.sources import (
+    DEFAULT_NOISE,
+    DEVICES,
+    DeviceUnavailableError,
+    HumanDevice,
+    ScriptedDevice,
+    hold_action,
+    make_device,
+    run_episode,
+)
+from robot_rl.teleop.config import TeleopConfig
 from robot_rl.utils.state_io import atomic_write
 
-DEFAULT_NOISE = 0.1
+__all__ = ["DEFAULT_NOISE", "DEVICES", "DeviceUnavailableError", "RecordStats", "ScriptedDevice", "dataset_name",
+           "ensure_demos", "episode_seed", "make_device", "read_meta", "record_demos", "remove_stale_temps",
+           "resolve_env_id"]
+
 DEMO_PARTITION = "demos"
 META_FILE = "dataset.json"
 META_FORMAT, META_VERSION = "robot_rl.demos", 1
-DEVICES = ("scripted", "spacemouse", "gamepad", "keyboard")
-AVAILABLE_DEVICES = ("scripted",)
-
-
-class DeviceUnavailableError(ValueError):
-    """A demo device that is unknown or not implemented yet."""
-
-
-class ScriptedDevice:
-    """The task's scripted expert on privileged sim state, plus Gaussian noise (std ``noise``, action units)."""
-
-    name = "scripted"
-
-    def __init__(self, noise: float = DEFAULT_NOISE) -> None:
-        if noise < 0:
-            raise ValueError(f"noise must be >= 0, got {noise}")
-        self.noise = float(noise)
-
-    def start(self, env: Any) -> None:
-        if not callable(getattr(env.unwrapped, "expert_action", None)):
-            raise ValueError(f"{env.spec.id if env.spec else env}: this env has no scripted expert "
-                             "(env.unwrapped.expert_action); --device scripted needs a sim task with one")
-
-    def action(self, env: Any, obs: Mapping[str, Any]) -> np.ndarray:
-        return np.asarray(env.unwrapped.expert_action(self.noise), np.float32)
-
-    def close(self) -> None:
-        pass
-
-
-def make_device(name: str, noise: float = DEFAULT_NOISE) -> ScriptedDevice:
-    """The action source called ``name``; a clear error for devices that are unknown or still to come."""
-    if name == "scripted":
-        return ScriptedDevice(noise)
-    if name in DEVICES:
-        raise DeviceUnavailableError(
-            f"device {name!r} is not available yet: recording from human devices (spacemouse, gamepad, keyboard) "
-            f"is planned (issue #7); available now: {', '.join(AVAILABLE_DEVICES)}")
-    raise DeviceUnavailableError(f"unknown device {name!r} (devices: {', '.join(DEVICES)}; "
-                                 f"available now: {', '.join(AVAILABLE_DEVICES)})")
+EventHook = Callable[[str, dict[str, Any]], None]
 
 
 def resolve_env_id(name: str) -> str:
@@ -155,7 +129,7 @@ class RecordStats:
 
     def summary(self) -> str:
         return (f"{self.episodes} demos of {self.env_id} ({self.transitions} transitions, {self.successes} "
-                f"successful) -> {self.path}; {self.attempts} attempts, {self.discarded} failed and discarded; "
+                f"successful) -> {self.path}; {self.attempts} attempts, {self.discarded} failed or discarded; "
                 f"{self.seconds:.1f} s "
                 f"({self.steps_per_second:.0f} steps/s); {self.bytes / 1e6:.2f} MB "
                 f"({self.bytes_per_episode / 1e3:.1f} kB per demo)")
@@ -183,61 +157,26 @@ def is_complete(path: str | Path, n: int | None = None) -> bool:
             and (n is None or len(meta.get("episodes", [])) == n))
 
 
-def _dir_bytes(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-
-
-def _fsync_tree(path: Path) -> None:
-    """Flushes every file and folder under ``path`` (so the rename that publishes it is durable)."""
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            fd = os.open(os.path.join(root, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fd = os.open(root, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-def _temp_prefix(out: Path) -> str:
-    return f".{out.name}.tmp-"
-
-
-
-def remove_stale_temps(out: str | Path) -> list[Path]:
-    """Deletes temporary folders of ``out`` left by recordings on this host whose process is gone."""
-    out = Path(out)
-    removed = []
-    if not out.parent.is_dir():
-        return removed
-    host = socket.gethostname()
-    for tmp in out.parent.glob(_temp_prefix(out) + "*"):
-        parts = tmp.name[len(_temp_prefix(out)):].rsplit("-", 2)  # <host>-<pid>-<token>
-        if len(parts) != 3 or parts[0] != host or not parts[1].isdigit():
-            continue  # another host's (or a foreign) folder: leave it alone
-        if int(parts[1]) != os.getpid() and not pid_alive(int(parts[1])):
-            shutil.rmtree(tmp, ignore_errors=True)
-            removed.append(tmp)
-    return removed
-
-
 def record_demos(env_id: str, n: int, out_path: str | Path, noise: float = DEFAULT_NOISE, seed: int = 0,
                  only_successes: bool = True, env_kwargs: Mapping[str, Any] | None = None, progress: bool = True,
-                 *, device: str = "scripted", max_attempts: int | None = None,
-                 overwrite: bool = False) -> RecordStats:
-    """Records ``n`` episodes of ``device`` (the scripted expert) acting in ``env_id`` into a new dataset.
+                 *, device: str = "scripted", max_attempts: int | None = None, overwrite: bool = False,
+                 teleop: TeleopConfig | None = None, rate_hz: float | None = None, success_reward: float = 1.0,
+                 on_event: EventHook | None = None) -> RecordStats:
+    """Records ``n`` episodes of ``device`` acting in ``env_id`` into a new dataset at ``out_path``.
 
     With ``only_successes`` failed episodes are discarded (and counted) until ``n`` succeed or ``max_attempts``
-    (default ``2 n + 10``) is reached, which raises RuntimeError. ``out_path`` must not exist unless
-    ``overwrite``. The dataset appears at ``out_path`` only when complete.
+    (scripted: default ``2 n + 10``, which raises RuntimeError; human devices: unlimited) is reached.
+    ``out_path`` must not exist unless ``overwrite``; the dataset appears there only when complete.
+
+    Human devices (``keyboard | gamepad | spacemouse | ros``, configured by ``teleop``) are paced at ``rate_hz``
+    (default: the env's control rate; 0 = as fast as possible); a success label sets the last reward to
+    ``success_reward``. ``on_event(kind, info)`` is told ``episode_start``, ``episode_end``, ``hold`` and
+    ``resume``. Ctrl-C while recording from a human keeps the episodes already kept (``interrupted`` in the
+    metadata).
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    dev = make_device(device, noise)
+    dev = make_device(device, noise, teleop)
     env_id = resolve_env_id(env_id)
     kwargs = _kwargs_json(env_kwargs)
     out = Path(out_path)
@@ -245,37 +184,18 @@ def record_demos(env_id: str, n: int, out_path: str | Path, noise: float = DEFAU
         raise FileExistsError(f"{out} already exists (choose another path or overwrite it)")
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(out)
-    tmp = out.with_name(f"{_temp_prefix(out)}{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    tmp = temp_path(out)
+    if max_attempts is None and not dev.human:
+        max_attempts = 2 * n + 10
     try:
-        stats = _record(dev, env_id, kwargs, n, tmp, noise, seed, only_successes, progress,
-                        max_attempts if max_attempts is not None else 2 * n + 10)
-        _fsync_tree(tmp)
-        _publish(tmp, out, overwrite)
+        stats = _record(dev, env_id, kwargs, n, tmp, noise, seed, only_successes, progress, max_attempts,
+                        rate_hz, success_reward, on_event or (lambda kind, info: None))
+        publish(tmp, out, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     stats.path = out
     return stats
-
-
-def _publish(tmp: Path, out: Path, overwrite: bool) -> None:
-    old = None
-    if overwrite and out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-        os.replace(out, old)
-    try:
-        os.rename(tmp, out)
-    except OSError as exc:
-        if old is not None:
-            os.replace(old, out)
-        raise FileExistsError(f"{out} appeared while recording (another process?): {exc}") from exc
-    dir_fd = os.open(out.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _progress(enabled: bool):
@@ -287,15 +207,9 @@ def _progress(enabled: bool):
                     console=Console(stderr=True), disable=not enabled)
 
 
-def _copy_obs(obs: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {"state": np.array(obs["state"], np.float32)}
-    if "pixels" in obs:
-        out["pixels"] = {k: np.array(v) for k, v in obs["pixels"].items()}
-    return out
-
-
-def _record(dev: ScriptedDevice, env_id: str, kwargs: dict[str, Any], n: int, tmp: Path, noise: float,
-            seed: int, only_successes: bool, progress: bool, max_attempts: int) -> RecordStats:
+def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, Any], n: int, tmp: Path,
+            noise: float, seed: int, only_successes: bool, progress: bool, max_attempts: int | None,
+            rate_hz: float | None, success_reward: float, hook: EventHook) -> RecordStats:
     from robot_rl import __version__ as robot_rl_version
     from robot_rl.envs.make import EnvConfig, make_env
     from robot_rl.replay.store import EpisodeWriter
@@ -307,56 +221,71 @@ def _record(dev: ScriptedDevice, env_id: str, kwargs: dict[str, Any], n: int, tm
         dev.start(env)
         spec = ObsSpec.from_space(env.observation_space)
         writer = EpisodeWriter(tmp, spec, action_dim_of(env.action_space), partition=DEMO_PARTITION)
+        fps = float(env.metadata.get("render_fps") or 20)
+        rate = (fps if rate_hz is None else rate_hz) if dev.human else (rate_hz or 0.0)
         meta: dict[str, Any] = {
             "format": META_FORMAT, "version": META_VERSION, "env_id": env_id, "env_kwargs": kwargs,
-            "device": dev.name, "noise": noise, "seed": seed, "only_successes": only_successes,
-            "partition": DEMO_PARTITION, "fps": float(env.metadata.get("render_fps") or 20),
-            "versions": _versions(robot_rl_version), "complete": False,
-            "attempts": 0, "discarded": 0, "episodes": []}
+            "device": dev.name, "noise": None if dev.human else noise, "seed": seed,
+            "only_successes": only_successes, "partition": DEMO_PARTITION, "fps": fps,
+            "versions": _versions(robot_rl_version), "complete": False, "attempts": 0, "discarded": 0,
+            "episodes": []}
+        if dev.human:
+            env.reset(seed=episode_seed(seed, 0))  # first steps compile/load kernels: not while a person steers
+            env.step(hold_action(env))
+            meta.update(rate_hz=rate, teleop={k: v for k, v in asdict(dev.cfg).items() if k != "scripted"})
         attempts = discarded = transitions = 0
         with _progress(progress) as bar:
+            say = bar.console.print if dev.human else (lambda *a, **k: None)
             task = bar.add_task(f"recording {env_id.split('/')[-1]} ({dev.name})", total=n, info="")
-            while len(meta["episodes"]) < n:
-                if attempts >= max_attempts:
-                    raise RuntimeError(
-                        f"{env_id}: only {len(meta['episodes'])} of {n} demos succeeded in {attempts} attempts "
-                        f"(noise {noise}); lower the noise or keep failures")
-                reset_seed = episode_seed(seed, attempts)
-                attempts += 1
-                obs, info = env.reset(seed=reset_seed)
-                observations, actions, rewards, terminated, truncated = [_copy_obs(obs)], [], [], [], []
-                while True:
-                    action = dev.action(env, obs)
-                    obs, reward, term, trunc, info = env.step(action)
-                    observations.append(_copy_obs(obs))
-                    actions.append(action)
-                    rewards.append(reward)
-                    terminated.append(term)
-                    truncated.append(trunc)
-                    if term or trunc:
-                        break
-                success = bool(info.get("is_success", False))
-                if only_successes and not success:
-                    discarded += 1
-                else:
-                    ep = len(meta["episodes"])
-                    writer.append(observations, np.stack(actions).astype(np.float32),
-                                  np.asarray(rewards, np.float32), np.asarray(terminated), np.asarray(truncated),
-                                  source="demo", episode_id=ep)
-                    transitions += len(actions)
-                    meta["episodes"].append({"episode_id": ep, "reset_seed": reset_seed, "length": len(actions),
-                                             "return": float(np.sum(rewards)), "success": success})
-                    bar.advance(task)
-                meta.update(attempts=attempts, discarded=discarded)
-                _write_meta(tmp, meta)
-                bar.update(task, info=f"{attempts} attempts, {discarded} discarded")
+            if dev.human:
+                say(f"[bold]{dev.name}[/]: {dev.controls()}; Ctrl-C stops and keeps the demos so far")
+            try:
+                while len(meta["episodes"]) < n:
+                    if max_attempts is not None and attempts >= max_attempts:
+                        raise RuntimeError(
+                            f"{env_id}: only {len(meta['episodes'])} of {n} demos succeeded in {attempts} "
+                            f"attempts (noise {noise}); lower the noise or keep failures")
+                    reset_seed = episode_seed(seed, attempts)
+                    hook("episode_start", {"attempt": attempts, "kept": len(meta["episodes"])})
+                    say(f"attempt {attempts}: go ({len(meta['episodes'])}/{n} kept)")
+                    attempts += 1
+                    t0 = time.monotonic()
+                    ep = run_episode(dev, env, reset_seed, 1.0 / rate if rate else 0.0, success_reward, hook)
+                    keep = not ep.discarded and bool(ep.actions) and (ep.success or not only_successes)
+                    if keep:
+                        k = len(meta["episodes"])
+                        writer.append(ep.observations, np.stack(ep.actions).astype(np.float32),
+                                      np.asarray(ep.rewards, np.float32), np.asarray(ep.terminated),
+                                      np.asarray(ep.truncated), source="demo", episode_id=k)
+                        transitions += len(ep.actions)
+                        record = {"episode_id": k, "reset_seed": reset_seed, "length": len(ep.actions),
+                                  "return": float(np.sum(ep.rewards)), "success": ep.success, "label": ep.label}
+                        if dev.human:
+                            record.update(seconds=round(time.monotonic() - t0, 3), held_steps=ep.held_steps)
+                        meta["episodes"].append(record)
+                        bar.advance(task)
+                    else:
+                        discarded += 1
+                    outcome = "discarded" if ep.discarded else ("success" if ep.success else "failure")
+                    say(f"attempt {attempts - 1}: {outcome} ({ep.label}), {len(ep.actions)} steps, "
+                        f"{'kept' if keep else 'not kept'}")
+                    hook("episode_end", {"attempt": attempts - 1, "kept": keep, "success": ep.success,
+                                         "discarded": ep.discarded, "length": len(ep.actions)})
+                    meta.update(attempts=attempts, discarded=discarded)
+                    _write_meta(tmp, meta)
+                    bar.update(task, info=f"{attempts} attempts, {discarded} discarded")
+            except KeyboardInterrupt:
+                if not (dev.human and meta["episodes"]):
+                    raise
+                meta["interrupted"] = True  # a person's demos are precious: keep what was recorded
         meta["complete"] = True
         _write_meta(tmp, meta)
     finally:
+        dev.close()
         env.close()
-    return RecordStats(path=tmp, env_id=env_id, episodes=n, attempts=attempts, discarded=discarded,
-                       transitions=transitions, seconds=time.perf_counter() - start, bytes=_dir_bytes(tmp),
-                       successes=sum(e["success"] for e in meta["episodes"]),
+    return RecordStats(path=tmp, env_id=env_id, episodes=len(meta["episodes"]), attempts=attempts,
+                       discarded=discarded, transitions=transitions, seconds=time.perf_counter() - start,
+                       bytes=dir_bytes(tmp), successes=sum(e["success"] for e in meta["episodes"]),
                        returns=[e["return"] for e in meta["episodes"]])
 
 

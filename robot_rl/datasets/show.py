@@ -33,8 +33,10 @@ def _partitions(path: Path) -> dict[str, dict[str, Any]]:
 
 def dataset_stats(path: str | Path) -> list[dict[str, Any]]:
     """One dict per episode: ``episode``, ``partition``, ``length``, ``return``, ``success`` (None when the
-    dataset carries no labels), ``terminated``, ``reset_seed`` (None when unknown). Reads only the low-dim
-    columns, so it is cheap on large pixel stores."""
+    dataset carries no labels), ``label`` (who labelled it: ``key`` = the operator, ``env`` = the task; None when
+    unknown), ``seconds`` and ``held_steps`` (human recordings: wall time, steps paused or disconnected),
+    ``terminated``, ``reset_seed`` (None when unknown), ``action_abs`` (mean |action|) and ``intervened`` (steps
+    a human steered). Reads only the low-dim columns, so it is cheap on large pixel stores."""
     import zarr
 
     path = Path(path)
@@ -46,7 +48,8 @@ def dataset_stats(path: str | Path) -> list[dict[str, Any]]:
         size = int(counters["size"])
         if size == 0:
             continue
-        cols = {k: root[f"{partition}/{k}"][:size] for k in ("episode_id", "reward", "valid", "terminated")}
+        cols = {k: root[f"{partition}/{k}"][:size]
+                for k in ("episode_id", "reward", "valid", "terminated", "action", "intervened")}
         valid = cols["valid"]
         ids = cols["episode_id"][valid]
         uniq, first = np.unique(ids, return_index=True)
@@ -55,8 +58,12 @@ def dataset_stats(path: str | Path) -> list[dict[str, Any]]:
             label = labels.get(int(ep), {}) if partition == (meta or {}).get("partition") else {}
             out.append({"episode": int(ep), "partition": partition, "length": int(sel.sum()),
                         "return": float(cols["reward"][valid][sel].sum()),
-                        "success": label.get("success"), "terminated": bool(cols["terminated"][valid][sel].any()),
-                        "reset_seed": label.get("reset_seed")})
+                        "success": label.get("success"), "label": label.get("label"),
+                        "seconds": label.get("seconds"), "held_steps": label.get("held_steps"),
+                        "terminated": bool(cols["terminated"][valid][sel].any()),
+                        "reset_seed": label.get("reset_seed"),
+                        "action_abs": float(np.abs(cols["action"][valid][sel]).mean()),
+                        "intervened": int(cols["intervened"][valid][sel].sum())})
     return out
 
 

@@ -221,7 +221,7 @@ def test_killed_recording_leftover_is_replaced(tmp_path: Path) -> None:
 
 def test_cli_record_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "cli.zarr"
-    for device, message in [("spacemouse", "not available yet"), ("joystick", "unknown device")]:
+    for device, message in [("spacemouse", "no 3Dconnexion SpaceMouse found"), ("joystick", "unknown device")]:
         assert cli_main(["record-demos", "reach", "--device", device, "-n", "1", "--out", str(out)]) == 2
         assert message in capsys.readouterr().err and not out.exists()
     assert cli_main(["record-demos", "nosuchtask", "--out", str(out)]) == 2

@@ -1,0 +1,203 @@
+"""Where a recording's actions come from: the scripted expert, or a person on a teleop device.
+
+Every source answers ``step(env) -> Step`` once per control period: the action to run, the operator's events
+(success / failure label, reset = discard the attempt, pause) and ``hold`` (paused or device disconnected: the
+robot is held and nothing is recorded).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from robot_rl.teleop.config import TeleopConfig
+
+DEFAULT_NOISE = 0.1
+DEVICES = ("scripted", "spacemouse", "gamepad", "keyboard", "ros")
+HUMAN_DEVICES = DEVICES[1:]
+FUNCTION_ORDER = ("gripper", "gripper_close", "gripper_open", "success", "failure", "reset", "pause", "takeover")
+
+
+class DeviceUnavailableError(ValueError):
+    """A demo device that is unknown or cannot be opened (not plugged in, library missing, no terminal)."""
+
+
+@dataclass
+class Step:
+    """One control period of a source."""
+
+    action: np.ndarray
+    events: frozenset[str] = field(default_factory=frozenset)
+    hold: bool = False
+
+
+class ScriptedDevice:
+    """The task's scripted expert on privileged sim state, plus Gaussian noise (std ``noise``, action units)."""
+
+    name = "scripted"
+    human = False
+
+    def __init__(self, noise: float = DEFAULT_NOISE) -> None:
+        if noise < 0:
+            raise ValueError(f"noise must be >= 0, got {noise}")
+        self.noise = float(noise)
+
+    def start(self, env: Any) -> None:
+        if not callable(getattr(env.unwrapped, "expert_action", None)):
+            raise ValueError(f"{env.spec.id if env.spec else env}: this env has no scripted expert "
+                             "(env.unwrapped.expert_action); --device scripted needs a sim task with one")
+
+    def reset(self) -> None:
+        pass
+
+    def step(self, env: Any) -> Step:
+        return Step(np.asarray(env.unwrapped.expert_action(self.noise), np.float32))
+
+    def close(self) -> None:
+        pass
+
+
+class HumanDevice:
+    """A person on a teleop device (:mod:`robot_rl.teleop`): the device's action every step (zero motion and the
+    latched gripper while untouched), its events, and a hold while paused or disconnected."""
+
+    human = True
+
+    def __init__(self, name: str, teleop: TeleopConfig | None = None, device: Any = None) -> None:
+        self.name = name
+        self.cfg = teleop or TeleopConfig(device=name)
+        self.device = device  # opened in start(), when the action size is known, unless given
+        self.paused = False
+        self.connected = True
+
+    def start(self, env: Any) -> None:
+        from robot_rl.spaces import action_dim_of
+        from robot_rl.teleop.factory import TeleopDeviceError, make_device
+
+        dim = action_dim_of(env.action_space)
+        if self.device is None:
+            try:
+                self.device = make_device(self.cfg, dim)
+            except TeleopDeviceError as exc:
+                raise DeviceUnavailableError(str(exc)) from exc
+        if self.device.action_dim != dim:
+            raise ValueError(f"{self.name}: device gives {self.device.action_dim}-D actions, the env takes {dim}-D")
+
+    def reset(self) -> None:
+        self.paused = False
+        if hasattr(self.device, "reset"):
+            self.device.reset()
+
+    def step(self, env: Any) -> Step:
+        reading = self.device.read()
+        if "pause" in reading.events:
+            self.paused = not self.paused
+        self.connected = reading.connected
+        if self.paused or not reading.connected:
+            return Step(hold_action(env), reading.events, hold=True)
+        action = np.asarray(reading.action, np.float32)
+        if not np.all(np.isfinite(action)):
+            raise ValueError(f"{self.name}: device gave a non-finite action {action}")
+        return Step(np.clip(action, -1.0, 1.0), reading.events)
+
+    def controls(self) -> str:
+        """The device's bindings for the operator, e.g. ``w/up: +x; ...; enter: success; backspace: discard``."""
+        found: dict[str, list[str]] = {}
+        for dev in (self.device, getattr(self.device, "device", None), getattr(self.device, "keyboard", None)):
+            for button, function in getattr(getattr(dev, "map", None), "buttons", {}).items():
+                found.setdefault(function, []).append(button)
+        names = {"reset": "discard"}
+        order = sorted(found, key=lambda f: (f[:1] not in "+-", FUNCTION_ORDER.index(f) if f in FUNCTION_ORDER else 0))
+        return "; ".join(f"{'/'.join(found[f])}: {names.get(f, f)}" for f in order) or "no bindings listed"
+
+    def close(self) -> None:
+        if self.device is not None:
+            self.device.close()
+
+
+def hold_action(env: Any) -> np.ndarray:
+    """The env's keep-still action (zeros when it has none)."""
+    hold = getattr(env.unwrapped, "hold_action", None)
+    return np.asarray(hold(), np.float32) if callable(hold) else np.zeros(env.action_space.shape, np.float32)
+
+
+def make_device(name: str, noise: float = DEFAULT_NOISE, teleop: TeleopConfig | None = None,
+                device: Any = None) -> ScriptedDevice | HumanDevice:
+    """The action source called ``name`` (human devices open in ``start``); a clear error for unknown ones."""
+    if name == "scripted":
+        return ScriptedDevice(noise)
+    if name in HUMAN_DEVICES:
+        if teleop is not None and teleop.device not in (name, "none"):
+            raise DeviceUnavailableError(f"--device {name} but the teleop config says device: {teleop.device}")
+        from dataclasses import replace
+
+        return HumanDevice(name, replace(teleop or TeleopConfig(), device=name), device)
+    raise DeviceUnavailableError(f"unknown device {name!r} (devices: {', '.join(DEVICES)})")
+
+
+def copy_obs(obs: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"state": np.array(obs["state"], np.float32)}
+    if "pixels" in obs:
+        out["pixels"] = {k: np.array(v) for k, v in obs["pixels"].items()}
+    return out
+
+
+@dataclass
+class Episode:
+    observations: list[dict[str, Any]]
+    actions: list[np.ndarray] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    terminated: list[bool] = field(default_factory=list)
+    truncated: list[bool] = field(default_factory=list)
+    success: bool = False
+    label: str = "env"
+    discarded: bool = False
+    held_steps: int = 0
+
+
+def run_episode(dev: ScriptedDevice | HumanDevice, env: Any, reset_seed: int, period: float, success_reward: float,
+             hook: Callable[[str, dict[str, Any]], None]) -> Episode:
+    """One attempt: the device steps the env until the env ends it or the operator labels / discards it."""
+    obs, _ = env.reset(seed=reset_seed)
+    dev.reset()
+    ep = Episode([copy_obs(obs)])
+    hardware = bool(getattr(env.unwrapped, "drives_hardware", False))
+    holding, tick = False, time.monotonic()
+    while True:
+        if period:  # a person needs real time; a late step does not make the next ones hurry
+            tick = max(tick + period, time.monotonic() - period)
+            time.sleep(max(0.0, tick - time.monotonic()))
+        step = dev.step(env)
+        if step.hold != holding:
+            holding = step.hold
+            hook("hold" if holding else "resume", {"paused": getattr(dev, "paused", False),
+                                                   "connected": getattr(dev, "connected", True)})
+        if "reset" in step.events:
+            ep.discarded = True
+            return ep
+        if step.hold:
+            ep.held_steps += 1
+            if hardware:  # a robot must be commanded to hold; the sim simply stands still
+                obs, *_ = env.step(step.action)
+                ep.observations[-1] = copy_obs(obs)
+        else:
+            obs, reward, term, trunc, info = env.step(step.action)
+            ep.observations.append(copy_obs(obs))
+            ep.actions.append(np.asarray(step.action, np.float32))
+            ep.rewards.append(float(reward))
+            ep.terminated.append(bool(term))
+            ep.truncated.append(bool(trunc))
+            ep.success = bool(info.get("is_success", False))
+        labels = step.events & {"success", "failure"}
+        if labels and ep.actions:  # the operator's label ends the attempt at the last recorded step
+            ep.success, ep.label = "success" in labels, "key"
+            ep.terminated[-1], ep.truncated[-1] = True, False
+            if ep.success:
+                ep.rewards[-1] = float(success_reward)
+            return ep
+        if ep.actions and (ep.terminated[-1] or ep.truncated[-1]) and not step.hold:
+            return ep

@@ -1,0 +1,174 @@
+"""Recording demos from a person: the real keyboard device on a pty (the test types on the master side) drives
+PickCube through record_demos; keys label success / failure, discard an attempt, pause; the dataset round-trips
+(zarr -> load_transitions / ReplayBuffer / re-simulation), shows per-episode stats, and can be edited."""
+
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from robot_rl.cli import main as cli_main
+from robot_rl.datasets import dataset_stats, read_meta, record_demos, render_episode
+from robot_rl.replay import ReplayBuffer
+from robot_rl.replay.store import load_transitions
+from robot_rl.teleop.config import TeleopConfig
+
+pytestmark = pytest.mark.timeout(120)
+PICK = "robot_rl/PickCube-v0"
+
+
+@pytest.fixture
+def pty():
+    master, slave = os.openpty()
+    yield master, slave
+    for fd in (master, slave):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def typist(master: int, scripts: dict[int, list]) -> tuple[callable, threading.Thread]:
+    """A person at the terminal: when attempt k starts, types ``scripts[k]`` (bytes, or a float = pause)."""
+    starts: queue.Queue = queue.Queue()
+
+    def hook(kind: str, info: dict) -> None:
+        if kind == "episode_start":
+            starts.put(info["attempt"])
+
+    def run() -> None:
+        while True:
+            attempt = starts.get()
+            if attempt is None:
+                return
+            for item in scripts.get(attempt, []):
+                if isinstance(item, float):
+                    time.sleep(item)
+                else:
+                    os.write(master, item)
+                    time.sleep(0.05)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    hook.stop = lambda: starts.put(None)  # type: ignore[attr-defined]
+    return hook, thread
+
+
+def rows_of(arrays: dict[str, np.ndarray], episode: int) -> np.ndarray:
+    rows = np.flatnonzero(arrays["valid"] & (arrays["episode_id"] == episode))
+    return rows[np.argsort(arrays["step"][rows])]
+
+
+def test_keyboard_recording_round_trip(pty, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # the stats table unwrapped
+    master, slave = pty
+    cfg = TeleopConfig(device="keyboard", device_path=os.ttyname(slave), key_hold_s=0.15)
+    hook, thread = typist(master, {
+        0: [b"w"] * 8 + [0.25, b"\r"],  # forward, let go, Enter: success
+        1: [b"r"] * 3 + [0.3, b"\x7f"],  # up, let go, then Backspace: discard this attempt
+        2: [b"a"] * 4 + [b"p", 0.5, b"p"] + [b"a"] * 2 + [b"x"],  # left, pause 0.5 s, resume, left, x: failure
+    })
+    out = tmp_path / "human.zarr"
+    try:
+        stats = record_demos(PICK, 2, out, device="keyboard", teleop=cfg, only_successes=False, progress=False,
+                             on_event=hook)
+    finally:
+        hook.stop()
+        thread.join(5)
+    assert (stats.episodes, stats.attempts, stats.discarded, stats.successes) == (2, 3, 1, 1)
+    meta = read_meta(out)
+    assert meta["device"] == "keyboard" and meta["noise"] is None and meta["rate_hz"] == 20
+    assert meta["teleop"]["key_hold_s"] == 0.15 and meta["complete"]
+    first, second = meta["episodes"]
+    assert (first["success"], first["label"], second["success"], second["label"]) == (True, "key", False, "key")
+    assert second["held_steps"] >= 5 and first["held_steps"] == 0  # paused ~0.5 s at 20 Hz: nothing recorded
+    spec, action_dim, arrays = load_transitions(out)
+    assert action_dim == 4 and sorted(np.unique(arrays["episode_id"][arrays["valid"]])) == [0, 1]
+    ep0, ep1 = rows_of(arrays, 0), rows_of(arrays, 1)
+    assert len(ep0) == first["length"] and len(ep1) == second["length"]
+    forward = np.all(arrays["action"][ep0] == [1, 0, 0, -1], axis=1).sum()
+    left = np.all(arrays["action"][ep1] == [0, 1, 0, -1], axis=1).sum()
+    assert forward >= 5 and left >= 4  # the keys really steered
+    assert not np.any(arrays["action"][ep0][:, 1:3]) and not np.any(arrays["action"][ep1][:, [0, 2]])
+    assert arrays["terminated"][ep0[-1]] and arrays["reward"][ep0[-1]] == 1.0  # the success label
+    assert arrays["terminated"][ep1[-1]] and arrays["reward"][ep1].sum() == 0.0
+    buffer = ReplayBuffer(spec, action_dim)
+    assert buffer.add_dataset(str(out)) == len(ep0) + len(ep1)
+    # The sim stood still while paused, so replaying the stored actions from the reset seed is exact.
+    info = render_episode(out, 1, tmp_path / "ep1.gif", size=32)
+    assert info["source"] == "resimulated" and info["max_state_error"] < 1e-6
+    stats_rows = dataset_stats(out)
+    assert [(s["success"], s["label"], s["held_steps"] > 0) for s in stats_rows] == [(True, "key", False),
+                                                                                    (False, "key", True)]
+    assert cli_main(["demos", "show", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "label" in shown and "held" in shown and "device=keyboard at 20 Hz" in shown and "1 discarded" in shown
+    # Discarding afterwards: episode 0 goes, episode 1 keeps its id, frames and label.
+    assert cli_main(["demos", "discard", str(out), "0"]) == 0
+    _, _, after = load_transitions(out)
+    assert np.array_equal(after["action"][rows_of(after, 1)], arrays["action"][ep1])
+    assert [e["episode_id"] for e in read_meta(out)["episodes"]] == [1] and read_meta(out)["discarded"] == 2
+    assert cli_main(["demos", "discard", str(out), "7"]) == 2 and "no episode(s) [7]" in capsys.readouterr().err
+
+
+def test_ctrl_c_keeps_the_demos_recorded(pty, tmp_path: Path) -> None:
+    master, slave = pty
+    cfg = TeleopConfig(device="keyboard", device_path=os.ttyname(slave), key_hold_s=0.15)
+    hook, thread = typist(master, {0: [b"d"] * 3 + [b"\r"]})
+
+    def interrupt_second(kind: str, info: dict) -> None:
+        hook(kind, info)
+        if kind == "episode_start" and info["attempt"] == 1:
+            raise KeyboardInterrupt  # the operator has had enough
+    out = tmp_path / "stopped.zarr"
+    try:
+        stats = record_demos(PICK, 5, out, device="keyboard", teleop=cfg, progress=False, on_event=interrupt_second)
+    finally:
+        hook.stop()
+        thread.join(5)
+    meta = read_meta(out)
+    assert stats.episodes == 1 and meta["interrupted"] and meta["complete"] and meta["episodes"][0]["success"]
+    assert load_transitions(out)[2]["valid"].sum() == meta["episodes"][0]["length"]
+
+
+def test_cli_record_from_keyboard(pty, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    master, slave = pty
+    config = tmp_path / "teleop.yaml"
+    config.write_text("teleop:\n  key_hold_s: 0.1\n  scale: [0.5]\n")
+    stop = threading.Event()
+
+    def person() -> None:  # keeps pushing forward and pressing Enter until the CLI is done
+        while not stop.is_set():
+            for key in (b"w", b"w", b"w", b"\r"):
+                os.write(master, key)
+                time.sleep(0.06)
+            time.sleep(0.15)
+
+    thread = threading.Thread(target=person, daemon=True)
+    thread.start()
+    out = tmp_path / "cli.zarr"
+    try:
+        code = cli_main(["record-demos", "pickcube", "--device", "keyboard", "--device-path", os.ttyname(slave),
+                         "-n", "1", "--out", str(out), "--teleop-config", str(config), "--no-progress",
+                         "--rate", "50"])
+    finally:
+        stop.set()
+        thread.join(5)
+    assert code == 0, capsys.readouterr().err
+    meta = read_meta(out)
+    assert meta["rate_hz"] == 50 and meta["env_kwargs"] == {}
+    assert meta["episodes"][0]["success"] and meta["teleop"]["scale"] == [0.5]
+    actions = load_transitions(out)[2]["action"]
+    assert np.any(np.all(actions == [0.5, 0, 0, -1], axis=1))  # scale from the YAML
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("teleop:\n  deadzone: 2\n")
+    assert cli_main(["record-demos", "pickcube", "--device", "keyboard", "--teleop-config", str(bad),
+                     "--out", str(tmp_path / "x.zarr")]) == 2
+    assert "deadzone" in capsys.readouterr().err
