@@ -23,11 +23,16 @@ def wait_for(device, check: Callable[[TeleopReading], bool], timeout: float = 3.
         time.sleep(0.005)
 
 
-def collect_events(device, seconds: float) -> list[str]:
-    """Every event ``device`` reports over ``seconds`` (a press must be reported exactly once)."""
+def collect_events(device, until: str, timeout: float = 3.0, settle: float = 0.15) -> list[str]:
+    """Every event ``device`` reports until ``until`` shows up and for ``settle`` seconds after (a press must be
+    reported exactly once, however long it is held)."""
     out: list[str] = []
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    deadline, end = time.monotonic() + timeout, None
+    while end is None or time.monotonic() < end:
         out.extend(sorted(device.read().events))
+        if end is None and until in out:
+            end = time.monotonic() + settle
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {until!r} event in {timeout} s (saw {out})")
         time.sleep(0.005)
     return out
