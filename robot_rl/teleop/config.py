@@ -39,7 +39,8 @@ class TeleopConfig:
     axes: tuple[str, ...] = ()
     """Device axis per action dimension, e.g. ``["y", "-x", "z", "gripper"]``; ``-`` inverts, ``gripper`` is the
     latched gripper command (-1 open, +1 closed), ``0`` is always zero. Empty: the device's default for the
-    action size (4: x y z + gripper, 7: x y z roll pitch yaw + gripper, 2: the car's speed and yaw rate)."""
+    action size (4: x y z + gripper, 7: x y z roll pitch yaw + gripper, 2: the car's speed and yaw rate). On the
+    command line write an inverted axis with a leading space (``--teleop.axes y ' -x' z gripper``), or use YAML."""
     buttons: dict[str, str] = field(default_factory=dict)
     """Device button (keyboard: key name such as ``w``, ``enter``, ``up``; gamepad/Joy: ``b0``, ``b1``...;
     SpaceMouse: ``b0``, ``b1``...) to function: success | failure | reset | pause | gripper | gripper_open |
