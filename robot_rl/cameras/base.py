@@ -74,9 +74,18 @@ class Grab:
     """The source's frame counter, to count frames lost before they reached us."""
 
 
+_offset = [0.0, -math.inf]  # wall - monotonic, and when it was measured
+
+
 def wall_to_monotonic(t_wall: float) -> float:
-    """A wall-clock time (``time.time()`` seconds, e.g. a ROS header stamp) on the ``time.monotonic()`` clock."""
-    return t_wall - (time.time() - time.monotonic())
+    """A wall-clock time (``time.time()`` seconds, e.g. a ROS header stamp) on the ``time.monotonic()`` clock.
+
+    The offset between the clocks is re-measured once a second, not per frame: equal source stamps of different
+    cameras then map to equal timestamps (a per-frame measurement adds microseconds of jitter to the skew)."""
+    now = time.monotonic()
+    if now - _offset[1] > 1.0:
+        _offset[0], _offset[1] = time.time() - time.monotonic(), now
+    return t_wall - _offset[0]
 
 
 def crop_resize(image: np.ndarray, crop: tuple[int, int, int, int] | None, out_hw: tuple[int, int],

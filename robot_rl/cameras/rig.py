@@ -142,13 +142,15 @@ class CameraRig:
                 if skew > cfg.max_skew:
                     late.append(ref_name)  # its next frame is the one that can close the gap
                 if not late:
-                    return self._reading(picked, stamps, skew, (), waited)
+                    return self._reading(picked, stamps, skew, ())
             else:
                 late = missing
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            waited = True
+            if not waited:
+                waited = True
+                self._stats.waited += 1
             # Wait for the camera furthest behind to deliver a newer frame, then look again.
             lag = min(late, key=lambda n: -math.inf if latest[n] is None else latest[n])
             t = latest[lag]
@@ -164,11 +166,10 @@ class CameraRig:
             ages = {n: round(time.monotonic() - t, 3) for n, t in stamps.items()}
             raise SkewError(f"cameras {late} out of bound after {cfg.sync_timeout} s: skew {skew * 1e3:.1f} ms "
                             f"(max {cfg.max_skew * 1e3:.1f}), frame ages {ages}")
-        return self._reading(picked, stamps, skew, tuple(late), waited)
+        return self._reading(picked, stamps, skew, tuple(late))
 
-    def _reading(self, picked: dict[str, Any], stamps: dict[str, float], skew: float, late: tuple[str, ...],
-                 waited: bool) -> RigReading:
-        self._stats.waited += int(waited)
+    def _reading(self, picked: dict[str, Any], stamps: dict[str, float], skew: float,
+                 late: tuple[str, ...]) -> RigReading:
         self._stats.max_skew_seen = max(self._stats.max_skew_seen, skew)
         # Copies: the camera's arrays are shared read-only; an observation is the caller's to keep or modify.
         pixels = {name: np.array(p[0]) for name, p in picked.items()}
