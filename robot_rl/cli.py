@@ -6,6 +6,8 @@
     robot-rl actor --run-dir RUN [--index I]        (likewise)
     robot-rl record-demos TASK [--device scripted] [-n 20] [--out PATH] [--noise 0.1] [--seed 0] [--image-size 0]
     robot-rl demos show PATH [--episode K] [--video out.gif|out.mp4]
+    robot-rl record-frames TASK [--mode sim|keys] [--episodes 40] [--image-size 64] [--out PATH]  (reward frames)
+    robot-rl train-reward FRAMES [FRAMES ...] [--out DIR] [--epochs N]   (success classifier for a learned reward)
     robot-rl launch FILE [name:=value ...] [--print]   (ROS 2 YAML launch file, e.g. launch/sim_arm.launch.yaml)
     robot-rl ros-index PREFIX                        (ament index entries so `ros2 launch robot_rl ...` resolves)
 
@@ -149,6 +151,18 @@ def cmd_demos(argv: list[str]) -> int:
     return demos_main(argv)
 
 
+def cmd_record_frames(argv: list[str]) -> int:
+    from robot_rl.rewards.cli import record_frames_main
+
+    return record_frames_main(argv)
+
+
+def cmd_train_reward(argv: list[str]) -> int:
+    from robot_rl.rewards.cli import train_reward_main
+
+    return train_reward_main(argv)
+
+
 def cmd_launch(argv: list[str]) -> int:
     from robot_rl.ros.launch import main as launch_main
 
@@ -162,7 +176,8 @@ def cmd_ros_index(argv: list[str]) -> int:
 
 
 COMMANDS = {"train": cmd_train, "learner": cmd_learner, "actor": cmd_actor, "eval": cmd_eval,
-            "record-demos": cmd_record_demos, "demos": cmd_demos, "launch": cmd_launch, "ros-index": cmd_ros_index}
+            "record-demos": cmd_record_demos, "demos": cmd_demos, "launch": cmd_launch, "ros-index": cmd_ros_index,
+            "record-frames": cmd_record_frames, "train-reward": cmd_train_reward}
 
 
 def main(argv: list[str] | None = None) -> int:
