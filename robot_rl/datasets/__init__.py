@@ -1,10 +1,12 @@
-"""Demonstration datasets: record them with a device (the scripted expert now; human devices later), generate
-them reproducibly on first use, and look at them (per-episode stats, GIF/MP4 of an episode).
+"""Demonstration datasets: record them with a device (the scripted expert, or a person on a keyboard, gamepad,
+SpaceMouse or ROS 2 teleop input), generate them reproducibly on first use, look at them (per-episode stats,
+GIF/MP4 of an episode) and drop episodes afterwards.
 
 Datasets are replay stores (``robot_rl.replay.store``) with a ``demos`` partition plus ``dataset.json``; load them
 into training with ``ReplayBuffer.add_dataset(path)``.
 """
 
+from robot_rl.datasets.edit import discard_episodes
 from robot_rl.datasets.record import (
     DEFAULT_NOISE,
     DEVICES,
@@ -20,5 +22,5 @@ from robot_rl.datasets.show import dataset_stats, render_episode
 
 __all__ = [
     "DEFAULT_NOISE", "DEVICES", "DeviceUnavailableError", "RecordStats", "dataset_name", "dataset_stats",
-    "ensure_demos", "read_meta", "record_demos", "render_episode", "resolve_env_id",
+    "discard_episodes", "ensure_demos", "read_meta", "record_demos", "render_episode", "resolve_env_id",
 ]
