@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -133,8 +133,6 @@ def make_device(name: str, noise: float = DEFAULT_NOISE, teleop: TeleopConfig | 
     if name in HUMAN_DEVICES:
         if teleop is not None and teleop.device not in (name, "none"):
             raise DeviceUnavailableError(f"--device {name} but the teleop config says device: {teleop.device}")
-        from dataclasses import replace
-
         return HumanDevice(name, replace(teleop or TeleopConfig(), device=name), device)
     raise DeviceUnavailableError(f"unknown device {name!r} (devices: {', '.join(DEVICES)})")
 
@@ -148,6 +146,8 @@ def copy_obs(obs: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class Episode:
+    """What one attempt recorded: T + 1 observations, T of the rest, and how it ended."""
+
     observations: list[dict[str, Any]]
     actions: list[np.ndarray] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
@@ -159,8 +159,8 @@ class Episode:
     held_steps: int = 0
 
 
-def run_episode(dev: ScriptedDevice | HumanDevice, env: Any, reset_seed: int, period: float, success_reward: float,
-             hook: Callable[[str, dict[str, Any]], None]) -> Episode:
+def run_episode(dev: ScriptedDevice | HumanDevice, env: Any, reset_seed: int, period: float,
+                success_reward: float, hook: Callable[[str, dict[str, Any]], None]) -> Episode:
     """One attempt: the device steps the env until the env ends it or the operator labels / discards it."""
     obs, _ = env.reset(seed=reset_seed)
     dev.reset()
@@ -181,9 +181,13 @@ def run_episode(dev: ScriptedDevice | HumanDevice, env: Any, reset_seed: int, pe
             return ep
         if step.hold:
             ep.held_steps += 1
-            if hardware:  # a robot must be commanded to hold; the sim simply stands still
-                obs, *_ = env.step(step.action)
+            if hardware:  # a robot must be commanded to hold (the sim simply stands still): the held period
+                obs, _, term, trunc, _ = env.step(step.action)  # folds into the last transition's next obs
                 ep.observations[-1] = copy_obs(obs)
+                if term or trunc:  # the robot env ended the episode meanwhile (e.g. its time limit)
+                    if ep.actions:
+                        ep.terminated[-1], ep.truncated[-1] = bool(term), bool(trunc and not term)
+                    return ep
         else:
             obs, reward, term, trunc, info = env.step(step.action)
             ep.observations.append(copy_obs(obs))

@@ -172,3 +172,31 @@ def test_cli_record_from_keyboard(pty, tmp_path: Path, capsys: pytest.CaptureFix
     assert cli_main(["record-demos", "pickcube", "--device", "keyboard", "--teleop-config", str(bad),
                      "--out", str(tmp_path / "x.zarr")]) == 2
     assert "deadzone" in capsys.readouterr().err
+
+
+def test_pause_on_a_robot_commands_the_hold(pty) -> None:
+    """On hardware (``drives_hardware``) a pause keeps commanding the hold action every period (a robot whose
+    command stream stops would trip its watchdog); nothing is recorded, the held period folds into the last
+    transition's next observation."""
+    from robot_rl.datasets.sources import HumanDevice, run_episode
+    from robot_rl.envs.make import EnvConfig, make_env
+    from robot_rl.teleop.keyboard import Keyboard
+
+    master, slave = pty
+    env = make_env(EnvConfig(id=PICK))
+    env.unwrapped.drives_hardware = True  # this sim stands in for a robot env
+    dev = HumanDevice("keyboard", device=Keyboard(TeleopConfig(device="keyboard", key_hold_s=0.1), 4, fd=slave))
+    hook, thread = typist(master, {0: [b"w", b"p", 0.4, b"p", 0.15, b"\r"]})
+    try:
+        dev.start(env)
+        hook("episode_start", {"attempt": 0})
+        ep = run_episode(dev, env, 0, 0.02, 1.0, lambda kind, info: None)
+    finally:
+        hook.stop()
+        thread.join(5)
+        dev.close()
+    assert ep.label == "key" and ep.success and ep.held_steps >= 10
+    assert env.unwrapped.steps == len(ep.actions) + ep.held_steps  # the hold was commanded while paused
+    assert len(ep.observations) == len(ep.actions) + 1
+    np.testing.assert_array_equal(ep.observations[-1]["state"], env.unwrapped._obs()["state"])
+    env.close()
