@@ -65,6 +65,9 @@ def record_main(argv: list[str]) -> int:
                              teleop=teleop, rate_hz=args.rate)
     except (ValueError, FileExistsError, RuntimeError, OSError) as exc:
         return fail(exc)
+    except KeyboardInterrupt:
+        print("robot-rl record-demos: interrupted before any demo was kept; nothing written", file=sys.stderr)
+        return 130
     print(stats.summary())
     return 0
 

@@ -239,6 +239,14 @@ def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, An
             task = bar.add_task(f"recording {env_id.split('/')[-1]} ({dev.name})", total=n, info="")
             if dev.human:
                 say(f"[bold]{dev.name}[/]: {dev.controls()}; Ctrl-C stops and keeps the demos so far")
+
+            def notify(kind: str, info: dict[str, Any]) -> None:
+                hook(kind, info)
+                if kind == "hold":
+                    say("paused: the robot is held" if info["connected"] else
+                        f"{dev.name} disconnected: the robot is held until it is back")
+                elif kind == "resume":
+                    say("resumed")
             try:
                 while len(meta["episodes"]) < n:
                     if max_attempts is not None and attempts >= max_attempts:
@@ -250,7 +258,7 @@ def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, An
                     say(f"attempt {attempts}: go ({len(meta['episodes'])}/{n} kept)")
                     attempts += 1
                     t0 = time.monotonic()
-                    ep = run_episode(dev, env, reset_seed, 1.0 / rate if rate else 0.0, success_reward, hook)
+                    ep = run_episode(dev, env, reset_seed, 1.0 / rate if rate else 0.0, success_reward, notify)
                     keep = not ep.discarded and bool(ep.actions) and (ep.success or not only_successes)
                     if keep:
                         k = len(meta["episodes"])
