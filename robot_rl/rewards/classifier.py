@@ -205,8 +205,18 @@ def train_classifier(data: FrameSet | Sequence[FrameSet], cfg: RewardClassifierC
         raise ValueError(f"the training split needs both success and failure frames (it has "
                          f"{int(frames.labels[train_idx].sum())} successes of {len(train_idx)}); record more "
                          "episodes or label both outcomes")
+    threads = torch.get_num_threads()
     if cfg.threads > 0:
         torch.set_num_threads(cfg.threads)
+    try:
+        return _fit(frames, splits, cfg, progress, start)
+    finally:
+        torch.set_num_threads(threads)  # the caller's setting: training is not allowed to change it for good
+
+
+def _fit(frames: FrameSet, splits: dict[str, np.ndarray], cfg: RewardClassifierConfig, progress: bool,
+         start: float) -> TrainResult:
+    train_idx = splits["train"]
     torch.manual_seed(cfg.seed)
     device = torch.device(cfg.device)
     model = RewardClassifier({c: a.shape[1:] for c, a in frames.pixels.items()}, cfg).to(device)

@@ -20,13 +20,15 @@ pytestmark = pytest.mark.timeout(240)
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    torch.set_num_threads(1)  # one thread is several times faster than two on a shared 2-core machine
     root = tmp_path_factory.mktemp("reward")
     frames, out = root / "frames.zarr", root / "classifier"
     assert main(["record-frames", "PickCube", "--episodes", "30", "--max-steps", "60", "--image-size", "64",
                  "--seed", "1", "--out", str(frames), "--no-progress"]) == 0
+    # One torch thread: several times faster than two on a shared 2-core machine (restored after training).
+    threads = torch.get_num_threads()
     assert main(["train-reward", str(frames), "--epochs", "6", "--threads", "1", "--out", str(out),
                  "--no-progress"]) == 0
+    assert torch.get_num_threads() == threads
     return {"frames": frames, "out": out, "meta": json.loads((out / "classifier.json").read_text())}
 
 
@@ -72,7 +74,7 @@ def test_classifier_as_live_sim_reward(trained: dict) -> None:
             for t in range(80):
                 obs, reward, terminated, truncated, info = env.step(env.unwrapped.expert_action(0.05))
                 steps += 1
-                agree += int((info["reward_classifier_prob"] >= clf_threshold(clf)) == info["env_is_success"])
+                agree += int((info["reward_classifier_prob"] >= float(clf.threshold)) == info["env_is_success"])
                 assert 0.0 <= info["reward_classifier_prob"] <= 1.0
                 if info["env_is_success"] and true_first is None:
                     true_first = t
@@ -88,6 +90,3 @@ def test_classifier_as_live_sim_reward(trained: dict) -> None:
     assert all(-3 <= d <= 6 for d in delays), delays
     assert agree / steps >= 0.9
 
-
-def clf_threshold(clf: torch.nn.Module) -> float:
-    return float(clf.threshold)
