@@ -74,17 +74,32 @@ class Grab:
     """The source's frame counter, to count frames lost before they reached us."""
 
 
-_offset = [0.0, -math.inf]  # wall - monotonic, and when it was measured
+_offset = [math.nan, -math.inf]  # wall - monotonic, and when it was measured
+
+
+def _clock_offset() -> float:
+    """``time.time() - time.monotonic()`` from the tightest of three readings (a thread preempted between the
+    two clock reads would otherwise be off by the preemption, milliseconds on a loaded machine)."""
+    best = (math.inf, 0.0)
+    for _ in range(3):
+        a = time.monotonic()
+        w = time.time()
+        b = time.monotonic()
+        best = min(best, (b - a, w - (a + b) / 2))
+    return best[1]
 
 
 def wall_to_monotonic(t_wall: float) -> float:
     """A wall-clock time (``time.time()`` seconds, e.g. a ROS header stamp) on the ``time.monotonic()`` clock.
 
-    The offset between the clocks is re-measured once a second, not per frame: equal source stamps of different
-    cameras then map to equal timestamps (a per-frame measurement adds microseconds of jitter to the skew)."""
+    The offset between the clocks is re-measured once a second and only moves when it changed by more than
+    0.1 ms (clock slew): equal source stamps of different cameras then map to equal timestamps."""
     now = time.monotonic()
     if now - _offset[1] > 1.0:
-        _offset[0], _offset[1] = time.time() - time.monotonic(), now
+        offset = _clock_offset()
+        if not abs(offset - _offset[0]) <= 1e-4:  # also true for the first (nan) measurement
+            _offset[0] = offset
+        _offset[1] = now
     return t_wall - _offset[0]
 
 

@@ -79,8 +79,8 @@ class SoftRealSense:
 
 
 class Injector:
-    """Feeds devices at ``fps`` from one thread; each device's frames stamped ``now + offset`` seconds, so the
-    relative timing of several cameras is exact."""
+    """Feeds devices at ``fps`` from one thread. Tick ``k`` is stamped ``start + k / fps + offset`` (exact, whatever
+    the thread's scheduling jitter on a loaded machine), so the relative timing of several cameras is exact."""
 
     def __init__(self, targets: list[tuple[SoftRealSense, float]], fps: float) -> None:
         self.targets, self.period = list(targets), 1.0 / fps
@@ -89,11 +89,12 @@ class Injector:
         self._thread.start()
 
     def _run(self) -> None:
-        next_t = time.monotonic()
+        next_t, start = time.monotonic(), time.time()
+        k = 0
         while not self._stop.is_set():
-            now = time.time()
             for dev, offset in list(self.targets):
-                dev.inject(now + offset)
+                dev.inject(start + k * self.period + offset)
+            k += 1
             next_t += self.period
             self._stop.wait(max(0.0, next_t - time.monotonic()))
 

@@ -65,7 +65,7 @@ def test_skew_beyond_the_bound_is_refused_or_flagged_within_the_timeout():
         rig.start()
         for _ in range(3):
             t0 = time.monotonic()
-            with pytest.raises(SkewError, match=r"skew 2\d\.\d ms \(max 10\.0\)"):
+            with pytest.raises(SkewError, match=r"skew 2[45]\.\d ms \(max 10\.0\)"):
                 rig.read()
             assert time.monotonic() - t0 < 0.15 + 0.1, "read() must give up after sync_timeout"
         rig.cfg.strict = False
@@ -74,7 +74,7 @@ def test_skew_beyond_the_bound_is_refused_or_flagged_within_the_timeout():
         elapsed = time.monotonic() - t0
     finally:
         stop_all(rig, feed, devs)
-    assert elapsed < 0.25 and reading.late and 0.015 < reading.skew < 0.035
+    assert elapsed < 0.25 and reading.late and reading.skew == pytest.approx(0.025, abs=1e-3)
     stats = rig.stats
     assert stats.out_of_bound == 4 and sum(stats.late.values()) >= 4 and stats.waited == 4
 
