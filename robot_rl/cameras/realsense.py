@@ -51,7 +51,8 @@ class RealSenseDevices:
         found = [(self.serial_of(d), d) for d in self.context.query_devices()]
         with self._lock:
             found += list(reversed(self._announced.items()))
-        return [(s, d) for s, d in found if d.is_connected()]
+        # is_connected() appeared in pyrealsense2 2.56: older versions list only connected devices anyway.
+        return [(s, d) for s, d in found if not hasattr(d, "is_connected") or d.is_connected()]
 
     def find(self, serial: str) -> Any:
         """The connected device with this serial (any device when ``serial`` is empty); CameraError if none."""

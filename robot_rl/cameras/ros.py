@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -53,8 +54,6 @@ class RosCamera(Camera):
         self._msg_cond = threading.Condition()
 
     def _on_msg(self, msg: Any) -> None:  # executor thread: hand over, nothing else
-        import time
-
         with self._msg_cond:
             if self._pending is not None:
                 self._count_skipped(1)

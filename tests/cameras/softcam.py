@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pyrealsense2 as rs
@@ -37,7 +38,8 @@ class SoftRealSense:
         self.number = 0
         self._lock = threading.Lock()
 
-    def _stream(self, sensor, kind, fmt, bpp: int, uid: int, intr) -> rs.video_stream_profile:
+    def _stream(self, sensor: rs.software_sensor, kind: rs.stream, fmt: rs.format, bpp: int, uid: int,
+                intr: rs.intrinsics) -> rs.video_stream_profile:
         vs = rs.video_stream()
         vs.type, vs.index, vs.uid, vs.fmt, vs.bpp = kind, 0, uid, fmt, bpp
         vs.width, vs.height, vs.fps, vs.intrinsics = self.width, self.height, self.fps, intr
@@ -109,7 +111,8 @@ class Injector:
         self._thread.join(timeout=2.0)
 
 
-def wait_until(cond, timeout: float, poll: float = 0.01) -> bool:
+def wait_until(cond: Callable[[], object], timeout: float, poll: float = 0.01) -> bool:
+    """Polls ``cond`` until it is true or ``timeout`` passes; returns its last truth value."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if cond():
