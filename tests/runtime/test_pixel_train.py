@@ -1,0 +1,30 @@
+"""The bundled pixel PickCube config runs end to end with actor and learner processes (small images and budget):
+pixel demos recorded, frames through the shared-memory ring into the replay, conv encoder updates, evaluation."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from robot_rl.cli import resolve_config
+from robot_rl.config import parse
+from robot_rl.runtime.config import TrainConfig
+from robot_rl.runtime.supervisor import train
+
+
+@pytest.mark.timeout(300)
+def test_pixel_pickcube_config_trains_with_processes(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # demos/ is recorded here
+    cfg = parse(TrainConfig, resolve_config("pickcube_pixels"), [
+        "--name", "px", "--runs-dir", str(tmp_path), "--no-progress", "--total-env-steps", "300",
+        "--random-steps", "100", "--learning-starts", "100", "--eval-every", "0", "--eval-episodes", "2",
+        "--checkpoint-every", "0", "--demos", "scripted:2", "--agent.batch-size", "32",
+        "--agent.encoder.conv-channels", "8", "8", "--agent.encoder.conv-strides", "2", "2",
+        "--env.kwargs.image-size", "32"])
+    assert cfg.runtime.processes and cfg.env.kwargs == {"image_size": 32, "object_state": False}
+    run, result = train(cfg)
+    counters = json.loads((run / "status.json").read_text())
+    assert counters["env_steps"] >= 300 and counters["updates"] >= 200, counters
+    assert set(result) >= {"return_mean", "success_rate"}
+    assert list((tmp_path / "demos").glob("PickCube-v0-2-seed0-*.zarr")), "pixel demos were not recorded"
