@@ -79,6 +79,7 @@ class RosLink:
         self.executor.add_node(self.node)
         self.streams: dict[str, Stream] = {}
         self.publishers: dict[str, Any] = {}
+        self.subscriptions: dict[str, Any] = {}
         self._thread = threading.Thread(target=self._spin, name=f"{name}-executor", daemon=True)
         self._thread.start()
         self._closed = False
@@ -96,9 +97,22 @@ class RosLink:
                   stamped: bool = True, latched: bool = False, depth: int = 64) -> Stream:
         stream = Stream(convert, depth, stamped)
         qos: QoSProfile | int = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL) if latched else 10
-        self.node.create_subscription(msg_type, topic, stream, qos)
+        self.subscriptions[key] = self.node.create_subscription(msg_type, topic, stream, qos)
         self.streams[key] = stream
         return stream
+
+    def wait_matched(self, keys: list[str], timeout: float) -> list[str]:
+        """Waits until every subscription in ``keys`` has discovered a publisher (DDS discovery takes from
+        milliseconds to seconds on a loaded machine; messages sent before it completes are lost to this node).
+        Returns the keys still unmatched."""
+        deadline = time.monotonic() + timeout
+        missing = keys
+        while time.monotonic() < deadline:
+            missing = [k for k in keys if self.subscriptions[k].get_publisher_count() == 0]
+            if not missing:
+                return []
+            time.sleep(0.01)
+        return missing
 
     def publisher(self, key: str, msg_type: type, topic: str) -> Any:
         self.publishers[key] = self.node.create_publisher(msg_type, topic, 10)

@@ -10,6 +10,7 @@ control loop only swaps two references between steps. Every chunk goes to the sh
 from __future__ import annotations
 
 import copy
+import dataclasses
 import gc
 import json
 import os
@@ -42,12 +43,25 @@ def row(tree: Any, i: int) -> Any:
     return tree[i]
 
 
+def make_training_env(cfg: TrainConfig) -> Any:
+    """One env as the actor trains on it: with ``reward.path`` set, the learned classifier gives reward and success
+    (the robot_rl task made with ``terminate_on_success=False`` so only the classifier ends successful episodes)."""
+    if not cfg.reward.path:
+        return make_env(cfg.env)
+    env_cfg = cfg.env
+    if env_cfg.id.startswith("robot_rl/"):
+        env_cfg = dataclasses.replace(env_cfg, kwargs={**env_cfg.kwargs, "terminate_on_success": False})
+    from robot_rl.rewards.wrapper import ClassifierReward
+    return ClassifierReward(make_env(env_cfg), cfg.reward.path, cfg.reward)
+
+
 def make_actor_env(cfg: TrainConfig, index: int = 0) -> Any:
-    """The actor's ``runtime.num_envs`` envs as one BatchedEnv, each behind the teleop device when one is set."""
+    """The actor's ``runtime.num_envs`` envs as one BatchedEnv, each with the learned reward when one is set and
+    behind the teleop device when one is set (the human's success/failure events have the last word)."""
     from robot_rl_sim.batched import BatchedEnv  # generic thread-pool batching of any gymnasium env
 
     def make(i: int) -> Any:
-        return wrap_with_teleop(make_env(cfg.env), cfg.teleop, seed=cfg.seed + 1000 * index + i)
+        return wrap_with_teleop(make_training_env(cfg), cfg.teleop, seed=cfg.seed + 1000 * index + i)
     return BatchedEnv([lambda i=i: make(i) for i in range(cfg.runtime.num_envs)])
 
 

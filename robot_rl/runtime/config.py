@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from robot_rl.agents.config import SACConfig
 from robot_rl.envs.make import EnvConfig
 from robot_rl.replay.buffer import ReplayConfig
+from robot_rl.rewards.wrapper import ClassifierRewardConfig
 from robot_rl.teleop.config import TeleopConfig
 
 
@@ -114,6 +116,11 @@ class TrainConfig:
     """Actor/learner processes, transport, rate limiting and crash safety."""
     teleop: TeleopConfig = field(default_factory=TeleopConfig)
     """Who may take over from the policy on the actor's env (a person's device, or the scripted human in sim)."""
+    reward: ClassifierRewardConfig = field(default_factory=ClassifierRewardConfig)
+    """Learned reward (HIL-SERL): with ``reward.path`` set, the actor's envs take reward, success and success
+    termination from this classifier (``robot-rl train-reward``) instead of the env; robot_rl tasks are then made
+    with ``terminate_on_success=False``. Evaluation keeps the env's own success check, so eval figures stay
+    ground truth in sim."""
 
     def validate(self) -> None:
         """Raises ValueError naming the offending field."""
@@ -127,6 +134,11 @@ class TrainConfig:
         self.replay.validate()
         self.runtime.validate()
         self.teleop.validate()
+        if self.reward.path:
+            self.reward.validate()
+            if not (Path(self.reward.path) / "classifier.json").is_file():
+                raise ValueError(f"reward.path: no trained classifier in {self.reward.path!r} (expected the folder "
+                                 "written by robot-rl train-reward, with classifier.json)")
         if self.teleop.device not in ("none", "scripted") and self.runtime.num_actors * self.runtime.num_envs > 1:
             raise ValueError(f"teleop.device {self.teleop.device!r} steers one robot: it needs runtime.num_actors "
                              "= runtime.num_envs = 1")

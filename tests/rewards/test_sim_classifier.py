@@ -90,3 +90,36 @@ def test_classifier_as_live_sim_reward(trained: dict) -> None:
     assert all(-3 <= d <= 6 for d in delays), delays
     assert agree / steps >= 0.9
 
+
+
+def test_train_config_routes_the_learned_reward_to_the_actor(trained: dict, tmp_path) -> None:
+    """`reward.path` puts the classifier between the sim and the actor: the sim no longer ends episodes on its own
+    success check, the actor's batched env reports the classifier's success; a bad path is named at validation."""
+    from robot_rl.config import parse
+    from robot_rl.runtime.actor import make_actor_env
+    from robot_rl.runtime.config import TrainConfig
+
+    yaml = tmp_path / "run.yaml"
+    yaml.write_text("env:\n  id: robot_rl/PickCube-v0\n  max_episode_steps: 80\n  kwargs:\n    image_size: 64\n")
+    cfg = parse(TrainConfig, yaml, ["--reward.path", str(trained["out"]), "--reward.consecutive", "3"])
+    cfg.validate()
+    env = make_actor_env(cfg)
+    try:
+        sim = env.envs[0].unwrapped
+        assert sim.cfg.terminate_on_success is False
+        env.reset(seed=7)
+        decided = None
+        for _ in range(80):
+            _, reward, _, _, info = env.step(sim.expert_action(0.05)[None])
+            if info["done"][0]:
+                decided = (float(reward[0]), bool(info["is_success"][0]), info["final_info"][0])
+                break
+        assert decided is not None, "the classifier never ended the expert's episode"
+        reward, success, final = decided
+        assert reward == 1.0 and success and final["reward_classifier_streak"] >= 3
+        assert "env_is_success" in final
+    finally:
+        env.close()
+    bad = parse(TrainConfig, yaml, ["--reward.path", str(tmp_path / "nothing")])
+    with pytest.raises(ValueError, match="reward.path"):
+        bad.validate()

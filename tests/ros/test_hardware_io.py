@@ -45,6 +45,7 @@ def test_camera_frames_and_injected_latency(graph) -> None:
         link.subscribe("applied", Header, "applied_command", lambda m: (from_stamp(m.stamp), time.time()),
                        stamped=False, depth=10000)
         pub = link.publisher("target", PoseStamped, "controller/target_pose")  # straight to the controller
+        assert not link.wait_matched(["applied"], 30.0), "never discovered the hardware's applied_command"
         while pub.get_subscription_count() == 0:
             time.sleep(0.05)
         sent = []

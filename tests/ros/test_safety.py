@@ -35,6 +35,7 @@ def _probe():
     link.subscribe("diag", DiagnosticArray, "diagnostics",
                    lambda m: {s.name.split("/")[-1]: {kv.key: kv.value for kv in s.values} for s in m.status},
                    depth=1000)
+    assert not link.wait_matched(["target", "state", "diag"], 30.0), "probe never discovered the graph"
     return link
 
 
