@@ -169,6 +169,11 @@ class RosArmEnv(gym.Env):
         if missing:
             self.close()
             raise TimeoutError(f"no messages on {missing} (namespace {cfg.namespace!r}): is the robot graph up?")
+        # Commands sent before DDS discovery matched the safety node's inputs would be dropped silently.
+        unheard = link.wait_subscribed(["target", "gripper"], timeout=cfg.connect_timeout) if cfg.require_safety else []
+        if unheard:
+            self.close()
+            raise TimeoutError(f"nobody subscribes to {unheard} (namespace {cfg.namespace!r}): is the safety node up?")
         if cfg.success_source == "key":
             threading.Thread(target=self._read_keys, daemon=True).start()
 

@@ -105,10 +105,18 @@ class RosLink:
         """Waits until every subscription in ``keys`` has discovered a publisher (DDS discovery takes from
         milliseconds to seconds on a loaded machine; messages sent before it completes are lost to this node).
         Returns the keys still unmatched."""
+        return self._wait(keys, lambda k: self.subscriptions[k].get_publisher_count() > 0, timeout)
+
+    def wait_subscribed(self, keys: list[str], timeout: float) -> list[str]:
+        """Waits until every publisher in ``keys`` has a matched subscriber; returns the keys still unmatched."""
+        return self._wait(keys, lambda k: self.publishers[k].get_subscription_count() > 0, timeout)
+
+    @staticmethod
+    def _wait(keys: list[str], ready: Callable[[str], bool], timeout: float) -> list[str]:
         deadline = time.monotonic() + timeout
         missing = keys
         while time.monotonic() < deadline:
-            missing = [k for k in keys if self.subscriptions[k].get_publisher_count() == 0]
+            missing = [k for k in keys if not ready(k)]
             if not missing:
                 return []
             time.sleep(0.01)
