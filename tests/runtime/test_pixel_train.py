@@ -28,3 +28,12 @@ def test_pixel_pickcube_config_trains_with_processes(tmp_path, monkeypatch) -> N
     assert counters["env_steps"] >= 300 and counters["updates"] >= 200, counters
     assert set(result) >= {"return_mean", "success_rate"}
     assert list((tmp_path / "demos").glob("PickCube-v0-2-seed0-*.zarr")), "pixel demos were not recorded"
+
+
+def test_pixel_config_replay_fits_a_workstation() -> None:
+    """The bundled config at its own image size: replay frame storage stays under 4 GiB (the RAM check in
+    RingStorage refuses to start otherwise, which the small-image run above cannot notice)."""
+    cfg = parse(TrainConfig, resolve_config("pickcube_pixels"), [])
+    rows = cfg.replay.online_capacity + cfg.replay.demos_capacity + cfg.replay.interventions_capacity
+    frame_bytes = 2 * cfg.env.kwargs["image_size"] ** 2 * 3  # front + wrist, uint8 RGB
+    assert rows * frame_bytes < 4 * 2**30, f"{rows * frame_bytes / 2**30:.1f} GiB"
