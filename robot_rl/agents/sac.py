@@ -20,8 +20,9 @@ from safetensors.torch import load_file, save_file
 from robot_rl.agents.bc import bc_term
 from robot_rl.agents.config import SACConfig
 from robot_rl.agents.encoders import ObservationEncoder
+from robot_rl.agents.fused_adam import FusedAdamStep
 from robot_rl.agents.hl_gauss import HLGauss
-from robot_rl.agents.manual_grad import FusedAdamStep, ManualSACStep, supports
+from robot_rl.agents.manual_grad import ManualSACStep, supports
 from robot_rl.agents.networks import EnsembleCritic, TanhGaussianActor
 from robot_rl.spaces import ObsSpec
 
