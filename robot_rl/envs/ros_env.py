@@ -3,7 +3,7 @@
 Same action and observation layout as the sim arm tasks (:mod:`robot_rl_sim.arm_env`), so a policy trained in
 sim runs here unchanged: action ``[dx, dy, dz, gripper]`` in [-1, 1]; state = EE position (3), EE quaternion
 (4, w-x-y-z, sign nearest home), EE linear velocity (3), gripper opening (1), [wrench (6)], [object position (3)];
-pixels = ``camera/<name>/image_raw`` frames.
+pixels = ``camera/<name>/image_raw`` frames, or the frames of a :class:`~robot_rl.cameras.CameraRig` (``rig``).
 
 First safety layer (the safety node applies the same limits again): non-finite actions are replaced by the hold
 action, actions are clipped to [-1, 1], the target pose is clipped to ``max_target_lead`` of the measured EE, to
@@ -33,6 +33,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import register, registry
 
+from robot_rl.cameras.base import wall_to_monotonic
+from robot_rl.cameras.config import RigConfig
+from robot_rl.cameras.rig import CameraRig, pixels_space
+from robot_rl.config import from_dict
 from robot_rl.safety.limits import ArmLimits, check_action, filter_arm_target
 
 HOME_POS = (0.5295, 0.0, 0.2793)
@@ -62,6 +66,9 @@ class RosArmEnvConfig:
     """Side of the camera images (0 = no pixels); must match the camera topics."""
     cameras: tuple[str, ...] = ()
     """Cameras subscribed as camera/<name>/image_raw into obs['pixels']."""
+    rig: RigConfig | None = None
+    """Cameras read through :mod:`robot_rl.cameras` instead (RealSense / OpenCV on this PC, or any ROS 2 image
+    topic, with crop/resize per camera); replaces ``image_size``/``cameras``. Started on the first reset."""
     success_source: str = "topic"
     """"topic" (std_msgs/Bool on ``success``), "key" (Enter on stdin) or "none"."""
     terminate_on_success: bool = True
@@ -89,6 +96,8 @@ class RosArmEnvConfig:
             raise ValueError("success_source must be topic, key or none")
         if self.image_size < 0 or (self.image_size > 0 and not self.cameras):
             raise ValueError("image_size > 0 needs cameras")
+        if self.rig is not None and (self.image_size or self.cameras):
+            raise ValueError("rig replaces image_size/cameras: set one or the other")
 
 
 class RosArmEnv(gym.Env):
@@ -101,6 +110,8 @@ class RosArmEnv(gym.Env):
         cfg = cfg or RosArmEnvConfig()
         if isinstance(overrides.get("limits"), dict):
             overrides["limits"] = ArmLimits(**overrides["limits"])
+        if isinstance(overrides.get("rig"), dict):
+            overrides["rig"] = from_dict(RigConfig, overrides["rig"], "rig")
         for key in ("cameras", "home_pos"):
             if key in overrides:
                 overrides[key] = tuple(overrides[key])
@@ -114,8 +125,11 @@ class RosArmEnv(gym.Env):
         if self.cfg.image_size > 0:
             size = (self.cfg.image_size, self.cfg.image_size, 3)
             spaces["pixels"] = gym.spaces.Dict({c: gym.spaces.Box(0, 255, size, np.uint8) for c in self.cfg.cameras})
+        if self.cfg.rig is not None:
+            spaces["pixels"] = pixels_space({c.name: c.output_shape() for c in self.cfg.rig.cameras})
         self.observation_space = gym.spaces.Dict(spaces)
         self.link = None
+        self.rig: CameraRig | None = None
         self.rejections: dict[str, int] = {}
         self.overruns = 0
         self.steps = 0
@@ -174,6 +188,8 @@ class RosArmEnv(gym.Env):
         if unheard:
             self.close()
             raise TimeoutError(f"nobody subscribes to {unheard} (namespace {cfg.namespace!r}): is the safety node up?")
+        if cfg.rig is not None:
+            self.rig = CameraRig(cfg.rig).start()
         if cfg.success_source == "key":
             threading.Thread(target=self._read_keys, daemon=True).start()
 
@@ -208,6 +224,14 @@ class RosArmEnv(gym.Env):
         if self.cam_keys:
             obs["pixels"] = {k[4:]: snap[k][1] for k in self.cam_keys}
         info = {"stamp": snap[ref][0], "obs_skew": skew}
+        if self.rig is not None:
+            # The rig waits (up to its sync_timeout) for a set within its skew and staleness bounds and counts
+            # the late cameras; its stamps are monotonic, the state's are wall clock.
+            reading = self.rig.read()
+            obs["pixels"] = reading.pixels
+            state_t = wall_to_monotonic(snap[ref][0])
+            info["obs_skew"] = max(skew, *(abs(t - state_t) for t in reading.stamps.values()))
+            info["camera_skew"], info["late_cameras"] = reading.skew, reading.late
         return obs, info
 
     def ee(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -308,6 +332,9 @@ class RosArmEnv(gym.Env):
         return item[1] if item else "unknown"
 
     def close(self) -> None:
+        if self.rig is not None:
+            self.rig.stop()
+            self.rig = None
         if self.link is not None:
             self.link.close()
             self.link = None

@@ -3,7 +3,6 @@ Image and CompressedImage topics, crop/resize, header-stamp timestamps, publishe
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -17,19 +16,9 @@ pytest.importorskip("cv2", reason="opencv not installed (pip install -e '.[camer
 
 from robot_rl.cameras import CameraConfig, CameraRig, RigConfig, make_camera  # noqa: E402
 from tests.cameras.softcam import wait_until  # noqa: E402
-from tests.ros.graph import ROOT, _die_with_parent, new_domain, ros_env  # noqa: E402
+from tests.ros.graph import ROOT, _die_with_parent, ros_env  # noqa: E402
 
 pytestmark = [pytest.mark.ros, pytest.mark.timeout(90)]
-
-
-@pytest.fixture
-def domain(monkeypatch: pytest.MonkeyPatch) -> int:
-    d = new_domain()
-    for k, v in ros_env(d).items():
-        if os.environ.get(k) != v:
-            monkeypatch.setenv(k, v)
-    monkeypatch.delenv("ROS_LOCALHOST_ONLY", raising=False)
-    return d
 
 
 class Publisher:

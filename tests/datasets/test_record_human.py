@@ -23,17 +23,6 @@ pytestmark = pytest.mark.timeout(120)
 PICK = "robot_rl/PickCube-v0"
 
 
-@pytest.fixture
-def pty():
-    master, slave = os.openpty()
-    yield master, slave
-    for fd in (master, slave):
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-
-
 def typist(master: int, scripts: dict[int, list]) -> tuple[callable, threading.Thread]:
     """A person at the terminal: when attempt k starts, types ``scripts[k]`` (bytes, or a float = pause)."""
     starts: queue.Queue = queue.Queue()

@@ -3,26 +3,15 @@ rclpy context is made) and localhost-only discovery; node processes are stopped 
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
 
 pytest.importorskip("rclpy", reason="ROS 2 wheels not installed (pip install -e '.[ros2]')")
 
-from tests.ros.graph import Graph, new_domain, ros_env  # noqa: E402
+from tests.ros.graph import Graph  # noqa: E402
 
 ARM_NODES = ("arm_hardware", "arm_controller", "arm_safety")
-
-
-@pytest.fixture
-def domain(monkeypatch: pytest.MonkeyPatch) -> int:
-    d = new_domain()
-    for k, v in ros_env(d).items():
-        if os.environ.get(k) != v:
-            monkeypatch.setenv(k, v)
-    monkeypatch.delenv("ROS_LOCALHOST_ONLY", raising=False)
-    return d
 
 
 @pytest.fixture

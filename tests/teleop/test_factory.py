@@ -23,17 +23,6 @@ from tests.teleop.test_spacemouse import FakeHid
 pytestmark = pytest.mark.timeout(60)
 
 
-@pytest.fixture
-def pty():
-    master, slave = os.openpty()
-    yield master, slave
-    for fd in (master, slave):
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-
-
 def test_make_device_kinds_and_config_errors() -> None:
     with pytest.raises(ValueError, match="'none'"):
         make_device(TeleopConfig(), 4)

@@ -21,17 +21,6 @@ from tests.teleop.helpers import collect_events, wait_for
 pytestmark = pytest.mark.timeout(30)
 
 
-@pytest.fixture
-def pty():
-    master, slave = os.openpty()
-    yield master, slave
-    for fd in (master, slave):
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-
-
 def test_parse_keys() -> None:
     assert parse_keys(b"wA \r\n\x7f\t") == ["w", "a", "space", "enter", "enter", "backspace", "tab"]
     assert parse_keys(b"\x1b[A\x1b[B\x1bOC\x1b[D\x1b[5~\x1b[6~") == ["up", "down", "right", "left", "pgup", "pgdn"]
