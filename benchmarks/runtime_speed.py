@@ -1,6 +1,6 @@
 """Runtime benchmarks: transitions/s through the local transport, weight-sync latency, actor period jitter.
 
-    python benchmarks/runtime_speed.py [--transitions 20000] [--jitter-seconds 60]
+    python benchmarks/runtime_speed.py [--transitions 20000] [--jitter-seconds 60] [--rt-priority 50]
 
 1. Transport: an actor-side process builds chunks of pixel transitions (2 x 128x128x3 cameras, 17-d state) and
    puts them into its shared-memory ring (with and without the spool write-ahead log); the learner side (this
@@ -128,13 +128,14 @@ def weight_sync(seconds: float) -> dict[str, float]:
             "load_p50": float(np.median(loads)) * 1e3, "n": len(latencies)}
 
 
-def jitter(seconds: float) -> dict[str, float]:
+def jitter(seconds: float, rt_priority: int = 0) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         steps = int(seconds * 20)
         cmd = [sys.executable, "-m", "robot_rl.cli", "train", "pickcube", "--runs-dir", tmp, "--name", "j",
                "--runtime.control-hz", "20", "--total-env-steps", str(steps), "--eval-every", "0",
                "--eval-episodes", "1", "--random-steps", "100", "--learning-starts", "100", "--no-progress",
                "--runtime.max-update-lag", "0",  # as on a robot: the actor never pauses for the learner
+               "--runtime.actor-rt-priority", str(rt_priority),
                # a light learner: this row is about the actor's timing, not learning
                "--agent.num-critics", "2", "--agent.utd", "1", "--agent.hidden-dims", "64", "64"]
         subprocess.run(cmd, check=True, capture_output=True, timeout=seconds * 4 + 300)
@@ -149,21 +150,25 @@ def main() -> None:
     parser.add_argument("--transitions", type=int, default=20_000)
     parser.add_argument("--sync-seconds", type=float, default=10.0)
     parser.add_argument("--jitter-seconds", type=float, default=60.0)
+    parser.add_argument("--rt-priority", type=int, default=0,
+                        help="also measure the jitter with runtime.actor_rt_priority N (SCHED_FIFO)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     print("| quantity | figure |\n|---|---|")
-    for spool in (False, True):
+    for spool in (False, True) if args.transitions > 0 else ():
         rate = transport(args.transitions, spool)
         print(f"| local transport, 2 x 128² pixels, {'ring + spool' if spool else 'ring only'} | "
               f"{rate:,.0f} transitions/s |", flush=True)
-    ws = weight_sync(args.sync_seconds)
-    print(f"| weight sync, {ws['params'] / 1e6:.2f}M-parameter policy, publish -> loaded in the actor | "
-          f"p50 {ws['p50']:.2f} ms, p99 {ws['p99']:.2f} ms (copy + load {ws['load_p50']:.2f} ms; n={ws['n']}) |",
-          flush=True)
-    if args.jitter_seconds > 0:
-        j = jitter(args.jitter_seconds)
-        print(f"| actor period jitter p99 at 20 Hz (PickCube state, {j['steps']} steps) | {j['jitter_p99_ms']:.3f} ms "
-              f"(policy inference {j['infer_ms']:.2f} ms) |")
+    if args.sync_seconds > 0:
+        ws = weight_sync(args.sync_seconds)
+        print(f"| weight sync, {ws['params'] / 1e6:.2f}M-parameter policy, publish -> loaded in the actor | "
+              f"p50 {ws['p50']:.2f} ms, p99 {ws['p99']:.2f} ms (copy + load {ws['load_p50']:.2f} ms; n={ws['n']}) |",
+              flush=True)
+    for prio in ((0, args.rt_priority) if args.rt_priority else (0,)) if args.jitter_seconds > 0 else ():
+        j = jitter(args.jitter_seconds, prio)
+        sched = f"SCHED_FIFO {prio}" if prio else "normal scheduling"
+        print(f"| actor period jitter p99 at 20 Hz (PickCube state, {j['steps']} steps, {sched}) | "
+              f"{j['jitter_p99_ms']:.3f} ms (policy inference {j['infer_ms']:.2f} ms) |", flush=True)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -272,6 +273,8 @@ class Actor:
         gc.collect()
         gc.freeze()  # start-up objects (torch, MuJoCo, zarr) leave the GC's view: no long full collections later
         sys.setswitchinterval(0.001)  # the control loop gets the GIL back from the helper threads within 1 ms
+        if self.rt.actor_rt_priority:
+            set_realtime(self.rt.actor_rt_priority)
         start = time.perf_counter()
         scheduled = start
         last = None
@@ -318,3 +321,14 @@ def sleep_until(deadline: float) -> None:
         time.sleep(remaining - 0.001)
     while time.perf_counter() < deadline:
         pass
+
+
+def set_realtime(priority: int) -> bool:
+    """SCHED_FIFO at ``priority`` for the calling thread only (helper threads keep normal scheduling)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+        return True
+    except (PermissionError, AttributeError, OSError) as err:
+        warnings.warn(f"runtime.actor_rt_priority {priority}: real-time scheduling refused ({err}); "
+                      "running with normal scheduling", RuntimeWarning, stacklevel=2)
+        return False

@@ -58,6 +58,10 @@ class RuntimeConfig:
     learner_nice: int = 5
     """CPU niceness added to the learner process (0-19): when actor and learner share a machine, the actor's
     control loop wins the CPU over learner work such as checkpoint writes."""
+    actor_rt_priority: int = 0
+    """SCHED_FIFO priority (1-99) of the actor's control-loop thread; 0 = normal scheduling. For a robot PC: the
+    loop then preempts every normal process at its wake-up. Needs root, CAP_SYS_NICE or an rtprio limit (else a
+    warning and normal scheduling)."""
     actor_restarts: int = 3
     """The supervisor replaces a dead actor at most this many times."""
     learner_restarts: int = 1
@@ -67,6 +71,8 @@ class RuntimeConfig:
         for name in ("num_actors", "num_envs", "chunk_steps", "ring_slots", "publish_every_updates"):
             if getattr(self, name) < 1:
                 raise ValueError(f"runtime.{name} must be >= 1, got {getattr(self, name)}")
+        if not 0 <= self.actor_rt_priority <= 99:
+            raise ValueError(f"runtime.actor_rt_priority must be in [0, 99], got {self.actor_rt_priority}")
         if not 0 <= self.learner_nice <= 19:
             raise ValueError(f"runtime.learner_nice must be in [0, 19], got {self.learner_nice}")
         for name in ("control_hz", "max_update_lag", "actor_restarts", "learner_restarts", "learner_threads"):

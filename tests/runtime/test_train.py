@@ -98,6 +98,7 @@ def test_yaml_then_cli_precedence_and_field_errors(tmp_path):
     ("--runtime.num-actors", "0", "runtime.num_actors"),
     ("--runtime.flush-seconds", "0", "runtime.flush_seconds"),
     ("--runtime.warmup", "expert", "warmup"),
+    ("--runtime.actor-rt-priority", "120", "runtime.actor_rt_priority"),
 ])
 def test_cli_reports_bad_values_naming_the_field(tmp_path, flag, value, field):
     exe = [sys.executable, "-m", "robot_rl.cli", "train", "pendulum", "--runs-dir", str(tmp_path)]
