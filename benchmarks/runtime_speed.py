@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,7 @@ from robot_rl.agents.config import SACConfig
 from robot_rl.agents.sac import SACAgent
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
 from robot_rl.runtime import shm
+from robot_rl.runtime.actor import set_realtime
 from robot_rl.runtime.chunks import ChunkBuilder, chunk_specs, ingest_chunk
 from robot_rl.runtime.spool import SpoolWriter
 from robot_rl.spaces import ObsSpec
@@ -102,7 +104,7 @@ def publish_loop(name: str, seconds: float) -> None:
     board.close()
 
 
-def weight_sync(seconds: float) -> dict[str, float]:
+def weight_sync(seconds: float, rt_priority: int = 0) -> dict[str, float]:
     cfg = SACConfig(hidden_dims=(1024, 1024), num_critics=2)
     agent = SACAgent(ObsSpec(17), 6, cfg)
     params = sum(v.numel() for v in agent.policy_state().values())
@@ -110,6 +112,8 @@ def weight_sync(seconds: float) -> dict[str, float]:
     board = shm.WeightBoard(name, agent.policy_state(), create=True)
     proc = mp.get_context("spawn").Process(target=publish_loop, args=(name, seconds))
     proc.start()
+    if rt_priority:  # as the actor's weight thread with runtime.actor_rt_priority
+        set_realtime(max(1, rt_priority - 1))
     latencies, loads, seen = [], [], 0
     while proc.is_alive() or board.version > seen:
         if board.version > seen:
@@ -124,6 +128,8 @@ def weight_sync(seconds: float) -> dict[str, float]:
         time.sleep(0.001)  # the actor's weight thread polls every 5 ms; 1 ms here isolates the copy cost
     proc.join()
     board.close(unlink=True)
+    if rt_priority:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
     return {"params": params, "p50": float(np.median(latencies)), "p99": float(np.percentile(latencies, 99)),
             "load_p50": float(np.median(loads)) * 1e3, "n": len(latencies)}
 
@@ -159,9 +165,10 @@ def main() -> None:
         rate = transport(args.transitions, spool)
         print(f"| local transport, 2 x 128² pixels, {'ring + spool' if spool else 'ring only'} | "
               f"{rate:,.0f} transitions/s |", flush=True)
-    if args.sync_seconds > 0:
-        ws = weight_sync(args.sync_seconds)
-        print(f"| weight sync, {ws['params'] / 1e6:.2f}M-parameter policy, publish -> loaded in the actor | "
+    for prio in ((0, args.rt_priority) if args.rt_priority else (0,)) if args.sync_seconds > 0 else ():
+        ws = weight_sync(args.sync_seconds, prio)
+        sched = f"SCHED_FIFO {max(1, prio - 1)}" if prio else "normal scheduling"
+        print(f"| weight sync, {ws['params'] / 1e6:.2f}M-parameter policy, publish -> loaded in the actor ({sched}) | "
               f"p50 {ws['p50']:.2f} ms, p99 {ws['p99']:.2f} ms (copy + load {ws['load_p50']:.2f} ms; n={ws['n']}) |",
               flush=True)
     for prio in ((0, args.rt_priority) if args.rt_priority else (0,)) if args.jitter_seconds > 0 else ():

@@ -135,6 +135,8 @@ class Actor:
     def _weights_loop(self) -> None:
         """Background: copy a newer published policy into the standby agent (the control loop swaps)."""
         reported = False
+        if self.rt.actor_rt_priority:  # just below the control loop: fresh weights load without a scheduler stall
+            set_realtime(max(1, self.rt.actor_rt_priority - 1))
         while not self._stop.is_set():
             try:
                 self._poll_weights()
