@@ -1,7 +1,7 @@
 """Pixel path speed on this machine: learner updates/s and actor inference time for pixel PickCube (front + wrist
 cameras), our pixel path vs a naive one, and a profile of one learner update.
 
-    MUJOCO_GL=egl python benchmarks/pixel_speed.py [--sizes 64 128] [--batch 256] [--seconds 6] [--profile]
+    MUJOCO_GL=egl python benchmarks/pixel_speed.py [--sizes 64 128] [--batch 256] [--seconds 6] [--profile] [--bundled]
 
 Ours: uint8 NHWC frames go to the learner as they are stored; conversion to float happens there as one op on a
 channels-last view, random-shift augmentation is one batched gather. Naive (for comparison only, built here by
@@ -23,12 +23,12 @@ from robot_rl.agents.config import EncoderConfig
 from robot_rl.spaces import ObsSpec
 
 
-def pixel_spec(size: int) -> ObsSpec:
+def pixel_spec(size: int, **kwargs: object) -> ObsSpec:
     import gymnasium as gym
 
     import robot_rl_sim  # noqa: F401
 
-    env = gym.make("robot_rl/PickCube-v0", image_size=size)
+    env = gym.make("robot_rl/PickCube-v0", **{"image_size": size, **kwargs})
     spec = ObsSpec.from_space(env.observation_space)
     env.close()
     return spec
@@ -89,6 +89,8 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--seconds", type=float, default=6.0)
     p.add_argument("--profile", action="store_true", help="print the top ops of a profiled update (first size)")
+    p.add_argument("--bundled", action="store_true",
+                   help="also the agent of robot_rl/configs/pickcube_pixels.yaml (its critics, batch, image size)")
     args = p.parse_args()
     rng = np.random.default_rng(0)
     rows = []
@@ -119,6 +121,19 @@ def main() -> None:
     print("|---|---|---|---|---|")
     for size, ours, naive, med, p99 in rows:
         print(f"| 2x{size}² | {ours:.1f} | {naive:.1f} | {ours / naive:.2f}x | {med:.2f} / {p99:.2f} ms |")
+    if args.bundled:
+        from robot_rl.cli import resolve_config
+        from robot_rl.config import parse
+        from robot_rl.runtime.config import TrainConfig
+
+        run = parse(TrainConfig, resolve_config("pickcube_pixels"), [])
+        spec, cfg = pixel_spec(**run.env.kwargs), run.agent
+        agent = SACAgent(spec, 4, cfg)
+        rate = updates_per_s(agent, [batch(spec, cfg.batch_size, rng) for _ in range(3)], args.seconds)
+        med, p99 = inference_ms(agent, random_obs(spec, (), rng))
+        print(f"| pickcube_pixels.yaml ({cfg.num_critics} critics, batch {cfg.batch_size}, "
+              f"2x{run.env.kwargs['image_size']}², no object state) | {rate:.1f} updates/s | actor {med:.2f} / "
+              f"{p99:.2f} ms |")
 
 
 if __name__ == "__main__":
