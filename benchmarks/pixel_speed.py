@@ -20,6 +20,7 @@ import torch.nn.functional as F
 
 from robot_rl.agents import SACAgent, SACConfig, encoders
 from robot_rl.agents.config import EncoderConfig
+from robot_rl.replay.storage import SOURCE_CODE
 from robot_rl.spaces import ObsSpec
 
 
@@ -42,7 +43,10 @@ def random_obs(spec: ObsSpec, lead: tuple[int, ...], rng: np.random.Generator) -
 def batch(spec: ObsSpec, b: int, rng: np.random.Generator) -> dict:
     return {"obs": random_obs(spec, (1, b), rng), "next_obs": random_obs(spec, (1, b), rng),
             "action": rng.uniform(-1, 1, (1, b, 4)).astype(np.float32),
-            "reward": rng.standard_normal((1, b)).astype(np.float32), "terminated": np.zeros((1, b), bool)}
+            "reward": rng.standard_normal((1, b)).astype(np.float32), "terminated": np.zeros((1, b), bool),
+            # half the rows demos, as the 50/50 mix gives (the BC term reads these)
+            "source": np.repeat([SOURCE_CODE["online"], SOURCE_CODE["demo"]], [b - b // 2, b // 2])[None],
+            "intervened": np.zeros((1, b), bool)}
 
 
 def naive_to_float(frames: torch.Tensor) -> torch.Tensor:
@@ -127,7 +131,8 @@ def main() -> None:
         from robot_rl.runtime.config import TrainConfig
 
         run = parse(TrainConfig, resolve_config("pickcube_pixels"), [])
-        spec, cfg = pixel_spec(**run.env.kwargs), run.agent
+        kwargs = dict(run.env.kwargs)
+        spec, cfg = pixel_spec(kwargs.pop("image_size"), **kwargs), run.agent
         agent = SACAgent(spec, 4, cfg)
         rate = updates_per_s(agent, [batch(spec, cfg.batch_size, rng) for _ in range(3)], args.seconds)
         med, p99 = inference_ms(agent, random_obs(spec, (), rng))
