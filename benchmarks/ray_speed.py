@@ -22,12 +22,14 @@ from collections import deque
 from pathlib import Path
 
 import numpy as np
+import synthetic_chunks
 import yaml
+from synthetic_chunks import pixel_chunks
 
 from robot_rl.config import to_dict
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
 from robot_rl.runtime import shm
-from robot_rl.runtime.chunks import ChunkBuilder, chunk_specs, ingest_chunk
+from robot_rl.runtime.chunks import chunk_specs, ingest_chunk
 from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.names import actor_dir, ring_name
 from robot_rl.runtime.ray_gateway import Gateway, require_token_auth
@@ -57,30 +59,17 @@ class Pusher:
         from robot_rl.runtime.spool import SpoolWriter
 
         spec = ObsSpec(state_dim, {"front": (SIZE, SIZE, 3), "wrist": (SIZE, SIZE, 3)})
-        frames = np.random.default_rng(0).integers(0, 255, (8, SIZE, SIZE, 3), np.uint8)
-        builder = ChunkBuilder(spec, ACTION_DIM, CHUNK)
         spool = SpoolWriter(spool_dir) if spool_dir else None
         ray.get(gateway.join.remote(uid, 0, 1))
-
-        def obs(k: int) -> dict:
-            return {"state": np.full(state_dim, k, np.float32),
-                    "pixels": {"front": frames[k % 8], "wrist": frames[(k + 3) % 8]}}
-
         inflight: deque = deque()
-        seq = t = 0
         start = time.perf_counter()
-        while t < transitions:
-            builder.add(0, obs(t), np.zeros(ACTION_DIM, np.float32), 0.0, False, (t + 1) % 100 == 0, obs(t + 1))
-            t += 1
-            if builder.full or t == transitions:
-                chunk = builder.take()
-                if spool is not None:
-                    spool.write(seq, chunk)
-                inflight.append(gateway.push.remote(uid, seq, save_np({k: np.ascontiguousarray(v)
-                                                                       for k, v in chunk.items()})))
-                seq += 1
-                while len(inflight) >= 4:
-                    ray.get(inflight.popleft())
+        for seq, chunk in pixel_chunks(spec, ACTION_DIM, CHUNK, transitions):
+            if spool is not None:
+                spool.write(seq, chunk)
+            inflight.append(gateway.push.remote(uid, seq, save_np({k: np.ascontiguousarray(v)
+                                                                   for k, v in chunk.items()})))
+            while len(inflight) >= 4:
+                ray.get(inflight.popleft())
         ray.get(list(inflight))
         if spool is not None:
             spool.flush()
@@ -142,6 +131,7 @@ def main() -> None:
     require_token_auth()
     import ray
 
+    ray.cloudpickle.register_pickle_by_value(synthetic_chunks)  # the Ray workers do not have benchmarks/ on their path
     ray.init(address="local", num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
              logging_level="WARNING")
     try:

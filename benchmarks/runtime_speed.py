@@ -26,13 +26,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from synthetic_chunks import pixel_chunks
 
 from robot_rl.agents.config import SACConfig
 from robot_rl.agents.sac import SACAgent
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
 from robot_rl.runtime import shm
 from robot_rl.runtime.actor import set_realtime
-from robot_rl.runtime.chunks import ChunkBuilder, chunk_specs, ingest_chunk
+from robot_rl.runtime.chunks import chunk_specs, ingest_chunk
 from robot_rl.runtime.spool import SpoolWriter
 from robot_rl.spaces import ObsSpec
 
@@ -42,27 +43,14 @@ PUBLISH_START = 12  # a spare weight-board header word: the benchmark's publishe
 
 
 def produce(ring_name: str, spool_dir: str | None, transitions: int) -> None:
-    rng = np.random.default_rng(0)
-    frames = rng.integers(0, 255, (8, 128, 128, 3), np.uint8)
-    builder = ChunkBuilder(SPEC, ACTION_DIM, CHUNK)
     ring = shm.ChunkRing(ring_name, chunk_specs(SPEC, ACTION_DIM))
     spool = SpoolWriter(spool_dir) if spool_dir else None
-    seq, t = 0, 0
-
-    def obs(k: int) -> dict:
-        return {"state": np.full(17, k, np.float32), "pixels": {"front": frames[k % 8], "wrist": frames[(k + 3) % 8]}}
-
-    while t < transitions:
-        builder.add(0, obs(t), np.zeros(ACTION_DIM, np.float32), 0.0, False, (t + 1) % 100 == 0, obs(t + 1))
-        t += 1
-        if builder.full or t == transitions:
-            chunk = builder.take()
-            if spool is not None:
-                spool.write(seq, chunk)
-            while not ring.put(chunk, seq):  # benchmark: wait for room instead of relying on the spool
-                ring.header[shm.DROPPED] -= 1
-                time.sleep(0.0002)
-            seq += 1
+    for seq, chunk in pixel_chunks(SPEC, ACTION_DIM, CHUNK, transitions):
+        if spool is not None:
+            spool.write(seq, chunk)
+        while not ring.put(chunk, seq):  # benchmark: wait for room instead of relying on the spool
+            ring.header[shm.DROPPED] -= 1
+            time.sleep(0.0002)
     if spool is not None:
         spool.flush()
         spool.close()

@@ -189,7 +189,11 @@ class RosArmEnv(gym.Env):
             self.close()
             raise TimeoutError(f"nobody subscribes to {unheard} (namespace {cfg.namespace!r}): is the safety node up?")
         if cfg.rig is not None:
-            self.rig = CameraRig(cfg.rig).start()
+            try:
+                self.rig = CameraRig(cfg.rig).start()
+            except Exception:
+                self.close()
+                raise
         if cfg.success_source == "key":
             threading.Thread(target=self._read_keys, daemon=True).start()
 

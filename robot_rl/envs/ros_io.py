@@ -143,14 +143,7 @@ class RosLink:
 
     def wait_for(self, keys: list[str], timeout: float) -> list[str]:
         """Waits until every stream in ``keys`` has a message; returns the ones still missing."""
-        deadline = time.monotonic() + timeout
-        missing = keys
-        while time.monotonic() < deadline:
-            missing = [k for k in keys if self.streams[k].latest() is None]
-            if not missing:
-                return []
-            time.sleep(0.01)
-        return missing
+        return self._wait(keys, lambda k: self.streams[k].latest() is not None, timeout)
 
     def snapshot(self, keys: list[str], reference: str) -> tuple[dict[str, tuple[float, Any]], float]:
         """Synchronised values: the newest ``reference`` item, and for every other key the buffered item nearest

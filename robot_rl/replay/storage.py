@@ -71,7 +71,7 @@ class RingStorage:
             raise ValueError(f"replay capacity must be >= 2, got {capacity}")
         self.spec, self.action_dim, self.capacity = spec, action_dim, int(capacity)
         specs = array_specs(spec, action_dim)
-        need = sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize for shape, dtype in specs.values()) * capacity
+        need = self.bytes_needed(spec, action_dim, capacity)
         free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else need
         if spec.cameras and need > free:
             raise MemoryError(f"a replay partition of capacity {capacity} with cameras needs {need / 2**30:.1f} GiB "
@@ -85,6 +85,12 @@ class RingStorage:
         self.num_transitions = 0  # valid rows currently stored
         self.total_added = 0  # transitions ever added (monotonic)
         self._pending: dict[int, int] = {}  # stream -> row holding that stream's latest next-obs
+
+    @staticmethod
+    def bytes_needed(spec: ObsSpec, action_dim: int, capacity: int) -> int:
+        """Memory of a partition of ``capacity`` rows (what ``__init__`` checks against the free RAM)."""
+        return sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                   for shape, dtype in array_specs(spec, action_dim).values()) * int(capacity)
 
     # ----------------------------------------------------------------- writing
     def _write_obs(self, obs: Mapping[str, Any]) -> int:

@@ -325,16 +325,22 @@ def save_classifier(model: RewardClassifier, path: str | Path, extra: Mapping[st
     return path
 
 
+def check_saved(path: str | Path) -> Path:
+    """``path`` as a Path if it holds a saved classifier's two files, else FileNotFoundError saying what is missing."""
+    path = Path(path)
+    if not (path / META).is_file() or not (path / WEIGHTS).is_file():
+        raise FileNotFoundError(f"{path}: not a saved reward classifier (needs {META} and {WEIGHTS}; "
+                                "train one with `robot-rl train-reward`)")
+    return path
+
+
 def load_classifier(path: str | Path, device: str = "cpu") -> RewardClassifier:
     """A classifier saved by :func:`save_classifier` (in eval mode on ``device``), its threshold included."""
     from safetensors.torch import load_file
 
     from robot_rl.config import ConfigError, from_dict
 
-    path = Path(path)
-    if not (path / META).is_file() or not (path / WEIGHTS).is_file():
-        raise FileNotFoundError(f"{path}: not a saved reward classifier (needs {META} and {WEIGHTS}; "
-                                "train one with `robot-rl train-reward`)")
+    path = check_saved(path)
     meta = json.loads((path / META).read_text())
     if meta.get("format") != FORMAT:
         raise ValueError(f"{path / META}: not a reward classifier (format {meta.get('format')!r})")

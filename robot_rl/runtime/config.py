@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Literal
 
 from robot_rl.agents.config import SACConfig
@@ -142,9 +141,12 @@ class TrainConfig:
         self.teleop.validate()
         if self.reward.path:
             self.reward.validate()
-            if not (Path(self.reward.path) / "classifier.json").is_file():
-                raise ValueError(f"reward.path: no trained classifier in {self.reward.path!r} (expected the folder "
-                                 "written by robot-rl train-reward, with classifier.json)")
+            from robot_rl.rewards.classifier import check_saved
+
+            try:
+                check_saved(self.reward.path)
+            except FileNotFoundError as exc:
+                raise ValueError(f"reward.path: {exc}") from None
         if self.teleop.device not in ("none", "scripted") and self.runtime.num_actors * self.runtime.num_envs > 1:
             raise ValueError(f"teleop.device {self.teleop.device!r} steers one robot: it needs runtime.num_actors "
                              "= runtime.num_envs = 1")

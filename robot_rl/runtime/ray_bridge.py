@@ -42,7 +42,7 @@ from safetensors.numpy import save as save_np
 from robot_rl.runtime import shm
 from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.names import actor_dir, board_name, run_key
-from robot_rl.runtime.ray_gateway import STATS, Gateway, config_from_text, require_token_auth  # noqa: F401
+from robot_rl.runtime.ray_gateway import STATS, Gateway, config_from_text, require_token_auth
 from robot_rl.runtime.spool import spool_file, trim
 from robot_rl.runtime.supervisor import Supervisor
 

@@ -33,7 +33,15 @@ def test_pixel_pickcube_config_trains_with_processes(tmp_path, monkeypatch) -> N
 def test_pixel_config_replay_fits_a_workstation() -> None:
     """The bundled config at its own image size: replay frame storage stays under 4 GiB (the RAM check in
     RingStorage refuses to start otherwise, which the small-image run above cannot notice)."""
+    from robot_rl.envs.make import make_env
+    from robot_rl.replay.storage import RingStorage
+    from robot_rl.spaces import ObsSpec, action_dim_of
+
     cfg = parse(TrainConfig, resolve_config("pickcube_pixels"), [])
-    rows = cfg.replay.online_capacity + cfg.replay.demos_capacity + cfg.replay.interventions_capacity
-    frame_bytes = 2 * cfg.env.kwargs["image_size"] ** 2 * 3  # front + wrist, uint8 RGB
-    assert rows * frame_bytes < 4 * 2**30, f"{rows * frame_bytes / 2**30:.1f} GiB"
+    env = make_env(cfg.env)
+    spec, action_dim = ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space)
+    env.close()
+    assert set(spec.cameras) == {"front", "wrist"}
+    need = sum(RingStorage.bytes_needed(spec, action_dim, getattr(cfg.replay, f"{name}_capacity"))
+               for name in ("online", "demos", "interventions"))
+    assert need < 4 * 2**30, f"{need / 2**30:.1f} GiB"

@@ -31,7 +31,7 @@ from robot_rl.spaces import ObsSpec
 from .test_processes import tiny, wait_for
 
 ray = pytest.importorskip("ray")
-from robot_rl.runtime.ray_bridge import Gateway, require_token_auth  # noqa: E402
+from robot_rl.runtime.ray_gateway import Gateway, require_token_auth  # noqa: E402
 
 CLI = [sys.executable, "-m", "robot_rl.cli"]
 SPEC = ObsSpec(3)  # Pendulum-v1
