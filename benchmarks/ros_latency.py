@@ -1,14 +1,18 @@
 """ROS 2 path benchmark: command -> safety -> impedance controller -> MuJoCo hardware -> state round trip at 100 Hz,
 actor period jitter on the ROS 2 env at 20 Hz, and the scripted expert's PickCube success through ROS 2 vs pure sim.
 
-    MUJOCO_GL=egl .venv/bin/python benchmarks/ros_latency.py [--seconds 20] [--steps 400] [--episodes 20]
+    MUJOCO_GL=egl .venv/bin/python benchmarks/ros_latency.py [--graph stack|separate] [--rt-priority 50]
+        [--physics-dt 0.002] [--seconds 20] [--steps 400] [--episodes 20]
         [--run-dir RUN]     (also a trained PickCube run's policy, pure sim vs ROS 2)
 
-Every node runs in its own process over Fast DDS (localhost discovery, a private ROS_DOMAIN_ID). Round trip: the
-benchmark publishes a target pose stamped t0 on ``policy/target_pose``; the safety node forwards it with the same
-stamp, the controller computes efforts for it at once and stamps them t0, the hardware applies them at its next
-2 ms physics step and, with the joint state of that step, publishes ``applied_command`` stamped t0; the round trip
-is its arrival time minus t0 (so it includes up to one physics period of waiting for the next step).
+``--graph stack`` (default): hardware, controller and safety filter composed in one process (``arm_stack``, the
+controller evaluated in the 1 kHz physics loop as ros2_control does); ``separate``: each in its own process. The
+benchmark is a process of its own either way (Fast DDS, localhost discovery, a private ROS_DOMAIN_ID). Round trip:
+the benchmark publishes a target pose stamped t0 on ``policy/target_pose`` (at 100 Hz, each at a random 0-2 ms
+phase); the safety filter passes it on with the same stamp, the controller computes efforts for it (separate: at
+once, published stamped t0; stack: at the next control step), the hardware applies them at its next physics step
+and, after the joint state of that step, publishes ``applied_command`` stamped t0; the round trip is its arrival
+time minus t0 (so it includes up to one physics period of waiting for the next step).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from robot_rl.utils.process import set_realtime  # noqa: E402
 from tests.ros.conftest import wait_ready  # noqa: E402
 from tests.ros.experts import run_episode  # noqa: E402
 from tests.ros.graph import Graph, ros_env  # noqa: E402
@@ -47,8 +52,9 @@ def round_trip(seconds: float, rate: float = 100.0) -> dict:
 
     link = RosLink("latency_bench")
     try:
+        # Arrival is stamped on a receive thread of its own (no executor latency: it would be measured, not the path).
         link.subscribe("applied", Header, "applied_command", lambda m: (from_stamp(m.stamp), time.time()),
-                       stamped=False, depth=100000)
+                       stamped=False, depth=100000, fast=True)
         link.subscribe("pose", PoseStamped, "ee_pose", lambda m: pose_arrays(m.pose))
         link.subscribe("diag", DiagnosticArray, "diagnostics",
                        lambda m: {s.name.split("/")[-1]: {kv.key: kv.value for kv in s.values} for s in m.status},
@@ -58,9 +64,14 @@ def round_trip(seconds: float, rate: float = 100.0) -> dict:
         while pub.get_subscription_count() == 0:
             time.sleep(0.05)
         home, quat = link.streams["pose"].latest()[1]
+        link.node.destroy_subscription(link.subscriptions.pop("pose"))  # not needed while measuring
         sent: list[float] = []
         tick = time.monotonic()
+        rng = np.random.default_rng(0)
         for k in range(int(seconds * rate)):
+            # A random phase (0-2 ms) per command: the physics loop's period divides 10 ms, so commands sent on
+            # the tick would meet it at one fixed phase for the whole run and report that phase's wait only.
+            time.sleep(rng.uniform(0.0, 0.002))
             t0 = time.time()
             offset = 0.002 * np.array([np.sin(k / 10), np.cos(k / 10), 0.0])  # small moves: no limit acts
             pub.publish(pose_stamped(home + offset, quat, t0))
@@ -153,19 +164,38 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=20, help="expert episodes (each of pure sim and ROS 2)")
     parser.add_argument("--domain", type=int, default=201)
     parser.add_argument("--run-dir", default=None, help="also compare this PickCube run's policy: sim vs ROS 2")
+    parser.add_argument("--graph", choices=("separate", "stack"), default="stack",
+                        help="stack: hardware + controller + safety composed in one process (arm_stack); separate: "
+                             "each in its own process")
+    parser.add_argument("--physics-dt", type=float, default=0.0,
+                        help="hardware physics/control period (s); 0 = the node's default (stack 1 ms, separate 2 ms)")
+    parser.add_argument("--rt-priority", type=int, default=0,
+                        help="SCHED_FIFO priority for the nodes and this process (the actor side); 0 = normal")
+    parser.add_argument("--round-trip-only", action="store_true", help="skip the jitter and success measurements")
     args = parser.parse_args()
     os.environ.update(ros_env(args.domain))
+    if args.rt_priority:
+        set_realtime(args.rt_priority, "--rt-priority")  # before rclpy: its threads inherit it
     graph = Graph(args.domain, Path(tempfile.mkdtemp(prefix="ros_bench_")))
-    for node in ("arm_hardware", "arm_controller", "arm_safety"):
-        graph.start(node)
+    node_args = ("--rt-priority", str(args.rt_priority)) if args.rt_priority else ()
+    params = ("-p", f"physics_dt:={args.physics_dt}") if args.physics_dt else ()
+    if args.graph == "stack":
+        graph.start("arm_stack", *params, args=node_args)
+    else:
+        graph.start("arm_hardware", *params, args=node_args)
+        graph.start("arm_controller", args=node_args)
+        graph.start("arm_safety", args=node_args)
     try:
         wait_ready(graph, "arm_hardware", "arm_safety")
-        result = {"round_trip_100hz": round_trip(args.seconds), "actor_jitter_20hz": actor_jitter(args.steps),
-                  "expert_pickcube": expert_success(args.episodes)}
+        result = {"round_trip_100hz": round_trip(args.seconds)}
+        if not args.round_trip_only:
+            result |= {"actor_jitter_20hz": actor_jitter(args.steps), "expert_pickcube": expert_success(args.episodes)}
         if args.run_dir:
             result["checkpoint_pickcube"] = checkpoint_success(args.run_dir, args.episodes)
     finally:
         graph.stop()
+    result["setup"] = {"graph": args.graph, "physics_dt": args.physics_dt or "default",
+                       "rt_priority": args.rt_priority}
     print(json.dumps(result, indent=2))
 
 

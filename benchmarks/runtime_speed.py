@@ -32,10 +32,10 @@ from robot_rl.agents.config import SACConfig
 from robot_rl.agents.sac import SACAgent
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
 from robot_rl.runtime import shm
-from robot_rl.runtime.actor import set_realtime
 from robot_rl.runtime.chunks import chunk_specs, ingest_chunk
 from robot_rl.runtime.spool import SpoolWriter
 from robot_rl.spaces import ObsSpec
+from robot_rl.utils.process import set_realtime
 
 SPEC = ObsSpec(17, {"front": (128, 128, 3), "wrist": (128, 128, 3)})
 ACTION_DIM, CHUNK = 4, 64

@@ -62,7 +62,10 @@ class ArmControllerConfig:
 class ArmControllerNode(Node):
     """The impedance controller (see the module docstring)."""
 
-    def __init__(self, cfg: ArmControllerConfig | None = None, name: str = "arm_controller") -> None:
+    def __init__(self, cfg: ArmControllerConfig | None = None, name: str = "arm_controller",
+                 topics: bool = True) -> None:
+        """``topics=False``: no subscriptions or command publishers; the owner calls ``update``/``set_target``/
+        ``set_gripper`` and routes ``send_gripper`` (the composed arm stack, ``robot_rl_sim.ros_arm_stack``)."""
         super().__init__(name)
         self.cfg = declare_config(self, cfg or ArmControllerConfig())
         self.model = mujoco.MjModel.from_xml_string(build_arm_xml(()))
@@ -76,7 +79,7 @@ class ArmControllerNode(Node):
         site = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, EE_SITE)
         self.arm = MujocoArmState(m, site, range(int(self.vadr[0]), int(self.vadr[0]) + len(ARM_JOINTS)),
                                   self.cfg.gains)
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # _on_target holds it across set_target
         self.target_pos: np.ndarray | None = None
         self.target_quat: np.ndarray | None = None
         self.target_stamp = None
@@ -85,16 +88,22 @@ class ArmControllerNode(Node):
         self.gripper_cmd: float | None = None
         self.last_state_time: float | None = None
         self.updates = 0
-        self.pub_effort = self.create_publisher(JointState, "joint_command", 10)
-        self.pub_array = self.create_publisher(Float64MultiArray, "effort_controller/commands", 10)
-        self.pub_gripper = self.create_publisher(Float64, "gripper_command", 10)
-        # The 500 Hz state stream gets its own thread (robot_rl.ros.fast_sub) and depth 1: when the controller
-        # falls behind it skips to the newest state instead of working off a backlog.
-        self.state_sub = FastSubscription(self, JointState, "joint_states", self._on_state)
         self._names: list[str] = []
         self._order: list[int] = []
         self._out = JointState(name=list(ARM_JOINTS))
-        self.target_sub = FastSubscription(self, PoseStamped, "controller/target_pose", self._on_target)
+        self.send_gripper = lambda opening: None
+        """Where gripper commands go (the composed arm stack hands them to the hardware directly)."""
+        self.subs: list[FastSubscription] = []
+        if not topics:
+            return
+        self.pub_effort = self.create_publisher(JointState, "joint_command", 10)
+        self.pub_array = self.create_publisher(Float64MultiArray, "effort_controller/commands", 10)
+        pub_gripper = self.create_publisher(Float64, "gripper_command", 10)
+        self.send_gripper = lambda opening: pub_gripper.publish(Float64(data=opening))
+        # The 500 Hz state stream gets its own thread (robot_rl.ros.fast_sub) and depth 1: when the controller
+        # falls behind it skips to the newest state instead of working off a backlog.
+        self.subs = [FastSubscription(self, JointState, "joint_states", self._on_state),
+                     FastSubscription(self, PoseStamped, "controller/target_pose", self._on_target)]
         self.create_subscription(Float64, "controller/gripper", self._on_gripper, 10)
 
     def _on_state(self, msg: JointState) -> None:
@@ -104,10 +113,17 @@ class ArmControllerNode(Node):
                 return
             self._names, self._order = list(msg.name), [index[n] for n in self.joint_names]
         pos, vel = np.asarray(msg.position)[self._order], np.asarray(msg.velocity)[self._order]
+        tau = self.update(pos, vel, msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+        if tau is not None:
+            self._publish_effort(tau)
+
+    def update(self, pos: np.ndarray, vel: np.ndarray, t: float) -> np.ndarray | None:
+        """One control update from the measured arm + finger joint positions/velocities (the 9 joints of
+        ``joint_names``) at time ``t`` (s): the efforts for the current target, None for a non-finite state.
+        The node calls it on every joint state; the composed arm stack calls it in the physics loop."""
         if not (np.all(np.isfinite(pos)) and np.all(np.isfinite(vel))):
             self.get_logger().error("non-finite joint state ignored", throttle_duration_sec=1.0)
-            return
-        t = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
+            return None
         with self.lock:
             d = self.data
             d.qpos[self.qadr], d.qvel[self.vadr] = pos, vel
@@ -116,35 +132,49 @@ class ArmControllerNode(Node):
             self.have_state = True
             if self.target_pos is None:  # hold the first measured pose until a target arrives
                 self.target_pos, self.target_quat = self.arm.pos.copy(), self.arm.quat.copy()
-            self._publish_effort()
+            tau = self._torques()
             self._step_gripper(t)
+            return tau
 
     def _on_target(self, msg: PoseStamped) -> None:
         pos, quat = pose_arrays(msg.pose)
+        with self.lock:
+            if self.set_target(pos, quat, msg.header.stamp) and self.have_state:
+                self._publish_effort(self._torques())
+
+    def set_target(self, pos: np.ndarray, quat: np.ndarray, stamp: object = None) -> bool:
+        """New target pose (base frame, quaternion wxyz) tracked from the next update; ``stamp`` (a ROS time) is
+        echoed with the efforts for latency tracing. A non-finite target is ignored (returns False)."""
         norm = float(np.linalg.norm(quat))
         if not (np.all(np.isfinite(pos)) and np.isfinite(norm) and norm > 0.5):
             self.get_logger().error("non-finite target ignored", throttle_duration_sec=1.0)
-            return
+            return False
         with self.lock:
-            self.target_pos, self.target_quat, self.target_stamp = pos, quat / norm, msg.header.stamp
-            if self.have_state:
-                self._publish_effort()
+            self.target_pos, self.target_quat, self.target_stamp = np.asarray(pos, np.float64), quat / norm, stamp
+        return True
 
     def _on_gripper(self, msg: Float64) -> None:
-        if np.isfinite(msg.data):
-            self.gripper_goal = float(np.clip(msg.data, 0.0, self.cfg.max_opening))
+        self.set_gripper(msg.data)
 
-    def _publish_effort(self) -> None:
+    def set_gripper(self, opening: float) -> None:
+        """Gripper goal opening (m), clipped to [0, max_opening]; non-finite values are ignored."""
+        if np.isfinite(opening):
+            self.gripper_goal = float(np.clip(opening, 0.0, self.cfg.max_opening))
+
+    def _torques(self) -> np.ndarray:
         tau = self.arm.torques(self.target_pos, self.target_quat, np.asarray(self.cfg.posture, np.float64))
         if not np.all(np.isfinite(tau)):  # never forward a non-finite effort: brake-hold with bias only
             tau = self.arm.bias.copy()
+        self.updates += 1
+        return tau
+
+    def _publish_effort(self, tau: np.ndarray) -> None:
         out = self._out
         out.header.stamp = self.target_stamp if self.target_stamp is not None else self.get_clock().now().to_msg()
         out.effort = tau.tolist()
         self.pub_effort.publish(out)
         if self.cfg.publish_array:
             self.pub_array.publish(Float64MultiArray(data=tau.tolist()))
-        self.updates += 1
 
     def _step_gripper(self, t: float) -> None:
         """Moves the gripper command towards the goal at most ``gripper_max_speed`` (publishes on change)."""
@@ -162,12 +192,12 @@ class ArmControllerNode(Node):
         self.last_state_time = t
         if cmd is None or new != cmd or self.updates % 50 == 0:
             self.gripper_cmd = new
-            self.pub_gripper.publish(Float64(data=new))
+            self.send_gripper(new)
 
 
     def close(self) -> None:
-        self.state_sub.close()
-        self.target_sub.close()
+        for sub in self.subs:
+            sub.close()
 
 
 def main(argv: list[str] | None = None) -> int:

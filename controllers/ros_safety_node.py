@@ -29,8 +29,8 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import Bool, Float64, String
 from std_srvs.srv import Trigger
 
-from robot_rl.ros.fast_sub import FastSubscription
-from robot_rl.ros.msgs import pose_arrays, pose_stamped
+from robot_rl.ros.fast_sub import FastSubscription, PolledSubscription
+from robot_rl.ros.msgs import pose_arrays, pose_stamped, to_stamp
 from robot_rl.ros.params import declare_config
 from robot_rl.safety.limits import (
     ArmLimits,
@@ -215,7 +215,10 @@ class _SafetyBase(Node):
 class ArmSafetyNode(_SafetyBase):
     """Arm command filter (see the module docstring)."""
 
-    def __init__(self, cfg: ArmSafetyConfig | None = None, name: str = "arm_safety") -> None:
+    def __init__(self, cfg: ArmSafetyConfig | None = None, name: str = "arm_safety", composed: bool = False) -> None:
+        """``composed=True`` (the composed arm stack): ``policy/target_pose`` is taken by the owner's loop
+        calling ``poll_target()``, and ``ee_pose``/``wrench`` are not subscribed (the owner calls ``_on_ee_pose``/
+        ``_on_wrench`` with its messages)."""
         self.ee_pos: np.ndarray | None = None
         self.ee_quat: np.ndarray | None = None
         self.force: np.ndarray | None = None
@@ -226,17 +229,30 @@ class ArmSafetyNode(_SafetyBase):
         self.hold_pose: tuple[np.ndarray, np.ndarray] | None = None
         super().__init__(name, cfg or ArmSafetyConfig())
         self.pub_target = self.create_publisher(PoseStamped, "controller/target_pose", 10)
-        self.pub_gripper = self.create_publisher(Float64, "controller/gripper", 10)
+        pub_gripper = self.create_publisher(Float64, "controller/gripper", 10)
+        self.send_target = lambda pos, quat, stamp: self.pub_target.publish(pose_stamped(pos, quat, stamp))
+        """Where filtered targets go: ``send_target(pos, quat, stamp)`` (stamp: builtin_interfaces/Time)."""
+        self.send_gripper = lambda opening: pub_gripper.publish(Float64(data=opening))
+        """Where filtered gripper openings go (the composed arm stack calls the controller directly)."""
         self.create_subscription(Float64, "policy/gripper", self._on_gripper, 10)
-        self.subs = [FastSubscription(self, PoseStamped, "policy/target_pose", self._on_target),
-                     FastSubscription(self, PoseStamped, "ee_pose", self._on_ee_pose),
-                     FastSubscription(self, WrenchStamped, "wrench", self._on_wrench)]
+        self.target_poll = PolledSubscription(self, PoseStamped, "policy/target_pose") if composed else None
+        self.subs = [] if composed else [FastSubscription(self, PoseStamped, "policy/target_pose", self._on_target),
+                                         FastSubscription(self, PoseStamped, "ee_pose", self._on_ee_pose),
+                                         FastSubscription(self, WrenchStamped, "wrench", self._on_wrench)]
         self.start()
 
     def close(self) -> None:
         super().close()
         for sub in self.subs:
             sub.close()
+        if self.target_poll is not None:
+            self.target_poll.close()
+
+    def poll_target(self) -> None:
+        """Composed form: takes the newest waiting target (if any) and filters it, on the caller's thread."""
+        msg = self.target_poll.poll()
+        if msg is not None:
+            self._on_target(msg)
 
     def _on_ee_pose(self, msg: PoseStamped) -> None:
         pos, quat = pose_arrays(msg.pose)
@@ -264,9 +280,7 @@ class ArmSafetyNode(_SafetyBase):
             if "nonfinite" in reasons:
                 return
             self.last_pos, self.last_quat, self.last_time = pos, quat, now
-            out = PoseStamped(header=msg.header)
-            out.pose = pose_stamped(pos, quat, 0.0).pose
-            self.pub_target.publish(out)
+            self.send_target(pos, quat, msg.header.stamp)
             self.forwarded += 1
 
     def _on_gripper(self, msg: Float64) -> None:
@@ -279,7 +293,7 @@ class ArmSafetyNode(_SafetyBase):
             if "nonfinite" in reasons:
                 return
             self.last_gripper = value
-            self.pub_gripper.publish(Float64(data=value))
+            self.send_gripper(value)
 
     def _hold(self) -> None:
         """Target := the measured EE pose (the controller then brings the arm to rest there)."""
@@ -289,7 +303,7 @@ class ArmSafetyNode(_SafetyBase):
         quat = self.last_quat if self.last_quat is not None else self.ee_quat
         self.hold_pose = (pos, quat)
         self.last_pos, self.last_quat, self.last_time = pos, quat, time.monotonic()
-        self.pub_target.publish(pose_stamped(pos, quat, time.time()))
+        self.send_target(pos, quat, to_stamp(time.time()))
 
 
 class CarSafetyNode(_SafetyBase):

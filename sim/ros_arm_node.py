@@ -31,6 +31,7 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -80,12 +81,17 @@ class ArmHardwareConfig:
     """Without an effort command for this long (s) the arm brakes (gravity compensation + damping)."""
     brake_damping: float = 5.0
     """Joint damping (N m s/rad) of the brake."""
+    physics_dt: float = 0.0
+    """Physics step and control period (s) of the hardware loop; 0 = the task model's own timestep (2 ms, as in
+    pure sim). 0.001 runs it at 1 kHz, the rate of a Franka arm's torque interface."""
     reset_teleports_arm: bool = False
     """``~/reset`` also puts the arm back at home (sim convenience; a real arm is moved home by the controller)."""
 
     def validate(self) -> None:
         if self.task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}")
+        if not 0 <= self.physics_dt <= 0.01:
+            raise ValueError("physics_dt must be in [0, 0.01] s (0 = the model's timestep)")
         if self.aux_rate_hz <= 0 or self.camera_rate_hz <= 0 or self.command_timeout <= 0:
             raise ValueError("aux_rate_hz, camera_rate_hz and command_timeout must be > 0")
         if min(self.command_latency, self.state_latency, self.joint_noise, self.pose_noise, self.image_size) < 0:
@@ -105,6 +111,8 @@ class ArmHardwareNode(Node):
         self.env = getattr(arm_tasks, f"{cfg.task}Env")(image_size=0)
         self.env.reset(seed=cfg.seed)
         self.model, self.data = self.env.model, self.env.data
+        if cfg.physics_dt > 0:
+            self.model.opt.timestep = cfg.physics_dt
         self.dt = float(self.model.opt.timestep)
         self.rng = np.random.default_rng(cfg.seed + 1)
         self.joint_names = list(ARM_JOINTS) + list(FINGER_JOINTS)
@@ -117,7 +125,13 @@ class ArmHardwareNode(Node):
         self.obj_body = next((mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, b)
                               for b in ("cube", "peg", "target") if mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY,
                                                                                        b) >= 0), -1)
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # re-entered when the composed controller sends a gripper command
+        self.in_loop: Callable[[np.ndarray, np.ndarray, float], tuple[np.ndarray, object] | None] | None = None
+        """A controller run in the physics loop before every step: (joint pos, vel, time) -> (efforts, echo stamp)
+        or None (the composed arm stack, ``robot_rl_sim.ros_arm_stack``)."""
+        self.pre_step: Callable[[], None] | None = None
+        """Called at the top of every physics step, before the due inputs are taken (the composed stack reads its
+        command topic here)."""
         self._cmd_queue: deque[tuple[float, str, object]] = deque()
         self._out_queue: deque[tuple[float, object, object]] = deque()
         self.effort = np.zeros(len(ARM_JOINTS))
@@ -151,9 +165,11 @@ class ArmHardwareNode(Node):
         self._thread.start()
 
     # ------------------------------------------------------------ inputs
-    def _enqueue(self, kind: str, value: object) -> None:
-        with self.lock:
-            self._cmd_queue.append((time.time() + self.cfg.command_latency, kind, value))
+    def enqueue(self, kind: str, value: object) -> None:
+        """Queues an input to act at the first physics step after ``command_latency``: ``effort`` ((efforts,
+        stamp)), ``gripper`` (opening, m) or ``call`` (a function called in the physics loop). No lock: deque
+        appends and pops are atomic, and the physics loop holds ``lock`` for a whole step."""
+        self._cmd_queue.append((time.time() + self.cfg.command_latency, kind, value))
 
     def _on_joint_command(self, msg: JointState) -> None:
         effort = np.asarray(msg.effort, np.float64)
@@ -165,15 +181,15 @@ class ArmHardwareNode(Node):
             effort = effort[[index[j] for j in ARM_JOINTS]]
         if effort.shape != (len(ARM_JOINTS),):
             return
-        self._enqueue("effort", (effort, msg.header.stamp))
+        self.enqueue("effort", (effort, msg.header.stamp))
 
     def _on_array_command(self, msg: Float64MultiArray) -> None:
         effort = np.asarray(msg.data, np.float64)
         if effort.shape == (len(ARM_JOINTS),):
-            self._enqueue("effort", (effort, None))
+            self.enqueue("effort", (effort, None))
 
     def _on_gripper(self, msg: Float64) -> None:
-        self._enqueue("gripper", float(msg.data))
+        self.enqueue("gripper", float(msg.data))
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         env, d = self.env, self.data
@@ -196,19 +212,25 @@ class ArmHardwareNode(Node):
         while q and q[0][0] <= now:
             _, kind, value = q.popleft()
             if kind == "effort":
-                effort, stamp = value
-                self.efforts_total += 1
-                if not (np.all(np.isfinite(effort)) and np.all(np.abs(effort) <= self.torque_limits)):
-                    self.bad_efforts += 1  # counted at the input: what reached the hardware unchecked
-                if not np.all(np.isfinite(effort)):
-                    continue
-                self.effort = np.clip(effort, -self.torque_limits, self.torque_limits)
-                self.max_gap = max(self.max_gap, now - self.last_effort_time)
-                self.effort_stamp, self.last_effort_time = stamp, now
-                self.applied_new, self.braking = stamp is not None, False
-                self.commands_received += 1
+                self._take_effort(*value, now)
+            elif kind == "call":  # an in-process input (the composed stack's target), delayed like the others
+                value()
             elif np.isfinite(value):
                 self.data.ctrl[self.env.grip_ctrl] = 0.5 * float(np.clip(value, 0.0, 2 * FINGER_MAX))
+
+    def _take_effort(self, effort: np.ndarray, stamp: object, now: float) -> None:
+        """Hardware-side limits: efforts outside the joint torque limits or non-finite are not applied."""
+        self.efforts_total += 1
+        if not (np.all(np.isfinite(effort)) and np.all(np.abs(effort) <= self.torque_limits)):
+            self.bad_efforts += 1  # counted at the input: what reached the hardware unchecked
+        if not np.all(np.isfinite(effort)):
+            return
+        self.effort = np.clip(effort, -self.torque_limits, self.torque_limits)
+        self.max_gap = max(self.max_gap, now - self.last_effort_time)
+        self.applied_new = self.applied_new or (stamp is not None and stamp != self.effort_stamp)
+        self.effort_stamp, self.last_effort_time = stamp, now
+        self.braking = False
+        self.commands_received += 1
 
     # ------------------------------------------------------------ loop
     def _loop(self) -> None:
@@ -234,9 +256,15 @@ class ArmHardwareNode(Node):
                 time.sleep(delay)
             elif delay < -0.1:  # fell far behind (e.g. a debugger): resynchronise instead of racing
                 t0 += -delay
+            if self.pre_step is not None:
+                self.pre_step()
             now = time.time()
             with self.lock:
                 self._apply_commands(now)
+                if self.in_loop is not None:  # composed controller: read -> update -> write, as ros2_control
+                    out = self.in_loop(d.qpos[self.qadr], d.qvel[self.vadr], now)
+                    if out is not None:
+                        self._take_effort(*out, now)
                 arm = self.env.arm_ctrl
                 if now - self.last_effort_time > cfg.command_timeout:
                     self.braking = True

@@ -19,6 +19,7 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 
+from robot_rl.ros.fast_sub import FastSubscription
 from robot_rl.ros.msgs import from_stamp
 
 
@@ -80,6 +81,7 @@ class RosLink:
         self.streams: dict[str, Stream] = {}
         self.publishers: dict[str, Any] = {}
         self.subscriptions: dict[str, Any] = {}
+        self._fast: list[FastSubscription] = []
         self._thread = threading.Thread(target=self._spin, name=f"{name}-executor", daemon=True)
         self._thread.start()
         self._closed = False
@@ -94,10 +96,18 @@ class RosLink:
             pass
 
     def subscribe(self, key: str, msg_type: type, topic: str, convert: Callable[[Any], Any],
-                  stamped: bool = True, latched: bool = False, depth: int = 64) -> Stream:
+                  stamped: bool = True, latched: bool = False, depth: int = 64, fast: bool = False) -> Stream:
+        """Buffers ``convert(msg)`` of ``topic`` in ``streams[key]`` (the last ``depth``). ``fast``: served by a
+        thread of its own (:class:`robot_rl.ros.fast_sub.FastSubscription`: no executor latency; only the newest
+        message when several are waiting) — for latency-critical streams."""
         stream = Stream(convert, depth, stamped)
-        qos: QoSProfile | int = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL) if latched else 10
-        self.subscriptions[key] = self.node.create_subscription(msg_type, topic, stream, qos)
+        if fast:
+            sub = FastSubscription(self.node, msg_type, topic, stream)
+            self._fast.append(sub)
+            self.subscriptions[key] = sub.sub
+        else:
+            qos: QoSProfile | int = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL) if latched else 10
+            self.subscriptions[key] = self.node.create_subscription(msg_type, topic, stream, qos)
         self.streams[key] = stream
         return stream
 
@@ -168,6 +178,8 @@ class RosLink:
         self._closed = True
         atexit.unregister(self.close)
         try:
+            for sub in self._fast:
+                sub.close()
             self.executor.shutdown(timeout_sec=1.0)
             self.node.destroy_node()
         finally:

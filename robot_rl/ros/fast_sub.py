@@ -20,16 +20,49 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 
 
+def hidden_subscription(node: Node, msg_type: type, topic: str) -> Any:
+    """A depth-1 subscription the node's executor never sees (messages are taken by its owner only)."""
+    sub = node.create_subscription(msg_type, topic, lambda _: None, 1)
+    node._subscriptions.remove(sub)
+    for handler in sub.event_handlers:  # QoS events (e.g. message lost at depth 1) would wake the executor
+        node.remove_waitable(handler)
+    return sub
+
+
+def take_newest(sub: Any) -> Any | None:
+    """The newest waiting message of ``sub`` (older ones are dropped), or None; never blocks."""
+    newest = None
+    with sub.handle:
+        while (taken := sub.handle.take_message(sub.msg_type, sub.raw)) is not None:
+            newest = taken[0]
+    return newest
+
+
+class PolledSubscription:
+    """A subscription taken by its owner's own loop: ``poll()`` returns the newest message or None without
+    waiting — no thread, no wake-up, no GIL hand-over (the composed arm stack polls its command topic once per
+    physics step, as a ros2_control loop reads its command buffer)."""
+
+    def __init__(self, node: Node, msg_type: type, topic: str) -> None:
+        self.sub = hidden_subscription(node, msg_type, topic)
+        self.received = 0
+
+    def poll(self) -> Any | None:
+        msg = take_newest(self.sub)
+        self.received += msg is not None
+        return msg
+
+    def close(self) -> None:
+        self.sub.destroy()
+
+
 class FastSubscription:
     """``FastSubscription(node, msg_type, topic, callback)``: ``callback(msg)`` runs on this object's thread with
     the newest message (older queued ones are dropped: depth 1). ``close()`` stops the thread."""
 
     def __init__(self, node: Node, msg_type: type, topic: str, callback: Callable[[Any], None],
                  poll: float = 0.05) -> None:
-        self.sub = node.create_subscription(msg_type, topic, lambda _: None, 1)
-        node._subscriptions.remove(self.sub)  # hidden from the executor: only this thread takes its messages
-        for handler in self.sub.event_handlers:  # QoS events (e.g. message lost at depth 1) would wake it too
-            node.remove_waitable(handler)
+        self.sub = hidden_subscription(node, msg_type, topic)
         self.callback, self.context, self.poll_ns = callback, node.context, int(poll * 1e9)
         self.received = 0
         self._stop = threading.Event()
@@ -46,9 +79,7 @@ class FastSubscription:
                 wait_set.wait(self.poll_ns)
                 if sub.handle.pointer not in wait_set.get_ready_entities("subscription"):
                     continue
-                newest = None
-                while (taken := sub.handle.take_message(sub.msg_type, sub.raw)) is not None:
-                    newest = taken[0]
+            newest = take_newest(sub)
             if newest is not None:
                 self.received += 1
                 self.callback(newest)

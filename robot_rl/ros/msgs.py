@@ -27,9 +27,9 @@ def set_pose(pose: Pose, pos: np.ndarray, quat: np.ndarray) -> Pose:
     return pose
 
 
-def pose_stamped(pos: np.ndarray, quat: np.ndarray, t: float, frame: str = "base") -> PoseStamped:
+def pose_stamped(pos: np.ndarray, quat: np.ndarray, t: float | Time, frame: str = "base") -> PoseStamped:
     msg = PoseStamped()
-    msg.header.stamp = to_stamp(t)
+    msg.header.stamp = t if isinstance(t, Time) else to_stamp(t)
     msg.header.frame_id = frame
     set_pose(msg.pose, pos, quat)
     return msg

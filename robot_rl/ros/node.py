@@ -17,6 +17,8 @@ from rclpy.executors import Executor, ExternalShutdownException, MultiThreadedEx
 from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
+from robot_rl.utils.process import set_realtime
+
 
 def make_executor(kind: str = "single", threads: int = 2) -> Executor:
     """``single`` / ``multi``: rclpy's Python executors. (rclpy.experimental's EventsExecutor delivered no
@@ -26,25 +28,45 @@ def make_executor(kind: str = "single", threads: int = 2) -> Executor:
     return SingleThreadedExecutor()
 
 
-def run_node(make: Callable[[], Node], argv: list[str] | None = None, executor: str = "single",
+def pop_rt_priority(argv: list[str]) -> tuple[int, list[str]]:
+    """``--rt-priority N`` (before ``--ros-args``) taken out of a node's command line: (N or 0, the rest).
+    N is 1-99, or 0 for normal scheduling (what a launch file's default passes)."""
+    end = argv.index("--ros-args") if "--ros-args" in argv else len(argv)
+    if "--rt-priority" not in argv[:end]:
+        return 0, argv
+    i = argv.index("--rt-priority")
+    if i + 1 >= end or not argv[i + 1].isdigit() or not 0 <= int(argv[i + 1]) <= 99:
+        raise SystemExit("--rt-priority needs a priority 1-99 (0 = normal scheduling)")
+    return int(argv[i + 1]), argv[:i] + argv[i + 2:]
+
+
+def run_node(make: Callable[[], Node | list[Node]], argv: list[str] | None = None, executor: str = "single",
              threads: int = 2) -> int:
-    """Builds the node with ``make()`` after ``rclpy.init(args=argv)`` and spins it until SIGINT/SIGTERM; then
-    calls its ``close()`` (if any), destroys it and shuts rclpy down. Returns the process exit code."""
-    rclpy.init(args=sys.argv if argv is None else argv, signal_handler_options=SignalHandlerOptions.NO)
+    """Builds the node (or the nodes of a composed process) with ``make()`` after ``rclpy.init(args=argv)`` and
+    spins it until SIGINT/SIGTERM; then calls each node's ``close()`` (if any), destroys it and shuts rclpy down.
+    Returns the process exit code. ``--rt-priority N`` on the command line: SCHED_FIFO N for the whole process,
+    set before rclpy starts so every thread (Fast DDS's, the physics loop, the receive threads) has it, as a
+    ros2_control controller manager runs its loop; refused without root/CAP_SYS_NICE (a warning)."""
+    priority, args = pop_rt_priority(list(sys.argv if argv is None else argv))
+    if priority:
+        set_realtime(priority, "--rt-priority")
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    node = None
+    nodes: list[Node] = []
     try:
-        node = make()
+        made = make()
+        nodes = made if isinstance(made, list) else [made]
         ex = make_executor(executor, threads)
-        ex.add_node(node)
+        for node in nodes:
+            ex.add_node(node)
         while not stop.is_set() and rclpy.ok():
             ex.spin_once(timeout_sec=0.1)
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
-        if node is not None:
+        for node in reversed(nodes):
             close = getattr(node, "close", None)
             if close is not None:
                 close()

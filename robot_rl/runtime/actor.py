@@ -17,7 +17,6 @@ import os
 import sys
 import threading
 import time
-import warnings
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from robot_rl.runtime.names import actor_dir, board_name, ring_name
 from robot_rl.runtime.spool import SpoolWriter
 from robot_rl.spaces import ObsSpec, action_dim_of
 from robot_rl.teleop.intervention import wrap_with_teleop
+from robot_rl.utils.process import set_realtime
 from robot_rl.utils.state_io import atomic_write
 
 
@@ -136,7 +136,7 @@ class Actor:
         """Background: copy a newer published policy into the standby agent (the control loop swaps)."""
         reported = False
         if self.rt.actor_rt_priority:  # just below the control loop: fresh weights load without a scheduler stall
-            set_realtime(max(1, self.rt.actor_rt_priority - 1))
+            set_realtime(max(1, self.rt.actor_rt_priority - 1), "runtime.actor_rt_priority")
         while not self._stop.is_set():
             try:
                 self._poll_weights()
@@ -276,7 +276,7 @@ class Actor:
         gc.freeze()  # start-up objects (torch, MuJoCo, zarr) leave the GC's view: no long full collections later
         sys.setswitchinterval(0.001)  # the control loop gets the GIL back from the helper threads within 1 ms
         if self.rt.actor_rt_priority:
-            set_realtime(self.rt.actor_rt_priority)
+            set_realtime(self.rt.actor_rt_priority, "runtime.actor_rt_priority")
         start = time.perf_counter()
         scheduled = start
         last = None
@@ -323,14 +323,3 @@ def sleep_until(deadline: float) -> None:
         time.sleep(remaining - 0.001)
     while time.perf_counter() < deadline:
         pass
-
-
-def set_realtime(priority: int) -> bool:
-    """SCHED_FIFO at ``priority`` for the calling thread only (helper threads keep normal scheduling)."""
-    try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-        return True
-    except (PermissionError, AttributeError, OSError) as err:
-        warnings.warn(f"runtime.actor_rt_priority {priority}: real-time scheduling refused ({err}); "
-                      "running with normal scheduling", RuntimeWarning, stacklevel=2)
-        return False

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 
 
 def pid_alive(pid: int) -> bool:
@@ -16,3 +17,16 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:  # exists, owned by someone else
         return True
     return True
+
+
+def set_realtime(priority: int, what: str = "rt_priority") -> bool:
+    """SCHED_FIFO at ``priority`` for the calling thread and the threads it starts afterwards (other threads
+    keep their scheduling). Where refused (needs root, CAP_SYS_NICE or an rtprio limit): a warning naming
+    ``what`` and False."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+        return True
+    except (PermissionError, AttributeError, OSError) as err:
+        warnings.warn(f"{what} {priority}: real-time scheduling refused ({err}); running with normal scheduling",
+                      RuntimeWarning, stacklevel=2)
+        return False

@@ -47,10 +47,11 @@ def wait_ready(graph: Graph, hardware: str, safety: str, timeout: float = 90.0) 
         link.close()
 
 
-@pytest.fixture
-def arm_graph(graph: Graph) -> Graph:
-    """Sim PickCube hardware + impedance controller + safety node, each in its own process, ready."""
-    for node in ARM_NODES:
+@pytest.fixture(params=["separate", "stack"])
+def arm_graph(graph: Graph, request: pytest.FixtureRequest) -> Graph:
+    """Sim PickCube hardware + impedance controller + safety node, ready: each in its own process (separate) or
+    composed in one (stack: robot_rl_sim.ros_arm_stack); the outside topics are the same."""
+    for node in ARM_NODES if request.param == "separate" else ("arm_stack",):
         graph.start(node)
     wait_ready(graph, "arm_hardware", "arm_safety")
     return graph

@@ -19,6 +19,7 @@ NODES = {
     "drive_controller": "robot_rl_controllers.ros_drive_controller:main",
     "arm_safety": "robot_rl_controllers.ros_safety_node:main_arm",
     "car_safety": "robot_rl_controllers.ros_safety_node:main_car",
+    "arm_stack": "robot_rl_sim.ros_arm_stack:main",
 }
 _next_domain = [100 + (os.getpid() % 50) * 2]
 
@@ -48,10 +49,11 @@ class Graph:
         self.domain, self.log_dir = domain, log_dir
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def start(self, node: str, *ros_args: str) -> subprocess.Popen:
+    def start(self, node: str, *ros_args: str, args: tuple[str, ...] = ()) -> subprocess.Popen:
+        """Starts ``node`` with ``args`` (e.g. ``--rt-priority 50``) and ``--ros-args *ros_args``."""
         module, func = NODES[node].split(":")
         code = f"import sys; from {module} import {func}; sys.exit({func}())"
-        argv = [sys.executable, "-c", code] + (["--ros-args", *ros_args] if ros_args else [])
+        argv = [sys.executable, "-c", code, *args] + (["--ros-args", *ros_args] if ros_args else [])
         log = open(self.log_dir / f"{node}.log", "w")  # noqa: SIM115  (closed with the process)
         proc = subprocess.Popen(argv, env=ros_env(self.domain), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
                                 preexec_fn=_die_with_parent)

@@ -29,6 +29,11 @@ def test_launch_files_parse() -> None:
     assert hw[hw.index("--ros-args"):][:5] == ["--ros-args", "-r", "__node:=arm_hardware", "-r", "__ns:=/arm"]
     assert "image_size:=64" in hw and "estop:=/estop" in arm[2].cmd
     assert "limits.workspace_low:=[0.3, -0.25, 0.015]" in arm[2].cmd
+    stack = load(LAUNCH / "sim_arm_stack.launch.yaml", {"rt_priority": "50"})
+    assert [p.name for p in stack] == ["arm_stack"]
+    cmd = stack[0].cmd
+    assert cmd[1:3] == ["--rt-priority", "50"] and not any(a.startswith("__node:=") for a in cmd)
+    assert "physics_dt:=0.001" in cmd and "estop:=/estop" in cmd and "gains.kp_pos:=400.0" in cmd
     car = load(LAUNCH / "sim_car.launch.yaml")
     assert [p.name for p in car] == ["car_hardware", "drive_controller", "car_safety"]
     actor = load(LAUNCH / "actor.launch.yaml", {"run_dir": "runs/x", "index": "2"})
@@ -48,14 +53,16 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.timeout(240)
-def test_launcher_starts_and_stops_the_arm_graph(domain: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("launch_file", "processes"), [("sim_arm.launch.yaml", 3), ("sim_arm_stack.launch.yaml", 1)])
+def test_launcher_starts_and_stops_the_arm_graph(domain: int, tmp_path: Path, launch_file: str,
+                                                 processes: int) -> None:
     from std_msgs.msg import Bool
 
     from robot_rl.envs.ros_env import RosArmEnv
     from robot_rl.envs.ros_io import RosLink
 
     log = open(tmp_path / "launch.log", "w")  # noqa: SIM115
-    launcher = subprocess.Popen([sys.executable, "-m", "robot_rl.cli", "launch", str(LAUNCH / "sim_arm.launch.yaml"),
+    launcher = subprocess.Popen([sys.executable, "-m", "robot_rl.cli", "launch", str(LAUNCH / launch_file),
                                  "namespace:=arm_t"], env=ros_env(domain), stdout=log, stderr=subprocess.STDOUT,
                                 cwd=ROOT)
     env = link = None
@@ -83,7 +90,7 @@ def test_launcher_starts_and_stops_the_arm_graph(domain: int, tmp_path: Path) ->
         code = launcher.wait(timeout=30)
         log.close()
     text = (tmp_path / "launch.log").read_text()
-    assert len(pids) == 3, text
+    assert len(pids) == processes, text
     assert code == 0, text
     assert not [p for p in pids if _alive(p)], text
 
@@ -100,3 +107,15 @@ def test_ros_index_registers_the_package(tmp_path: Path) -> None:
         "sim_arm.launch.yaml", "sim_car.launch.yaml", "actor.launch.yaml"}
     for exe in EXECUTABLES:
         assert os.access(prefix / "lib/robot_rl" / exe, os.X_OK), exe
+
+
+def test_rt_priority_flag_is_taken_out_of_a_node_command_line() -> None:
+    from robot_rl.ros.node import pop_rt_priority
+
+    assert pop_rt_priority(["exe", "--rt-priority", "50", "--ros-args", "-p", "a:=1"]) == (
+        50, ["exe", "--ros-args", "-p", "a:=1"])
+    assert pop_rt_priority(["exe", "--rt-priority", "0"]) == (0, ["exe"])
+    assert pop_rt_priority(["exe", "--ros-args", "--rt-priority", "5"])[0] == 0  # a ROS argument, not ours
+    for bad in (["exe", "--rt-priority"], ["exe", "--rt-priority", "100"], ["exe", "--rt-priority", "x"]):
+        with pytest.raises(SystemExit, match="1-99"):
+            pop_rt_priority(bad)

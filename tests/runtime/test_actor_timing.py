@@ -4,7 +4,7 @@ import os
 import threading
 import warnings
 
-from robot_rl.runtime.actor import set_realtime
+from robot_rl.utils.process import set_realtime
 
 
 def test_realtime_scheduling_applies_to_the_calling_thread_only() -> None:
