@@ -11,8 +11,8 @@ Inputs (node-relative names; remap in the launch file):
 
 Outputs, stamped with the wall-clock time of the physics state they describe (efforts beyond the joint torque
 limits are clipped and non-finite ones dropped by the hardware too): ``joint_states`` (arm + finger
-joints, every physics step = 500 Hz, for the controller), ``gripper/joint_states`` (fingers only), ``ee_pose``
-(PoseStamped), ``ee_twist`` (TwistStamped, world frame),
+joints, every physics step: 500 Hz, 1 kHz with ``physics_dt`` 0.001; for the controller), ``gripper/joint_states``
+(fingers only), ``ee_pose`` (PoseStamped), ``ee_twist`` (TwistStamped, world frame),
 ``wrench`` (WrenchStamped, wrist sensor frame), ``object_pose`` (PoseStamped: the task object, sim-privileged),
 ``success`` (``std_msgs/Bool`` from the task's own evaluation) at ``aux_rate_hz``, and
 ``camera/<name>/image_raw`` (rgb8) at ``camera_rate_hz`` when ``image_size > 0``; ``diagnostics`` once a second
