@@ -35,8 +35,8 @@ from robot_rl_controllers.ros_safety_node import ArmSafetyNode
 from robot_rl_sim.ros_arm_node import ArmHardwareConfig, ArmHardwareNode
 
 GIL_SWITCH_INTERVAL = 0.0005
-"""Seconds a Python thread may hold the GIL while another waits (default 5 ms): the physics loop, the safety
-filter's receive thread and the executor share one interpreter here, and a 5 ms wait would dwarf the hops saved."""
+"""Seconds a Python thread may hold the GIL while another waits (default 5 ms): the physics loop, the executor and
+the watchdog share one interpreter here, and a 5 ms wait would dwarf the hops saved."""
 
 
 def compose(hardware: ArmHardwareNode, controller: ArmControllerNode, safety: ArmSafetyNode) -> None:
