@@ -79,8 +79,8 @@ STACK_PHYSICS_DT = 0.001
 
 
 def make_stack() -> list:
-    """The composed nodes (hardware first: its physics loop starts in its constructor, braking until the
-    controller is wired a few ms later)."""
+    """The composed nodes, hardware first: its physics loop starts in its constructor (braking until the controller
+    is wired a few ms later) and must stop first at exit, before the other nodes' subscriptions are destroyed."""
     hardware = ArmHardwareNode(ArmHardwareConfig(physics_dt=STACK_PHYSICS_DT))
     controller = ArmControllerNode(topics=False)
     safety = ArmSafetyNode(composed=True)
