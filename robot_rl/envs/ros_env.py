@@ -216,6 +216,13 @@ class RosArmEnv(gym.Env):
         for key in self.cam_keys or [ref]:  # every camera: frames of one physics step arrive one after the other
             if not self.link.streams[key].wait_newer(after, self.cfg.obs_timeout):
                 raise TimeoutError(f"no fresh {key} within {self.cfg.obs_timeout} s (robot graph stalled?)")
+        if self.cam_keys:
+            # The state of a frame's physics step is published before the frame, but topics are delivered
+            # independently: on a loaded machine the frame can be taken first. Wait for that state too.
+            ref_t = self.link.streams[ref].latest()[0]
+            for key in self.state_keys:
+                if not self.link.streams[key].wait_newer(ref_t, self.cfg.obs_timeout):
+                    raise TimeoutError(f"no {key} for the frame stamped {ref_t:.3f} within {self.cfg.obs_timeout} s")
         snap, skew = self.link.snapshot(self.state_keys + self.cam_keys, ref)
         pos, quat = snap["pose"][1]
         quat = -quat if quat @ np.asarray(self.cfg.limits.home_quat) < 0 else quat
