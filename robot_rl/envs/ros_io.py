@@ -68,6 +68,31 @@ class Stream:
             self.items.clear()
 
 
+def snapshot(streams: dict[str, Stream], keys: list[str], reference: str, slack: float = 0.0,
+             timeout: float = 0.0) -> tuple[dict[str, tuple[float, Any]], float]:
+    """Synchronised values: the newest ``reference`` item, and for every other key the buffered item nearest to
+    its stamp. Returns ``({key: (stamp, value)}, max |stamp - reference stamp|)``.
+
+    Topics are delivered independently, so the reference can come in before the other topics of its instant: with
+    ``timeout`` > 0 every other key is first waited for (up to ``timeout`` s) until it has an item stamped at least
+    the reference's stamp minus ``slack``; TimeoutError if one does not come."""
+    ref = streams[reference].latest()
+    if ref is None:
+        raise RuntimeError(f"no {reference} message yet")
+    out, skew = {reference: ref}, 0.0
+    for k in keys:
+        if k == reference:
+            continue
+        if timeout > 0 and not streams[k].wait_newer(ref[0] - slack, timeout):
+            raise TimeoutError(f"no {k} stamped {ref[0] - slack:.3f} or later within {timeout} s")
+        item = streams[k].nearest(ref[0])
+        if item is None:
+            raise RuntimeError(f"no {k} message yet")
+        out[k] = item
+        skew = max(skew, abs(item[0] - ref[0]))
+    return out, skew
+
+
 class RosLink:
     """An rclpy node of its own (own context: several envs or tests in one process do not interfere) spun by a
     single-threaded executor in a daemon thread."""
@@ -155,22 +180,10 @@ class RosLink:
         """Waits until every stream in ``keys`` has a message; returns the ones still missing."""
         return self._wait(keys, lambda k: self.streams[k].latest() is not None, timeout)
 
-    def snapshot(self, keys: list[str], reference: str) -> tuple[dict[str, tuple[float, Any]], float]:
-        """Synchronised values: the newest ``reference`` item, and for every other key the buffered item nearest
-        to its stamp. Returns ``({key: (stamp, value)}, max |stamp - reference stamp|)``."""
-        ref = self.streams[reference].latest()
-        if ref is None:
-            raise RuntimeError(f"no {reference} message yet")
-        out, skew = {reference: ref}, 0.0
-        for k in keys:
-            if k == reference:
-                continue
-            item = self.streams[k].nearest(ref[0])
-            if item is None:
-                raise RuntimeError(f"no {k} message yet")
-            out[k] = item
-            skew = max(skew, abs(item[0] - ref[0]))
-        return out, skew
+    def snapshot(self, keys: list[str], reference: str, slack: float = 0.0,
+                 timeout: float = 0.0) -> tuple[dict[str, tuple[float, Any]], float]:
+        """See :func:`snapshot`."""
+        return snapshot(self.streams, keys, reference, slack, timeout)
 
     def close(self) -> None:
         if self._closed:

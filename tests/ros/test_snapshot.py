@@ -1,0 +1,47 @@
+"""Synchronised snapshots across topics delivered independently (no ROS graph needed: the buffers alone)."""
+
+import threading
+import time
+
+import pytest
+
+from robot_rl.envs.ros_io import Stream, snapshot
+
+
+def _streams() -> dict[str, Stream]:
+    streams = {k: Stream(lambda m: m) for k in ("pose", "object")}
+    for k, s in streams.items():  # the previous instant, complete
+        s.items.append((1.00, f"{k}@1.00"))
+    streams["pose"].items.append((1.01, "pose@1.01"))  # the new instant's pose came in first
+    return streams
+
+
+@pytest.mark.timeout(30)
+def test_snapshot_waits_for_the_reference_instant_of_every_topic() -> None:
+    streams = _streams()
+    late = threading.Timer(0.05, _deliver, (streams["object"], 1.01, "object@1.01"))  # same instant, later
+    late.start()
+    t0 = time.monotonic()
+    snap, skew = snapshot(streams, ["pose", "object"], "pose", timeout=1.0)
+    assert time.monotonic() - t0 >= 0.04
+    assert snap["object"] == (1.01, "object@1.01") and skew == 0.0
+
+
+@pytest.mark.timeout(30)
+def test_snapshot_without_waiting_pairs_the_stale_item_and_reports_the_skew() -> None:
+    snap, skew = snapshot(_streams(), ["pose", "object"], "pose")
+    assert snap["object"] == (1.00, "object@1.00") and skew == pytest.approx(0.01)
+
+
+@pytest.mark.timeout(30)
+def test_snapshot_slack_and_timeout() -> None:
+    snap, _ = snapshot(_streams(), ["pose", "object"], "pose", slack=0.02, timeout=1.0)  # an older item is enough
+    assert snap["object"][0] == 1.00
+    with pytest.raises(TimeoutError, match="no object stamped"):
+        snapshot(_streams(), ["pose", "object"], "pose", timeout=0.05)
+
+
+def _deliver(stream: Stream, stamp: float, value: str) -> None:
+    with stream.cond:
+        stream.items.append((stamp, value))
+        stream.cond.notify_all()
