@@ -12,7 +12,9 @@ rejection/clip reasons counted on the diagnostics topic):
 * ``velocity`` — target moved faster than ``max_speed`` over the time since the last accepted target (clipped).
 * ``lead`` — target further than ``max_target_lead`` per axis from the measured EE (clipped; anti-windup).
 * ``tilt`` — target orientation more than ``max_tilt`` from the home orientation (rejected: held).
-* ``force`` — measured contact force above ``max_force``: the target is not advanced (held).
+* ``force`` — measured contact force above ``max_force``: the target becomes the measured EE position (the
+  controller stops pushing; holding the last target instead kept a pinned arm pressing, and every later target
+  rejected, for good).
 * ``gripper`` — gripper opening outside [0, ``max_opening``] (clipped).
 """
 
@@ -115,8 +117,9 @@ def filter_arm_target(limits: ArmLimits, pos: np.ndarray, quat: np.ndarray, last
     if quat_angle(quat, np.asarray(limits.home_quat, np.float64)) > limits.max_tilt + 1e-9:
         reasons.append("tilt")
         quat = np.array(hold_quat, np.float64)
-    if force is not None and last_pos is not None and float(np.linalg.norm(force)) > limits.max_force:
-        return np.array(last_pos, np.float64), quat, [*reasons, "force"]
+    if force is not None and hold_pos is not None and float(np.linalg.norm(force)) > limits.max_force:
+        release = ee_pos if ee_pos is not None else hold_pos
+        return np.clip(release, limits.workspace_low, limits.workspace_high), quat, [*reasons, "force"]
     out = pos.copy()
     if last_pos is not None:
         last = np.asarray(last_pos, np.float64)

@@ -169,3 +169,19 @@ def test_estop_latches_until_reset(arm_graph) -> None:
     finally:
         env.close()
         probe.close()
+
+
+def test_over_the_force_limit_the_target_releases_to_the_measured_pose() -> None:
+    """Holding the last target kept a pinned arm pressing: every later target was rejected and the arm never
+    moved again (a reset timed out). The target becomes the measured EE position, so the push stops."""
+    from robot_rl.safety.limits import filter_arm_target
+
+    ee = np.array([0.55, 0.1, 0.06])
+    pressing = ee - [0.0, 0.0, 0.03]  # the last accepted target, below a finger that rests on the cube
+    up = ee + [0.0, 0.0, 0.02]
+    pos, _, reasons = filter_arm_target(LIM, up, LIM.home_quat, pressing, LIM.home_quat, ee,
+                                        force=np.array([0.0, 0.0, 1.5 * LIM.max_force]))
+    assert reasons == ["force"] and np.allclose(pos, ee)
+    pos, _, reasons = filter_arm_target(LIM, up, LIM.home_quat, pos, LIM.home_quat, ee,
+                                        force=np.array([0.0, 0.0, 0.5 * LIM.max_force]))
+    assert reasons == [] and np.allclose(pos, up)  # released: the next target is taken
