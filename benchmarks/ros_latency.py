@@ -132,29 +132,47 @@ def expert_success(episodes: int) -> dict:
             "ros2_mean_steps": float(np.mean([n for _, n in ros])), "episodes": episodes}
 
 
+def hardware_placements(task: str, episodes: int, seed: int = 0) -> list[np.ndarray]:
+    """The object poses the hardware node (parameter ``seed``) gives its first ``episodes`` resets."""
+    from robot_rl_sim import arm_tasks
+
+    hw = getattr(arm_tasks, f"{task}Env")(image_size=0)
+    hw.reset(seed=seed)  # as the node does once at start; every reset service call then re-places the objects
+    out = []
+    for _ in range(episodes):
+        hw._reset_objects(hw.np_random)
+        out.append(hw.data.qpos[hw.cube_q].copy())
+    return out
+
+
 def checkpoint_success(run_dir: str, episodes: int) -> dict:
-    """A trained run's latest policy (deterministic), on pure-sim PickCube and through the ROS 2 path."""
+    """A trained run's latest policy (deterministic) through the ROS 2 path and in pure sim on the same object
+    placements (the hardware's, replayed into the sim env)."""
     from robot_rl.agents.sac import SACAgent
     from robot_rl.config import load_yaml
     from robot_rl.envs.make import EnvConfig, make_env
     from robot_rl.envs.ros_env import RosArmEnv
     from robot_rl.runtime.checkpoint import latest_checkpoint
     from robot_rl.runtime.config import TrainConfig
-    from robot_rl.runtime.evaluation import evaluate
+    from robot_rl.runtime.evaluation import rollout
     from robot_rl.spaces import ObsSpec, action_dim_of
 
     cfg = load_yaml(TrainConfig, Path(run_dir) / "config.yaml")
     sim = make_env(EnvConfig(id="robot_rl/PickCube-v0"))
     agent = SACAgent(ObsSpec.from_space(sim.observation_space), action_dim_of(sim.action_space), cfg.agent)
     agent.load_policy(latest_checkpoint(run_dir) / "policy.safetensors")
-    sim_result = evaluate(agent, sim, episodes)
+    placements = iter(hardware_placements("PickCube", episodes))
+    task = sim.unwrapped
+    task._reset_objects = lambda rng: task.data.qpos.__setitem__(task.cube_q, next(placements))
+    sim_ok = rollout(agent, sim, episodes)["successes"]
     env = RosArmEnv()
     try:
-        ros_result = evaluate(agent, env, episodes)
+        ros_ok = rollout(agent, env, episodes)["successes"]
     finally:
         env.close()
-    return {"run": str(run_dir), "pure_sim": sim_result["success_rate"], "ros2": ros_result["success_rate"],
-            "episodes": episodes}
+    return {"run": str(run_dir), "pure_sim": float(sim_ok.mean()), "ros2": float(ros_ok.mean()),
+            "episodes": episodes, "failed_pure_sim": np.flatnonzero(sim_ok < 1).tolist(),
+            "failed_ros2": np.flatnonzero(ros_ok < 1).tolist()}
 
 
 def main() -> None:
@@ -164,6 +182,8 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=20, help="expert episodes (each of pure sim and ROS 2)")
     parser.add_argument("--domain", type=int, default=201)
     parser.add_argument("--run-dir", default=None, help="also compare this PickCube run's policy: sim vs ROS 2")
+    parser.add_argument("--checkpoint-episodes", type=int, default=0,
+                        help="episodes for --run-dir on each side (0 = --episodes); the same placements on both")
     parser.add_argument("--graph", choices=("separate", "stack"), default="stack",
                         help="stack: hardware + controller + safety composed in one process (arm_stack); separate: "
                              "each in its own process")
@@ -191,7 +211,8 @@ def main() -> None:
         if not args.round_trip_only:
             result |= {"actor_jitter_20hz": actor_jitter(args.steps), "expert_pickcube": expert_success(args.episodes)}
         if args.run_dir:
-            result["checkpoint_pickcube"] = checkpoint_success(args.run_dir, args.episodes)
+            result["checkpoint_pickcube"] = checkpoint_success(args.run_dir,
+                                                                args.checkpoint_episodes or args.episodes)
     finally:
         graph.stop()
     result["setup"] = {"graph": args.graph, "physics_dt": args.physics_dt or "default",
