@@ -2,8 +2,9 @@
 actor period jitter on the ROS 2 env at 20 Hz, and the scripted expert's PickCube success through ROS 2 vs pure sim.
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/ros_latency.py [--graph stack|separate] [--rt-priority 50]
-        [--physics-dt 0.002] [--seconds 20] [--steps 400] [--episodes 20]
-        [--run-dir RUN]     (also a trained PickCube run's policy, pure sim vs ROS 2)
+        [--physics-dt 0.002] [--seconds 20] [--steps 400] [--episodes 20] [--round-trip-only]
+        [--run-dir RUN [--checkpoint-episodes N]]  (also a trained PickCube run's policy: ROS 2 vs pure sim on
+                                                    the same object placements)
 
 ``--graph stack`` (default): hardware, controller and safety filter composed in one process (``arm_stack``, the
 controller evaluated in the 1 kHz physics loop as ros2_control does); ``separate``: each in its own process. The
@@ -132,11 +133,11 @@ def expert_success(episodes: int) -> dict:
             "ros2_mean_steps": float(np.mean([n for _, n in ros])), "episodes": episodes}
 
 
-def hardware_placements(task: str, episodes: int, seed: int = 0) -> list[np.ndarray]:
-    """The object poses the hardware node (parameter ``seed``) gives its first ``episodes`` resets."""
-    from robot_rl_sim import arm_tasks
+def hardware_placements(episodes: int, seed: int = 0) -> list[np.ndarray]:
+    """The cube poses the PickCube hardware node (parameter ``seed``) gives its first ``episodes`` resets."""
+    from robot_rl_sim.arm_tasks import PickCubeEnv
 
-    hw = getattr(arm_tasks, f"{task}Env")(image_size=0)
+    hw = PickCubeEnv(image_size=0)
     hw.reset(seed=seed)  # as the node does once at start; every reset service call then re-places the objects
     out = []
     for _ in range(episodes):
@@ -161,7 +162,7 @@ def checkpoint_success(run_dir: str, episodes: int) -> dict:
     sim = make_env(EnvConfig(id="robot_rl/PickCube-v0"))
     agent = SACAgent(ObsSpec.from_space(sim.observation_space), action_dim_of(sim.action_space), cfg.agent)
     agent.load_policy(latest_checkpoint(run_dir) / "policy.safetensors")
-    placements = iter(hardware_placements("PickCube", episodes))
+    placements = iter(hardware_placements(episodes))
     task = sim.unwrapped
     task._reset_objects = lambda rng: task.data.qpos.__setitem__(task.cube_q, next(placements))
     sim_ok = rollout(agent, sim, episodes)["successes"]

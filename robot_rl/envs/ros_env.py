@@ -11,11 +11,11 @@ action, actions are clipped to [-1, 1], the target pose is clipped to ``max_targ
 
 ``step`` runs at a fixed rate: it publishes the target (``policy/target_pose``, ``policy/gripper``), sleeps to the
 next period boundary and returns the newest synchronised observation (every state topic and camera frame picked
-by nearest stamp to the reference stream once each has reached its stamp; ``info["obs_skew"]`` is the largest stamp
-difference). ``reset`` opens
-the gripper, moves the arm home through the controller (in steps the safety limits allow), waits until it has
-settled, and calls ``reset_service`` if set (the sim hardware re-places the objects). Success comes from the
-``success`` topic (``success_source="topic"``), a key press (``"key"``: Enter on stdin) or nowhere (``"none"``).
+by nearest stamp to the reference stream once each has reached its stamp; ``info["obs_skew"]`` is the largest
+stamp difference). ``reset`` opens the gripper, moves the arm home through the controller (in steps the safety
+limits allow), waits until it has settled, and calls ``reset_service`` if set (the sim hardware re-places the
+objects). Success comes from the ``success`` topic (``success_source="topic"``), a key press (``"key"``: Enter on
+stdin) or nowhere (``"none"``).
 
 The ROS 2 connection is made on the first ``reset``: building the env only to read its spaces (as the learner
 does) touches no robot. Make it by config: ``env.id: robot_rl.envs.ros_env:robot_rl/RosArm-v0``.

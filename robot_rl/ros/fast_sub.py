@@ -45,12 +45,9 @@ class PolledSubscription:
 
     def __init__(self, node: Node, msg_type: type, topic: str) -> None:
         self.sub = hidden_subscription(node, msg_type, topic)
-        self.received = 0
 
     def poll(self) -> Any | None:
-        msg = take_newest(self.sub)
-        self.received += msg is not None
-        return msg
+        return take_newest(self.sub)
 
     def close(self) -> None:
         self.sub.destroy()
@@ -64,7 +61,6 @@ class FastSubscription:
                  poll: float = 0.05) -> None:
         self.sub = hidden_subscription(node, msg_type, topic)
         self.callback, self.context, self.poll_ns = callback, node.context, int(poll * 1e9)
-        self.received = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"sub:{topic}", daemon=True)
         self._thread.start()
@@ -81,7 +77,6 @@ class FastSubscription:
                     continue
             newest = take_newest(sub)
             if newest is not None:
-                self.received += 1
                 self.callback(newest)
 
     def close(self) -> None:

@@ -117,8 +117,8 @@ def filter_arm_target(limits: ArmLimits, pos: np.ndarray, quat: np.ndarray, last
     if quat_angle(quat, np.asarray(limits.home_quat, np.float64)) > limits.max_tilt + 1e-9:
         reasons.append("tilt")
         quat = np.array(hold_quat, np.float64)
-    if force is not None and hold_pos is not None and float(np.linalg.norm(force)) > limits.max_force:
-        release = ee_pos if ee_pos is not None else hold_pos
+    release = ee_pos if ee_pos is not None else last_pos
+    if force is not None and release is not None and float(np.linalg.norm(force)) > limits.max_force:
         return np.clip(release, limits.workspace_low, limits.workspace_high), quat, [*reasons, "force"]
     out = pos.copy()
     if last_pos is not None:

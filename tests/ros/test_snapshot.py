@@ -11,8 +11,8 @@ from robot_rl.envs.ros_io import Stream, snapshot
 def _streams() -> dict[str, Stream]:
     streams = {k: Stream(lambda m: m) for k in ("pose", "object")}
     for k, s in streams.items():  # the previous instant, complete
-        s.items.append((1.00, f"{k}@1.00"))
-    streams["pose"].items.append((1.01, "pose@1.01"))  # the new instant's pose came in first
+        _deliver(s, 1.00, f"{k}@1.00")
+    _deliver(streams["pose"], 1.01, "pose@1.01")  # the new instant's pose came in first
     return streams
 
 
