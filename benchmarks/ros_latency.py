@@ -13,7 +13,10 @@ the benchmark publishes a target pose stamped t0 on ``policy/target_pose`` (at 1
 phase); the safety filter passes it on with the same stamp, the controller computes efforts for it (separate: at
 once, published stamped t0; stack: at the next control step), the hardware applies them at its next physics step
 and, after the joint state of that step, publishes ``applied_command`` stamped t0; the round trip is its arrival
-time minus t0 (so it includes up to one physics period of waiting for the next step).
+time minus t0 (so it includes up to one physics period of waiting for the next step). In the same run, 5 ms after
+each command, a ping to the echo node (``robot_rl.ros.echo``, a process of its own) measures the DDS floor: the
+same message type over the same two hops with nothing in between; the output quotes the arm path over that floor
+(this VM's scheduling moves both from run to run).
 """
 
 from __future__ import annotations
@@ -44,29 +47,34 @@ def _pct(x: np.ndarray) -> dict[str, float]:
 
 
 def round_trip(seconds: float, rate: float = 100.0) -> dict:
+    """The arm path's round trip, and beside it in the same run (5 ms after each command) the DDS floor: a
+    PoseStamped to the echo node (``robot_rl.ros.echo``) and its answer, two Fast DDS hops and nothing else."""
     from diagnostic_msgs.msg import DiagnosticArray
     from geometry_msgs.msg import PoseStamped
     from std_msgs.msg import Header
 
     from robot_rl.envs.ros_io import RosLink
+    from robot_rl.ros.echo import PING, PONG
     from robot_rl.ros.msgs import from_stamp, pose_arrays, pose_stamped
 
     link = RosLink("latency_bench")
     try:
         # Arrival is stamped on a receive thread of its own (no executor latency: it would be measured, not the path).
-        link.subscribe("applied", Header, "applied_command", lambda m: (from_stamp(m.stamp), time.time()),
-                       stamped=False, depth=100000, fast=True)
+        for name, topic in (("applied", "applied_command"), ("pong", PONG)):
+            link.subscribe(name, Header, topic, lambda m: (from_stamp(m.stamp), time.time()),
+                           stamped=False, depth=100000, fast=True)
         link.subscribe("pose", PoseStamped, "ee_pose", lambda m: pose_arrays(m.pose))
         link.subscribe("diag", DiagnosticArray, "diagnostics",
                        lambda m: {s.name.split("/")[-1]: {kv.key: kv.value for kv in s.values} for s in m.status},
                        stamped=False, depth=1000)
         assert not link.wait_for(["pose"], 30.0)
         pub = link.publisher("target", PoseStamped, "policy/target_pose")
-        while pub.get_subscription_count() == 0:
+        ping = link.publisher("ping", PoseStamped, PING)
+        while pub.get_subscription_count() == 0 or ping.get_subscription_count() == 0:
             time.sleep(0.05)
         home, quat = link.streams["pose"].latest()[1]
         link.node.destroy_subscription(link.subscriptions.pop("pose"))  # not needed while measuring
-        sent: list[float] = []
+        sent: dict[str, list[float]] = {"applied": [], "pong": []}
         tick = time.monotonic()
         rng = np.random.default_rng(0)
         for k in range(int(seconds * rate)):
@@ -76,17 +84,27 @@ def round_trip(seconds: float, rate: float = 100.0) -> dict:
             t0 = time.time()
             offset = 0.002 * np.array([np.sin(k / 10), np.cos(k / 10), 0.0])  # small moves: no limit acts
             pub.publish(pose_stamped(home + offset, quat, t0))
-            sent.append(t0)
+            sent["applied"].append(t0)
+            time.sleep(max(0.0, tick + 0.5 / rate + rng.uniform(0.0, 0.002) - time.monotonic()))
+            t1 = time.time()
+            ping.publish(pose_stamped(home, quat, t1))
+            sent["pong"].append(t1)
             tick += 1.0 / rate
             time.sleep(max(0.0, tick - time.monotonic()))
         time.sleep(0.5)
-        first: dict[float, float] = {}
-        for _, (stamp, arrival) in list(link.streams["applied"].items):
-            first.setdefault(round(stamp, 6), arrival)
-        rtt = np.array([first[round(t, 6)] - t for t in sent if round(t, 6) in first])
+        rtt = {}
+        for name, times in sent.items():
+            first: dict[float, float] = {}
+            for _, (stamp, arrival) in list(link.streams[name].items):
+                first.setdefault(round(stamp, 6), arrival)
+            rtt[name] = np.array([first[round(t, 6)] - t for t in times if round(t, 6) in first])
         hw = [v["arm_hardware"] for _, v in list(link.streams["diag"].items) if "arm_hardware" in v]
         rates = np.array([float(h["effort_rate_hz"]) for h in hw[1:]]) if len(hw) > 1 else np.zeros(1)
-        return {**_pct(rtt), "answered": f"{rtt.size}/{len(sent)}",
+        arm, floor = _pct(rtt["applied"]), _pct(rtt["pong"])
+        return {**arm, "answered": f"{rtt['applied'].size}/{len(sent['applied'])}",
+                "dds_floor": {**floor, "answered": f"{rtt['pong'].size}/{len(sent['pong'])}"},
+                "over_floor_p50_ms": arm["p50_ms"] - floor["p50_ms"],
+                "over_floor_p99_ms": arm["p99_ms"] - floor["p99_ms"],
                 "controller_rate_hz_median": float(np.median(rates)), "controller_rate_hz_min": float(rates.min())}
     finally:
         link.close()
@@ -206,6 +224,7 @@ def main() -> None:
         graph.start("arm_hardware", *params, args=node_args)
         graph.start("arm_controller", args=node_args)
         graph.start("arm_safety", args=node_args)
+    graph.start("dds_echo", args=node_args)
     try:
         wait_ready(graph, "arm_hardware", "arm_safety")
         result = {"round_trip_100hz": round_trip(args.seconds)}

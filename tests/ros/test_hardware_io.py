@@ -97,3 +97,34 @@ def test_robot_env_reads_cameras_through_a_rig(graph, tmp_path) -> None:
     finally:
         env.close()
     assert env.rig is None and len(threads) == 2 and not any(t.is_alive() for t in threads)  # cameras stopped
+
+
+@pytest.mark.timeout(120)
+def test_dds_echo_answers_every_ping_with_its_stamp(graph) -> None:
+    """The latency benchmark's DDS floor: the echo node answers each ping at once with the ping's own stamp."""
+    from geometry_msgs.msg import PoseStamped
+    from std_msgs.msg import Header
+
+    from robot_rl.envs.ros_io import RosLink
+    from robot_rl.ros.echo import PING, PONG
+    from robot_rl.ros.msgs import from_stamp, pose_stamped
+
+    graph.start("dds_echo")
+    link = RosLink("echo_probe")
+    try:
+        link.subscribe("pong", Header, PONG, lambda m: from_stamp(m.stamp), stamped=False, depth=100, fast=True)
+        ping = link.publisher("ping", PoseStamped, PING)
+        deadline = time.monotonic() + 60.0
+        while ping.get_subscription_count() == 0 or len(link.streams["pong"].items) == 0:
+            assert time.monotonic() < deadline, "no answer from the echo node"
+            ping.publish(pose_stamped(np.zeros(3), np.array([0.0, 0.0, 0.0, 1.0]), 1.0))  # until discovered
+            time.sleep(0.1)
+        stamps = [100.0 + k for k in range(20)]
+        for t in stamps:
+            ping.publish(pose_stamped(np.zeros(3), np.array([0.0, 0.0, 0.0, 1.0]), t))
+            time.sleep(0.02)  # one at a time: the echo keeps only the newest waiting ping
+        time.sleep(0.5)
+        answered = {round(v, 6) for _, v in list(link.streams["pong"].items)}
+    finally:
+        link.close()
+    assert all(round(t, 6) in answered for t in stamps), sorted(answered)
