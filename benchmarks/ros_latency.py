@@ -2,7 +2,7 @@
 actor period jitter on the ROS 2 env at 20 Hz, and the scripted expert's PickCube success through ROS 2 vs pure sim.
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/ros_latency.py [--graph stack|separate] [--rt-priority 50]
-        [--physics-dt 0.002] [--seconds 20] [--steps 400] [--episodes 20] [--round-trip-only]
+        [--physics-dt 0.002] [--seconds 20] [--steps 400] [--episodes 20] [--round-trip-only | --floor-only]
         [--run-dir RUN [--checkpoint-episodes N]]  (also a trained PickCube run's policy: ROS 2 vs pure sim on
                                                     the same object placements)
 
@@ -46,9 +46,10 @@ def _pct(x: np.ndarray) -> dict[str, float]:
             "max_ms": float(x.max() * 1e3), "n": int(x.size)}
 
 
-def round_trip(seconds: float, rate: float = 100.0) -> dict:
+def round_trip(seconds: float, rate: float = 100.0, arm: bool = True) -> dict:
     """The arm path's round trip, and beside it in the same run (5 ms after each command) the DDS floor: a
-    PoseStamped to the echo node (``robot_rl.ros.echo``) and its answer, two Fast DDS hops and nothing else."""
+    PoseStamped to the echo node (``robot_rl.ros.echo``) and its answer, two Fast DDS hops and nothing else.
+    ``arm=False``: the floor alone (no arm graph running)."""
     from diagnostic_msgs.msg import DiagnosticArray
     from geometry_msgs.msg import PoseStamped
     from std_msgs.msg import Header
@@ -57,34 +58,39 @@ def round_trip(seconds: float, rate: float = 100.0) -> dict:
     from robot_rl.ros.echo import PING, PONG
     from robot_rl.ros.msgs import from_stamp, pose_arrays, pose_stamped
 
+    paths = {"applied": "applied_command", "pong": PONG} if arm else {"pong": PONG}
     link = RosLink("latency_bench")
     try:
         # Arrival is stamped on a receive thread of its own (no executor latency: it would be measured, not the path).
-        for name, topic in (("applied", "applied_command"), ("pong", PONG)):
+        for name, topic in paths.items():
             link.subscribe(name, Header, topic, lambda m: (from_stamp(m.stamp), time.time()),
                            stamped=False, depth=100000, fast=True)
-        link.subscribe("pose", PoseStamped, "ee_pose", lambda m: pose_arrays(m.pose))
-        link.subscribe("diag", DiagnosticArray, "diagnostics",
-                       lambda m: {s.name.split("/")[-1]: {kv.key: kv.value for kv in s.values} for s in m.status},
-                       stamped=False, depth=1000)
-        assert not link.wait_for(["pose"], 30.0)
-        pub = link.publisher("target", PoseStamped, "policy/target_pose")
         ping = link.publisher("ping", PoseStamped, PING)
-        while pub.get_subscription_count() == 0 or ping.get_subscription_count() == 0:
-            time.sleep(0.05)
-        home, quat = link.streams["pose"].latest()[1]
-        link.node.destroy_subscription(link.subscriptions.pop("pose"))  # not needed while measuring
-        sent: dict[str, list[float]] = {"applied": [], "pong": []}
+        home, quat = np.zeros(3), np.array([0.0, 0.0, 0.0, 1.0])
+        if arm:
+            link.subscribe("pose", PoseStamped, "ee_pose", lambda m: pose_arrays(m.pose))
+            link.subscribe("diag", DiagnosticArray, "diagnostics",
+                           lambda m: {s.name.split("/")[-1]: {kv.key: kv.value for kv in s.values} for s in m.status},
+                           stamped=False, depth=1000)
+            assert not link.wait_for(["pose"], 30.0)
+            pub = link.publisher("target", PoseStamped, "policy/target_pose")
+            assert not link.wait_subscribed(["target"], 30.0)
+            home, quat = link.streams["pose"].latest()[1]
+            link.node.destroy_subscription(link.subscriptions.pop("pose"))  # not needed while measuring
+        assert not link.wait_subscribed(["ping"], 30.0)
+        time.sleep(0.5)  # the answers' direction discovered too
+        sent: dict[str, list[float]] = {name: [] for name in paths}
         tick = time.monotonic()
         rng = np.random.default_rng(0)
         for k in range(int(seconds * rate)):
             # A random phase (0-2 ms) per command: the physics loop's period divides 10 ms, so commands sent on
             # the tick would meet it at one fixed phase for the whole run and report that phase's wait only.
             time.sleep(rng.uniform(0.0, 0.002))
-            t0 = time.time()
-            offset = 0.002 * np.array([np.sin(k / 10), np.cos(k / 10), 0.0])  # small moves: no limit acts
-            pub.publish(pose_stamped(home + offset, quat, t0))
-            sent["applied"].append(t0)
+            if arm:
+                t0 = time.time()
+                offset = 0.002 * np.array([np.sin(k / 10), np.cos(k / 10), 0.0])  # small moves: no limit acts
+                pub.publish(pose_stamped(home + offset, quat, t0))
+                sent["applied"].append(t0)
             time.sleep(max(0.0, tick + 0.5 / rate + rng.uniform(0.0, 0.002) - time.monotonic()))
             t1 = time.time()
             ping.publish(pose_stamped(home, quat, t1))
@@ -98,13 +104,15 @@ def round_trip(seconds: float, rate: float = 100.0) -> dict:
             for _, (stamp, arrival) in list(link.streams[name].items):
                 first.setdefault(round(stamp, 6), arrival)
             rtt[name] = np.array([first[round(t, 6)] - t for t in times if round(t, 6) in first])
+        floor = {**_pct(rtt["pong"]), "answered": f"{rtt['pong'].size}/{len(sent['pong'])}"}
+        if not arm:
+            return {"dds_floor": floor}
         hw = [v["arm_hardware"] for _, v in list(link.streams["diag"].items) if "arm_hardware" in v]
         rates = np.array([float(h["effort_rate_hz"]) for h in hw[1:]]) if len(hw) > 1 else np.zeros(1)
-        arm, floor = _pct(rtt["applied"]), _pct(rtt["pong"])
-        return {**arm, "answered": f"{rtt['applied'].size}/{len(sent['applied'])}",
-                "dds_floor": {**floor, "answered": f"{rtt['pong'].size}/{len(sent['pong'])}"},
-                "over_floor_p50_ms": arm["p50_ms"] - floor["p50_ms"],
-                "over_floor_p99_ms": arm["p99_ms"] - floor["p99_ms"],
+        path = _pct(rtt["applied"])
+        return {**path, "answered": f"{rtt['applied'].size}/{len(sent['applied'])}", "dds_floor": floor,
+                "over_floor_p50_ms": path["p50_ms"] - floor["p50_ms"],
+                "over_floor_p99_ms": path["p99_ms"] - floor["p99_ms"],
                 "controller_rate_hz_median": float(np.median(rates)), "controller_rate_hz_min": float(rates.min())}
     finally:
         link.close()
@@ -211,6 +219,9 @@ def main() -> None:
     parser.add_argument("--rt-priority", type=int, default=0,
                         help="SCHED_FIFO priority for the nodes and this process (the actor side); 0 = normal")
     parser.add_argument("--round-trip-only", action="store_true", help="skip the jitter and success measurements")
+    parser.add_argument("--floor-only", action="store_true",
+                        help="the DDS floor alone: the echo node's round trip, no arm graph (e.g. to compare Fast DDS "
+                             "settings: FASTDDS_BUILTIN_TRANSPORTS, RMW_FASTRTPS_PUBLICATION_MODE)")
     args = parser.parse_args()
     os.environ.update(ros_env(args.domain))
     if args.rt_priority:
@@ -218,7 +229,9 @@ def main() -> None:
     graph = Graph(args.domain, Path(tempfile.mkdtemp(prefix="ros_bench_")))
     node_args = ("--rt-priority", str(args.rt_priority)) if args.rt_priority else ()
     params = ("-p", f"physics_dt:={args.physics_dt}") if args.physics_dt else ()
-    if args.graph == "stack":
+    if args.floor_only:
+        pass
+    elif args.graph == "stack":
         graph.start("arm_stack", *params, args=node_args)
     else:
         graph.start("arm_hardware", *params, args=node_args)
@@ -226,9 +239,12 @@ def main() -> None:
         graph.start("arm_safety", args=node_args)
     graph.start("dds_echo", args=node_args)
     try:
-        wait_ready(graph, "arm_hardware", "arm_safety")
-        result = {"round_trip_100hz": round_trip(args.seconds)}
-        if not args.round_trip_only:
+        if args.floor_only:
+            result = {"round_trip_100hz": round_trip(args.seconds, arm=False)}
+        else:
+            wait_ready(graph, "arm_hardware", "arm_safety")
+            result = {"round_trip_100hz": round_trip(args.seconds)}
+        if not (args.round_trip_only or args.floor_only):
             result |= {"actor_jitter_20hz": actor_jitter(args.steps), "expert_pickcube": expert_success(args.episodes)}
         if args.run_dir:
             result["checkpoint_pickcube"] = checkpoint_success(args.run_dir,
