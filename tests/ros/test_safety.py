@@ -3,6 +3,7 @@ holds the arm within 2 control periods of the command stream stopping, and the e
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -224,12 +225,13 @@ def test_hardware_brakes_when_the_controller_dies(graph) -> None:
     probe, env = _probe(), _env()
     try:
         env.reset()
-        for _ in range(6):
+        controller, kill_times = graph.procs.pop("arm_controller"), []
+        for k in range(6):
+            if k == 5:  # killed 10 ms into the last step: the arm is being driven towards a fresh target
+                threading.Timer(0.01, lambda: (kill_times.append(time.time()), controller.kill())).start()
             env.step(np.array([0.0, -1.0, 0.0, -1.0], np.float32))
-        controller = graph.procs.pop("arm_controller")
-        controller.kill()
-        killed = time.time()
         controller.wait()
+        killed = kill_times[0]
         moving = _speed_at(env, killed)
         # command_timeout 0.1 s, then the brake's damping: speed decays with a ~0.4 s time constant (measured)
         stopped = _speed_at(env, killed + 2.0)
