@@ -31,9 +31,9 @@ from synthetic_chunks import pixel_chunks
 from robot_rl.agents.config import SACConfig
 from robot_rl.agents.sac import SACAgent
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
-from robot_rl.runtime import shm
-from robot_rl.runtime.chunks import chunk_specs, ingest_chunk
-from robot_rl.runtime.spool import SpoolWriter
+from robot_rl.runtime.transport import shm
+from robot_rl.runtime.transport.chunks import chunk_specs, ingest_chunk
+from robot_rl.runtime.transport.spool import SpoolWriter
 from robot_rl.spaces import ObsSpec
 from robot_rl.utils.process import set_realtime
 

@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 
 import robot_rl_sim  # noqa: F401
-from robot_rl_sim.batched import make_batched
+from robot_rl.envs.batched import make_batched
 
 
 def rate(step, n: int, action_shape: tuple[int, ...], seconds: float) -> float:

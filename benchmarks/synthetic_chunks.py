@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from robot_rl.runtime.chunks import ChunkBuilder
+from robot_rl.runtime.transport.chunks import ChunkBuilder
 from robot_rl.spaces import ObsSpec
 
 

@@ -11,21 +11,33 @@
     robot-rl launch FILE [name:=value ...] [--print]   (ROS 2 YAML launch file, e.g. launch/sim_arm.launch.yaml)
     robot-rl ros-index PREFIX                        (ament index entries so `ros2 launch robot_rl ...` resolves)
 
-CONFIG is a YAML file or the name of a bundled task config (robot_rl/configs/<name>.yaml); every field of
-TrainConfig can be overridden with a flag, e.g. ``--agent.utd 10 --total-env-steps 20000``.
+Every command takes ``--log-level debug|info|warning|error`` (processes it starts inherit it) and ``--help``.
+CONFIG is a YAML file or the name of a bundled task config (robot_rl/configs/<name>.yaml; default: pendulum);
+every field of TrainConfig can be overridden with a flag, e.g. ``--agent.utd 10 --total-env-steps 20000``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
+import tyro
+
+from robot_rl.utils.log import get_logger, pop_log_level, setup_logging
+
+log = get_logger("robot_rl.cli")
 CONFIG_DIR = Path(__file__).parent / "configs"
 DEFAULT_CONFIG = "pendulum"
+CONFIG_ERROR = 2
+
+
+def bundled_configs() -> list[str]:
+    return sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
 
 
 def resolve_config(name: str) -> Path:
@@ -34,75 +46,101 @@ def resolve_config(name: str) -> Path:
         return path
     bundled = CONFIG_DIR / f"{name}.yaml"
     if not bundled.is_file():
-        known = ", ".join(sorted(p.stem for p in CONFIG_DIR.glob("*.yaml")))
-        raise SystemExit(f"unknown task config {name!r}: not a .yaml file and not bundled (bundled: {known})")
+        raise ValueError(f"unknown task config {name!r}: not a .yaml file and not bundled "
+                         f"(bundled: {', '.join(bundled_configs())})")
     return bundled
 
 
+def fail(command: str, message: object) -> int:
+    """A refused command line or config: one message, exit code 2 (never a restart or a resume hint)."""
+    log.error("robot-rl %s: error: %s", command, message)
+    return CONFIG_ERROR
+
+
 def cmd_train(argv: list[str]) -> int:
-    from robot_rl.config import ConfigError, load_yaml, parse
+    from robot_rl.config import ConfigError, parse, replace
     from robot_rl.runtime.config import TrainConfig
-    from robot_rl.runtime.supervisor import train
+    from robot_rl.utils.imports import absolute_imports
 
     resume = None
     if "--resume" in argv:
         i = argv.index("--resume")
         if i + 1 >= len(argv):
-            raise SystemExit("--resume needs a run folder")
+            return fail("train", "--resume needs a run folder")
         resume = argv[i + 1]
         argv = argv[:i] + argv[i + 2:]
-    config_path = None
-    if argv and not argv[0].startswith("-"):
-        config_path, argv = resolve_config(argv[0]), argv[1:]
-    elif resume is not None:
-        config_path = Path(resume) / "config.yaml"
-    elif not any(a in ("-h", "--help") for a in argv):
-        config_path = resolve_config(DEFAULT_CONFIG)
+    description = (f"Train a policy: learner and actors as separate processes.\n\nCONFIG: a YAML file or a bundled "
+                   f"task ({', '.join(bundled_configs())}); without CONFIG the bundled '{DEFAULT_CONFIG}' task, "
+                   f"whose values --help shows as defaults. Precedence: dataclass defaults < CONFIG < flags.")
     try:
-        if config_path is not None:
-            load_yaml(TrainConfig, config_path)  # fail early with a clean message naming the field
-        cfg = parse(TrainConfig, config_path, argv, prog="robot-rl train")
-        cfg.validate()
+        if argv and not argv[0].startswith("-"):
+            config_path, argv = resolve_config(argv[0]), argv[1:]
+        elif resume is not None:
+            config_path = Path(resume) / "config.yaml"
+        else:
+            config_path = resolve_config(DEFAULT_CONFIG)
+        cfg = parse(TrainConfig, config_path, argv, prog="robot-rl train [CONFIG]", description=description)
+        # Files named on the command line are relative to the working directory; make them absolute once.
+        cfg = replace(cfg, {"env.imports": absolute_imports(cfg.env.imports, Path.cwd())})
+        if resume is None:
+            from robot_rl.runtime.preflight import check_run
+
+            check_run(cfg)
+        else:
+            cfg.validate()
     except (ConfigError, ValueError) as exc:
-        print(f"robot-rl train: error: {exc}", file=sys.stderr)
-        return 2
+        return fail("train", exc)
+    from robot_rl.runtime.supervisor import train
+
     try:
         run_dir, result = train(cfg, resume)
-    except (FileExistsError, FileNotFoundError) as exc:
-        print(f"robot-rl train: error: {exc}", file=sys.stderr)
-        return 2
+    except (FileExistsError, FileNotFoundError, ConfigError) as exc:
+        return fail("train", exc)
     print(f"run folder: {run_dir}")
     print("final evaluation: " + json.dumps({k: round(v, 3) for k, v in result.items()}))
     print(f"policy: {run_dir / 'checkpoints'}  curve: {run_dir / 'learning_curve.png'}")
     return 0
 
 
-def _run_side(argv: list[str], prog: str) -> tuple[argparse.Namespace, object]:
-    from robot_rl.config import load_yaml
+@dataclass(frozen=True)
+class SideArgs:
+    """One side of a run started on its own (``robot-rl train`` starts both)."""
+
+    run_dir: str
+    """Run folder written by ``robot-rl train`` (its config.yaml)."""
+    resume: bool = False
+    """Learner: restore the latest checkpoint."""
+    index: int = 0
+    """Actor: its index in the run."""
+    incarnation: int = 0
+    """Actor: how many times this index was restarted."""
+
+
+def _run_side(argv: list[str], prog: str):
+    from robot_rl.config import load_yaml, parse_command
     from robot_rl.runtime.config import TrainConfig
 
-    parser = argparse.ArgumentParser(prog=prog)
-    parser.add_argument("--run-dir", required=True, help="run folder written by `robot-rl train` (config.yaml)")
-    parser.add_argument("--resume", action="store_true", help="learner: restore the latest checkpoint")
-    parser.add_argument("--index", type=int, default=0, help="actor: its index in the run")
-    parser.add_argument("--incarnation", type=int, default=0, help="actor: how many times this index restarted")
-    args = parser.parse_args(argv)
+    args = parse_command(SideArgs, argv, prog)
     return args, load_yaml(TrainConfig, Path(args.run_dir) / "config.yaml")
 
 
 def cmd_learner(argv: list[str]) -> int:
     """The learner alone (e.g. on a GPU box): ``robot-rl learner --run-dir RUN [--resume]``."""
-    from robot_rl.runtime.learner import Learner
-
-    args, cfg = _run_side(argv, "robot-rl learner")
     import torch
 
-    rt = cfg.runtime
-    torch.set_num_threads(rt.learner_threads or max(1, (os.cpu_count() or 1) - rt.num_actors))
-    if rt.learner_nice:
-        os.nice(rt.learner_nice)  # the actors' control loops come first on a shared machine
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    learner = Learner(cfg, args.run_dir, resume=args.resume)
+    from robot_rl.config import ConfigError
+    from robot_rl.runtime.learner import Learner
+
+    try:
+        args, cfg = _run_side(argv, "robot-rl learner")
+        rt = cfg.runtime
+        torch.set_num_threads(rt.learner_threads or max(1, (os.cpu_count() or 1) - rt.num_actors))
+        if rt.learner_nice:
+            os.nice(rt.learner_nice)  # the actors' control loops come first on a shared machine
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+        learner = Learner(cfg, args.run_dir, resume=args.resume)
+    except (ConfigError, ValueError) as exc:
+        return fail("learner", exc)
     try:
         learner.run()
     finally:
@@ -112,30 +150,49 @@ def cmd_learner(argv: list[str]) -> int:
 
 def cmd_actor(argv: list[str]) -> int:
     """One actor alone (e.g. on the robot PC): ``robot-rl actor --run-dir RUN [--index I]``."""
+    from robot_rl.config import ConfigError
     from robot_rl.runtime.actor import Actor
 
-    args, cfg = _run_side(argv, "robot-rl actor")
-    # SIGTERM = stop cleanly: the partial chunk and the spool are flushed before exit.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-    Actor(cfg, args.run_dir, index=args.index, incarnation=args.incarnation).run()
+    try:
+        args, cfg = _run_side(argv, "robot-rl actor")
+        # SIGTERM = stop cleanly: the partial chunk and the spool are flushed before exit.
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+        actor = Actor(cfg, args.run_dir, index=args.index, incarnation=args.incarnation)
+    except (ConfigError, ValueError) as exc:
+        return fail("actor", exc)
+    actor.run()
     return 0
 
 
+@dataclass(frozen=True)
+class EvalArgs:
+    """Deterministic evaluation of trained runs; several runs (seeds) also get the IQM with a stratified bootstrap
+    95 % CI."""
+
+    run_dirs: Annotated[tuple[str, ...], tyro.conf.Positional]
+    """Run folders (their latest checkpoint's policy)."""
+    episodes: int = 10
+    """Episodes per run (the same placements for every run)."""
+    video: str | None = None
+    """Write the first run's episodes to this .gif or .mp4 (several cameras side by side)."""
+
+
 def cmd_eval(argv: list[str]) -> int:
+    from robot_rl.config import ConfigError, parse_command
     from robot_rl.runtime.evaluation import evaluate_runs
 
-    parser = argparse.ArgumentParser(prog="robot-rl eval", description="Deterministic evaluation of trained runs; "
-                                     "several runs (seeds) also get the IQM with a stratified bootstrap 95 % CI.")
-    parser.add_argument("run_dirs", nargs="+")
-    parser.add_argument("--episodes", type=int, default=10)
-    parser.add_argument("--video", default=None, help="write the first run's episodes to this .gif or .mp4")
-    args = parser.parse_args(argv)
-    result = evaluate_runs(args.run_dirs, args.episodes, args.video)
+    args = parse_command(EvalArgs, argv, "robot-rl eval")
+    if not args.run_dirs:
+        return fail("eval", "give at least one run folder")
+    try:
+        result = evaluate_runs(list(args.run_dirs), args.episodes, args.video)
+    except (ConfigError, ValueError, FileNotFoundError) as exc:
+        return fail("eval", exc)
     if len(args.run_dirs) == 1:
         result = result[args.run_dirs[0]]
     print(json.dumps(result, indent=2))
     if args.video:
-        print(f"video: {args.video}", file=sys.stderr)
+        log.info("video: %s", args.video)
     return 0
 
 
@@ -182,9 +239,15 @@ COMMANDS = {"train": cmd_train, "learner": cmd_learner, "actor": cmd_actor, "eva
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        argv, level = pop_log_level(argv)
+        setup_logging(level)
+    except ValueError as exc:
+        print(f"robot-rl: error: {exc}", file=sys.stderr)
+        return CONFIG_ERROR
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         print(__doc__)
-        return 0 if not argv or argv[0] in ("-h", "--help") else 2
+        return 0 if not argv or argv[0] in ("-h", "--help") else CONFIG_ERROR
     return COMMANDS[argv[0]](argv[1:])
 
 

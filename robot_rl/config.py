@@ -7,15 +7,39 @@ the field (``agent.num_critics: expected int, got 'ten'``).
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import tyro
 import yaml
+from tyro.constructors import PrimitiveConstructorSpec
 
 T = TypeVar("T")
+
+
+def _json_arg(kind: type, convert: Callable[[Any], Any] = lambda v: v,
+              instance: tuple[type, ...] | None = None) -> PrimitiveConstructorSpec:
+    """A config field given on the command line as one JSON value (``--env.kwargs '{"image_size": 64}'``);
+    ``convert`` turns the parsed JSON into the field's value, ``instance`` are the types such a value has."""
+    def parse(args: list[str]) -> Any:
+        try:
+            value = json.loads(args[0])
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not valid JSON ({exc}): {args[0]!r}") from None
+        if not isinstance(value, kind):
+            raise ValueError(f"expected a JSON {'object' if kind is dict else 'list'}, got {args[0]!r}")
+        return convert(value)
+    return PrimitiveConstructorSpec(nargs=1, metavar="JSON", instance_from_str=parse,
+                                    is_instance=lambda v: isinstance(v, instance or (kind,)),
+                                    str_from_instance=lambda v: [json.dumps(to_dict(v))])
+
+
+JsonDict = Annotated[dict[str, Any], _json_arg(dict)]
+"""A ``dict[str, Any]`` field: a mapping in YAML, one JSON object on the command line."""
 
 
 class ConfigError(ValueError):
@@ -28,9 +52,11 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
     if tp is Any:
         return value
     if dataclasses.is_dataclass(tp):
+        if dataclasses.is_dataclass(value) and isinstance(value, tp):
+            return value
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return from_dict(tp, value, where)
+        return from_dict(_concrete(tp, value, where), value, where)
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
@@ -70,6 +96,18 @@ def _convert(value: Any, tp: Any, where: str) -> Any:
     return value
 
 
+def _concrete(tp: type, data: Mapping[str, Any], where: str) -> type:
+    """A field typed with a family of configs (``agent: AgentConfig``) takes the member its data names: such a
+    base class has ``resolve_config_class(data) -> subclass``."""
+    resolve = getattr(tp, "resolve_config_class", None)
+    if resolve is None:
+        return tp
+    try:
+        return resolve(data)
+    except ValueError as exc:
+        raise ConfigError(f"{where}.name: {exc}") from None
+
+
 def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
     """Builds dataclass ``cls`` from nested dicts, checking every key and type."""
     hints = typing.get_type_hints(cls)
@@ -102,8 +140,9 @@ def load_yaml(cls: type[T], path: str | Path) -> T:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     try:
-        return from_dict(cls, data)
-    except ConfigError as exc:
+        prepare = getattr(cls, "prepare_raw", None)  # e.g. paths relative to the file, user modules to import
+        return from_dict(cls, prepare(data, path.parent) if prepare else data)
+    except (ConfigError, ValueError) as exc:
         raise ConfigError(f"{path}: {exc}") from None
 
 
@@ -111,7 +150,70 @@ def save_yaml(cfg: Any, path: str | Path) -> None:
     Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False))
 
 
-def parse(cls: type[T], yaml_path: str | Path | None, args: list[str], prog: str = "robot-rl") -> T:
+def replace(cfg: T, changes: Mapping[str, Any]) -> T:
+    """A copy of frozen config ``cfg`` with dotted fields changed: ``replace(cfg, {"agent.utd": 2, "seed": 1})``.
+    Values are checked like YAML values (``"agent.hidden_dims": [64, 64]`` becomes a tuple)."""
+    updates: dict[str, Any] = {}
+    nested: dict[str, dict[str, Any]] = {}
+    hints = typing.get_type_hints(type(cfg))
+    for key, value in changes.items():
+        head, _, rest = key.partition(".")
+        if head not in hints:
+            raise ConfigError(f"unknown config field {key!r} of {type(cfg).__name__}")
+        if rest:
+            nested.setdefault(head, {})[rest] = value
+        else:
+            updates[head] = _convert(value, hints[head], head)
+    for head, sub in nested.items():
+        updates[head] = replace(updates.get(head, getattr(cfg, head)), sub)
+    return dataclasses.replace(cfg, **updates)  # type: ignore[type-var]
+
+
+def _choice_override(default: Any, args: list[str]) -> Any:
+    """``--agent.name bc`` on the command line: the agent section becomes that agent's defaults (the YAML's
+    section belongs to the agent the YAML names), so the flags that follow are that agent's."""
+    for field in dataclasses.fields(default):
+        value = getattr(default, field.name)
+        resolve = getattr(type(value), "resolve_config_class", None)
+        flag = f"--{field.name}.name"
+        if resolve is None:
+            continue
+        for i, arg in enumerate(args):
+            name = args[i + 1] if arg == flag and i + 1 < len(args) else arg.partition("=")[2] \
+                if arg.startswith(flag + "=") else None
+            if name is not None and name != value.name:
+                try:
+                    choice = resolve({"name": name})
+                except ValueError as exc:
+                    raise ConfigError(f"{field.name}.name: {exc}") from None
+                default = dataclasses.replace(default, **{field.name: choice(name=name)})
+    return default
+
+
+def _cli_class(default: Any) -> type:
+    """The dataclass tyro parses: fields typed with a config family are re-typed to the member in ``default``
+    (tyro builds flags from the annotation, so ``--agent.num-critics`` needs ``agent: SACConfig`` there)."""
+    cls = type(default)
+    hints = typing.get_type_hints(cls, include_extras=True)
+    fields = []
+    for f in dataclasses.fields(default):
+        value = getattr(default, f.name)
+        if hasattr(type(value), "resolve_config_class") and type(value) is not hints[f.name]:
+            fields.append((f.name, type(value), dataclasses.field(default_factory=type(value))))
+    if not fields:
+        return cls
+    return dataclasses.make_dataclass(cls.__name__, fields, bases=(cls,), frozen=True)
+
+
+def parse(cls: type[T], yaml_path: str | Path | None, args: list[str], prog: str = "robot-rl",
+          description: str | None = None) -> T:
     """Defaults < YAML < CLI flags (``--agent.utd 10``); ``--help`` lists every field with its docstring."""
     default = load_yaml(cls, yaml_path) if yaml_path else cls()
-    return tyro.cli(cls, default=default, args=args, prog=prog)
+    default = _choice_override(default, args)
+    return tyro.cli(_cli_class(default), default=default, args=args, prog=prog, description=description)
+
+
+def parse_command(cls: type[T], argv: list[str], prog: str, description: str | None = None) -> T:
+    """The one parser of every ``robot-rl`` subcommand: its options are the fields of dataclass ``cls`` (each with
+    a docstring, shown by ``--help``); bad options exit with code 2 and a message naming them."""
+    return tyro.cli(cls, args=argv, prog=prog, description=description or cls.__doc__)

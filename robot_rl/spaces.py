@@ -1,4 +1,4 @@
-"""The observation/action contract shared by envs, replay and agents (see DESIGN.md "Contracts").
+"""The observation/action contract shared by envs, replay and agents.
 
 Observation: ``{"state": float32 [D], "pixels": {camera: uint8 [H, W, 3]}}``; action: float32 ``[A]`` in [-1, 1].
 """
@@ -22,7 +22,7 @@ class ObsSpec:
     def from_space(cls, space: gym.Space) -> ObsSpec:
         if not isinstance(space, gym.spaces.Dict) or "state" not in space.spaces:
             raise TypeError(f"observation space must be a Dict with a 'state' Box (got {space}); "
-                            "wrap plain Box envs with robot_rl.envs.StateDictObservation")
+                            "make envs through robot_rl.envs.make_env, whose adapter maps them (env.obs_map)")
         state = space["state"]
         if not isinstance(state, gym.spaces.Box) or len(state.shape) != 1:
             raise TypeError(f"observation 'state' must be a 1-D Box, got {state}")
@@ -49,5 +49,5 @@ def action_dim_of(space: gym.Space) -> int:
         raise TypeError(f"action space must be a 1-D Box, got {space}")
     if not (np.all(space.low == -1) and np.all(space.high == 1)):
         raise ValueError(f"action space must be normalised to [-1, 1] (got low={space.low}, high={space.high}); "
-                         "wrap the env with robot_rl.envs.NormalizeAction")
+                         "make envs through robot_rl.envs.make_env, whose adapter scales actions")
     return int(space.shape[0])

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from robot_rl.agents.base import AgentConfig
 
-@dataclass
+
+@dataclass(frozen=True)
 class EncoderConfig:
     """How observations become the latent the actor and critics read."""
 
@@ -31,9 +33,12 @@ class EncoderConfig:
     """Floor of the fitted std (state units): near-constant dims are not blown up into noise."""
 
 
-@dataclass
-class SACConfig:
+@dataclass(frozen=True)
+class SACConfig(AgentConfig):
     """Soft actor-critic with the RLPD recipe (LayerNorm critic ensemble, subset-min target, high UTD)."""
+
+    name: str = "sac"
+    """Which agent (``sac`` here; see AgentConfig)."""
 
     hidden_dims: tuple[int, ...] = (256, 256)
     """Hidden layer sizes of the actor and of every critic."""
@@ -89,10 +94,6 @@ class SACConfig:
     encoder, HL-Gauss, bf16 and compile always use autograd."""
     compile: bool = False
     """torch.compile the update step; see benchmarks/learner_speed.py before enabling."""
-    device: str = "cpu"
-    """Torch device of the learner ('cpu', 'cuda', 'cuda:1', ...)."""
-    seed: int = 0
-    """Seed of parameter init and of the update's randomness."""
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     """Observation encoder."""
 

@@ -15,6 +15,7 @@ from safetensors.torch import load_file
 from torch import nn
 
 from robot_rl.agents.config import EncoderConfig
+from robot_rl.agents.networks import init_parameters
 from robot_rl.spaces import ObsSpec
 
 
@@ -67,7 +68,9 @@ def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator | No
 class ObservationEncoder(nn.Module):
     """Encodes a Dict observation ``{"state": [B, D], "pixels": {cam: [B, H, W, 3] uint8}}`` to ``[B, Z]``."""
 
-    def __init__(self, spec: ObsSpec, cfg: EncoderConfig) -> None:
+    def __init__(self, spec: ObsSpec, cfg: EncoderConfig, generator: torch.Generator | None = None) -> None:
+        """``generator``: draws the initial weights (see :func:`~robot_rl.agents.networks.init_parameters`);
+        pretrained weights are loaded after that."""
         super().__init__()
         self.cfg = cfg
         self.cameras = tuple(sorted(spec.cameras))
@@ -83,6 +86,8 @@ class ObservationEncoder(nn.Module):
         self.register_buffer("state_shift", torch.zeros(spec.state_dim))
         self.register_buffer("state_scale", torch.ones(spec.state_dim))
         self.register_buffer("state_fitted", torch.zeros(1))  # 1-D: the weight board has no 0-d slots
+        if generator is not None:
+            init_parameters(self, generator)
         if cfg.pretrained_path:
             self.load_pretrained(cfg.pretrained_path, freeze=cfg.freeze_pretrained)
 

@@ -121,17 +121,36 @@ class TanhGaussianActor(nn.Module):
         self.log_std_min = log_std_min
         self.log_std_max = log_std_max
 
-    def forward(self, z: torch.Tensor, deterministic: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        """Returns ``(action in [-1, 1], log_prob [B])``; log_prob is zeros when deterministic."""
+    def forward(self, z: torch.Tensor, deterministic: bool = False,
+                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Returns ``(action in [-1, 1], log_prob [B])``; log_prob is zeros when deterministic. The Gaussian
+        noise comes from ``generator`` (the agent's own; the global RNG only when None)."""
         mu, log_std = self.net(z).chunk(2, dim=-1)
         if deterministic:
             return torch.tanh(mu), torch.zeros(mu.shape[:-1], device=mu.device, dtype=mu.dtype)
         # Soft clamp keeps gradients alive at the bounds (as in DrQ-v2 / jaxrl).
         log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (torch.tanh(log_std) + 1)
-        eps = torch.randn_like(mu)
+        eps = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
         pre_tanh = mu + eps * log_std.exp()
         action = torch.tanh(pre_tanh)
         # log N(pre_tanh; mu, std) - sum log(1 - tanh^2), the latter in the stable softplus form.
         log_prob = (-0.5 * eps.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
         log_prob = log_prob - (2 * (math.log(2) - pre_tanh - F.softplus(-2 * pre_tanh))).sum(-1)
         return action, log_prob
+
+
+@torch.no_grad()
+def init_parameters(module: nn.Module, generator: torch.Generator) -> None:
+    """PyTorch's default initialisation of every Linear / Conv2d / EnsembleLinear in ``module``, drawn from
+    ``generator``: an agent built from a seed is the same whatever the global torch RNG holds, and building it
+    leaves that RNG alone. (Default init = kaiming-uniform with a = sqrt(5): U(+-1/sqrt(fan_in)), bias alike.)"""
+    for m in module.modules():
+        if isinstance(m, (nn.Linear, nn.Conv2d)):
+            bound = 1.0 / math.sqrt(m.weight[0].numel())
+            m.weight.uniform_(-bound, bound, generator=generator)
+            if m.bias is not None:
+                m.bias.uniform_(-bound, bound, generator=generator)
+        elif isinstance(m, EnsembleLinear):
+            bound = 1.0 / math.sqrt(m.weight.shape[1])
+            m.weight.uniform_(-bound, bound, generator=generator)
+            m.bias.uniform_(-bound, bound, generator=generator)

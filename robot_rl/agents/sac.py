@@ -11,58 +11,57 @@ import copy
 from collections.abc import Mapping
 from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from robot_rl.agents.base import Sampling, index_tree, keep_global_rng, obs_batch, seeded_generator, to_torch, utd_batch
 from robot_rl.agents.bc import bc_term
 from robot_rl.agents.config import SACConfig
 from robot_rl.agents.encoders import ObservationEncoder
 from robot_rl.agents.fused_adam import FusedAdamStep
 from robot_rl.agents.hl_gauss import HLGauss
 from robot_rl.agents.manual_grad import ManualSACStep, supports
-from robot_rl.agents.networks import EnsembleCritic, TanhGaussianActor
+from robot_rl.agents.networks import EnsembleCritic, TanhGaussianActor, init_parameters
 from robot_rl.spaces import ObsSpec
 
+if TYPE_CHECKING:
+    from robot_rl.replay.buffer import ReplayBuffer
+
 Batch = Mapping[str, Any]
-
-
-def to_torch(tree: Any, device: torch.device) -> Any:
-    """numpy/tensor tree -> tensor tree on ``device`` (bool arrays become float for the losses)."""
-    if isinstance(tree, Mapping):
-        return {k: to_torch(v, device) for k, v in tree.items()}
-    t = torch.as_tensor(tree)
-    if t.dtype == torch.bool:
-        t = t.float()
-    return t.to(device, non_blocking=True)
-
-
-def index_tree(tree: Any, i: int) -> Any:
-    if isinstance(tree, Mapping):
-        return {k: index_tree(v, i) for k, v in tree.items()}
-    return tree[i]
+__all__ = ["Batch", "SACAgent", "index_tree", "to_torch"]
 
 
 class SACAgent:
-    """Soft actor-critic agent (RLPD defaults). See :class:`SACConfig` for every knob."""
+    """Soft actor-critic agent (RLPD defaults). See :class:`SACConfig` for every knob.
 
-    def __init__(self, obs_spec: ObsSpec, action_dim: int, cfg: SACConfig | None = None) -> None:
+    ``seed`` draws the initial weights and the update's randomness (critic subsets, augmentation, policy noise);
+    acting draws from a generator of its own (:meth:`act`), so an actor's exploration depends only on its seed.
+    """
+
+    name: ClassVar[str] = "sac"
+    config_class: ClassVar[type[SACConfig]] = SACConfig
+
+    def __init__(self, obs_spec: ObsSpec, action_dim: int, cfg: SACConfig | None = None, seed: int = 0) -> None:
         self.cfg = cfg = cfg or SACConfig()
         cfg.validate()
+        self.check_spaces(obs_spec, action_dim, cfg)
         self.obs_spec = obs_spec
         self.action_dim = action_dim
         self.device = torch.device(cfg.device)
-        torch.manual_seed(cfg.seed)
-        self.encoder = ObservationEncoder(obs_spec, cfg.encoder).to(self.device)
-        z = self.encoder.out_dim
+        init = seeded_generator(seed)
         out = cfg.hl_gauss_bins if cfg.hl_gauss else 1
-        self.critic = EnsembleCritic(cfg.num_critics, z + action_dim, cfg.hidden_dims, out,
-                                     cfg.critic_layer_norm).to(self.device)
+        with keep_global_rng():
+            self.encoder = ObservationEncoder(obs_spec, cfg.encoder, generator=init).to(self.device)
+            z = self.encoder.out_dim
+            self.critic = EnsembleCritic(cfg.num_critics, z + action_dim, cfg.hidden_dims, out, cfg.critic_layer_norm)
+            self.actor = TanhGaussianActor(z, action_dim, cfg.hidden_dims, layer_norm=cfg.actor_layer_norm)
+        init_parameters(self.critic, init)
+        init_parameters(self.actor, init)
+        self.critic, self.actor = self.critic.to(self.device), self.actor.to(self.device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-        self.actor = TanhGaussianActor(z, action_dim, cfg.hidden_dims,
-                                       layer_norm=cfg.actor_layer_norm).to(self.device)
         self.log_alpha = torch.tensor(float(np.log(cfg.init_temperature)), device=self.device, requires_grad=True)
         self.target_entropy = cfg.target_entropy if cfg.target_entropy is not None else -action_dim / 2
         self.hl = (HLGauss(*cfg.hl_gauss_range, cfg.hl_gauss_bins, cfg.hl_gauss_sigma_ratio).to(self.device)
@@ -78,7 +77,8 @@ class SACAgent:
         ], fused=fused)
         self._online_targets = list(self.critic.parameters())
         self._target_params = list(self.target_critic.parameters())
-        self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed + 1)
+        self.generator = seeded_generator(seed + 1, self.device)
+        self.act_generator = seeded_generator(seed + 2, self.device)
         self.update_step = 0
         self.critic_step = 0
         self._losses = torch.compile(self._compute_losses) if cfg.compile else self._compute_losses
@@ -86,17 +86,34 @@ class SACAgent:
         self._manual = ManualSACStep(self) if manual and not cfg.compile and supports(self) else None
         self._adam = FusedAdamStep(self.optimizer)
 
+    # ---------------------------------------------------------------- contract
+    @classmethod
+    def check_spaces(cls, obs_spec: ObsSpec, action_dim: int, cfg: SACConfig) -> None:
+        """SAC takes any proprioception size and any cameras; it needs at least one action dimension."""
+        if action_dim < 1:
+            raise ValueError(f"agent sac needs a continuous action of at least 1 dimension, got {action_dim}")
+        if obs_spec.state_dim < 1 and not obs_spec.cameras:
+            raise ValueError("agent sac needs a state vector or at least one camera in the observation")
+
+    @classmethod
+    def sampling(cls, cfg: SACConfig) -> Sampling:
+        """One update = ``utd`` critic steps on a ``[utd, batch_size]`` sample in the replay's mix."""
+        return Sampling(batch_size=cfg.batch_size, utd=cfg.utd)
+
+    def prepare(self, replay: ReplayBuffer) -> None:
+        """Before the first update: fit the state standardisation on everything in the replay (demos and warm-up
+        data); it is then frozen (and restored from checkpoints, never refitted)."""
+        if not self.cfg.encoder.normalize_state or self.encoder.normalizer_fitted:
+            return
+        self.encoder.fit_state_normalizer(replay.valid_states())
+
     # ------------------------------------------------------------------ acting
     @torch.no_grad()
     def act(self, obs: Mapping[str, Any], deterministic: bool = False) -> np.ndarray:
         """Action(s) in [-1, 1] for one observation (``state [D]``) or a batch (``state [N, D]``)."""
-        single = np.ndim(obs["state"]) == 1
-        tobs = to_torch(obs, self.device)
-        if single:
-            tobs = {k: (v.unsqueeze(0) if k == "state" else {c: f.unsqueeze(0) for c, f in v.items()})
-                    for k, v in tobs.items()}
+        tobs, single = obs_batch(obs, self.device)
         with self._autocast():
-            action, _ = self.actor(self.encoder(tobs), deterministic)
+            action, _ = self.actor(self.encoder(tobs), deterministic, self.act_generator)
         action = action.float().cpu().numpy()
         return action[0] if single else action
 
@@ -110,9 +127,7 @@ class SACAgent:
 
         A ``[B, ...]`` batch (no utd axis) is treated as ``utd = 1``. Returns the last step's metrics.
         """
-        tb = to_torch(batch, self.device)
-        if tb["action"].dim() == 2:
-            tb = index_tree(tb, None)  # [B, ...] -> [1, B, ...]
+        tb = utd_batch(batch, self.device)
         utd = tb["action"].shape[0]
         metrics: dict[str, torch.Tensor] = {}
         for i in range(utd):
@@ -152,7 +167,7 @@ class SACAgent:
         with torch.no_grad():
             # DrQ-v2 style: the online encoder (no grad) feeds both the next action and the target critics.
             z_next = self.encoder(mb["next_obs"], augment, self.generator)
-            next_action, next_logp = self.actor(z_next)
+            next_action, next_logp = self.actor(z_next, generator=self.generator)
             q_next = self._q_scalar(self.target_critic(z_next, next_action, members=members)).min(0).values
             if cfg.backup_entropy:
                 q_next = q_next - alpha * next_logp.float()
@@ -167,7 +182,7 @@ class SACAgent:
         loss = critic_loss
         if update_actor:
             zd = z.detach()  # actor gradients are stopped into the shared encoder (SERL/DrQ)
-            action, logp = self.actor(zd)
+            action, logp = self.actor(zd, generator=self.generator)
             logp = logp.float()
             q_pi = self._q_scalar(self.critic(zd, action, detach_params=True)).mean(0)
             actor_loss = (alpha * logp - q_pi).mean()
@@ -217,7 +232,6 @@ class SACAgent:
             "log_alpha": self.log_alpha.detach().clone(),
             "optimizer": self.optimizer.state_dict(),
             "generator": self.generator.get_state(),
-            "torch_rng": torch.get_rng_state(),  # the policy's sampling noise uses the global generator
             "update_step": self.update_step,
             "critic_step": self.critic_step,
         }
@@ -231,7 +245,5 @@ class SACAgent:
             self.log_alpha.copy_(state["log_alpha"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.generator.set_state(state["generator"])
-        if "torch_rng" in state:
-            torch.set_rng_state(state["torch_rng"])
         self.update_step = int(state["update_step"])
         self.critic_step = int(state["critic_step"])

@@ -1,6 +1,6 @@
-"""Environment construction and wrappers that make any gymnasium env speak the robot_rl contract."""
+"""The env pipeline (robot_rl.envs.make) and the contract every env is adapted to (robot_rl.envs.contract)."""
 
-from robot_rl.envs.make import EnvConfig, make_env
-from robot_rl.envs.wrappers import StateDictObservation
+from robot_rl.envs.config import EnvConfig, ObsMapConfig, WrapperConfig
+from robot_rl.envs.make import has_expert, make_batched_env, make_env
 
-__all__ = ["EnvConfig", "StateDictObservation", "make_env"]
+__all__ = ["EnvConfig", "ObsMapConfig", "WrapperConfig", "has_expert", "make_batched_env", "make_env"]

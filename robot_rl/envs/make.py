@@ -1,46 +1,119 @@
-"""Builds the env a run trains on from its config: any gymnasium id, adapted to the robot_rl contract."""
+"""The env pipeline: every env of robot_rl (training, evaluation, demos) is built here, in one order:
+
+1. **make** - ``env.imports`` are imported, then ``gymnasium.make(env.id, **env.kwargs)`` (an env class named by
+   ``module:Class`` is made through a gymnasium spec, with the usual checker and time limit);
+2. **your wrappers** - ``env.wrappers``, in order;
+3. **contract adapter** - observation map, action scaled to [-1, 1], ``info`` keys, tiled ``render()``
+   (:mod:`robot_rl.envs.adapter`);
+4. **reward override** - the learned reward classifier when ``reward.path`` is set (training envs only);
+5. **teleop** - the intervention wrapper when ``teleop.device`` is set (training envs only);
+6. **batching** - the actor's ``runtime.num_envs`` envs as one :class:`~robot_rl.envs.batched.BatchedEnv`.
+
+Every stage that fails raises ``ValueError`` naming the config field, so ``robot-rl train`` can refuse a bad
+config before it starts any process.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+import dataclasses
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
-import numpy as np
 
-from robot_rl.envs.wrappers import StateDictObservation
+from robot_rl.envs.adapter import ContractAdapter
+from robot_rl.envs.config import EnvConfig
+from robot_rl.utils.imports import import_object, load_imports
 
-
-@dataclass
-class EnvConfig:
-    """Which environment to run and how."""
-
-    id: str = "Pendulum-v1"
-    """A gymnasium id (robot_rl/<Task>-v0 for the sim tasks, or any registered id such as HalfCheetah-v5)."""
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments passed to gymnasium.make."""
-    max_episode_steps: int | None = None
-    """Override the env's time limit (None keeps the registered one)."""
+if TYPE_CHECKING:
+    from robot_rl.envs.batched import BatchedEnv
+    from robot_rl.rewards.wrapper import ClassifierRewardConfig
+    from robot_rl.teleop.config import TeleopConfig
 
 
-def make_env(cfg: EnvConfig, render_mode: str | None = None) -> gym.Env:
-    """``gymnasium.make`` + action rescaled to [-1, 1] + Box observations wrapped as ``{"state": ...}``."""
-    if cfg.id.startswith("robot_rl/"):
+def register_builtin(env_id: str) -> None:
+    """Registers robot_rl's own sim tasks when ``env_id`` names one."""
+    if env_id.startswith("robot_rl/"):
         import robot_rl_sim  # noqa: F401  (registers the sim tasks)
+
+
+def _make_raw(cfg: EnvConfig, render_mode: str | None, extra_kwargs: dict[str, Any]) -> gym.Env:
+    load_imports(cfg.imports, "env.imports")
+    register_builtin(cfg.id)
+    kwargs = {**cfg.kwargs, **extra_kwargs}
     try:
-        env = gym.make(cfg.id, max_episode_steps=cfg.max_episode_steps, render_mode=render_mode, **cfg.kwargs)
+        return gym.make(cfg.id, max_episode_steps=cfg.max_episode_steps, render_mode=render_mode, **kwargs)
     except gym.error.Error as exc:
-        raise ValueError(f"env.id: cannot make {cfg.id!r}: {exc}") from exc
-    if not isinstance(env.action_space, gym.spaces.Box):
-        raise ValueError(f"env.id: {cfg.id!r} has a {type(env.action_space).__name__} action space; "
-                         "robot_rl needs continuous (Box) actions")
-    space = env.action_space
-    if not (np.all(space.low == -1) and np.all(space.high == 1)):
-        ones = np.ones(space.shape, np.float32)
-        env = gym.wrappers.RescaleAction(env, -ones, ones)
-    if env.action_space.dtype != np.float32:
-        env = gym.wrappers.TransformAction(
-            env, lambda a: a, gym.spaces.Box(-1.0, 1.0, env.action_space.shape, np.float32))
-    if isinstance(env.observation_space, gym.spaces.Box):
-        env = StateDictObservation(env)
+        if ":" not in cfg.id:
+            raise ValueError(f"env.id: cannot make {cfg.id!r}: {exc}") from exc
+        error = exc
+    except TypeError as exc:  # the env's constructor refused a keyword
+        raise ValueError(f"env.kwargs: {cfg.id!r} does not take {sorted(kwargs)}: {exc}") from exc
+    try:  # module:Class of an env registered nowhere
+        entry = import_object(cfg.id, "env.id")
+    except ValueError:
+        raise ValueError(f"env.id: cannot make {cfg.id!r}: {error}") from error
+    if not callable(entry):
+        raise ValueError(f"env.id: {cfg.id!r} is neither a registered id nor an env class")
+    spec = gym.envs.registration.EnvSpec(id=cfg.id.replace(":", "."), entry_point=entry,
+                                         max_episode_steps=cfg.max_episode_steps)
+    try:
+        return gym.make(spec, render_mode=render_mode, **kwargs)
+    except TypeError as exc:
+        raise ValueError(f"env.kwargs: {cfg.id!r} does not take {sorted(kwargs)}: {exc}") from exc
+
+
+def _user_wrappers(env: gym.Env, cfg: EnvConfig) -> gym.Env:
+    for i, wrapper in enumerate(cfg.wrappers):
+        make = import_object(wrapper.target, f"env.wrappers[{i}]")
+        try:
+            env = make(env, **wrapper.kwargs)
+        except Exception as exc:  # noqa: BLE001 - the user's wrapper refused: say which
+            raise ValueError(f"env.wrappers[{i}]: {wrapper.target}: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(env, gym.Env):
+            raise ValueError(f"env.wrappers[{i}]: {wrapper.target} returned {type(env).__name__}, not a gymnasium env")
     return env
+
+
+def make_env(cfg: EnvConfig, render_mode: str | None = None, *, reward: ClassifierRewardConfig | None = None,
+             teleop: TeleopConfig | None = None, teleop_seed: int = 0) -> gym.Env:
+    """One env through stages 1-5 (evaluation and demos: no ``reward`` and no ``teleop``)."""
+    cfg.validate()
+    learned_reward = reward is not None and bool(reward.path)
+    # A learned reward decides success: a robot_rl task must not end episodes on its own success check.
+    extra = {"terminate_on_success": False} if learned_reward and cfg.id.startswith("robot_rl/") else {}
+    env = _make_raw(cfg, render_mode, extra)
+    env = _user_wrappers(env, cfg)
+    env = ContractAdapter(env, cfg)
+    if learned_reward:
+        from robot_rl.rewards.wrapper import ClassifierReward
+
+        try:
+            env = ClassifierReward(env, reward.path, reward)
+        except (ValueError, FileNotFoundError, KeyError) as exc:
+            raise ValueError(f"reward.path: {exc}") from exc
+    if teleop is not None and teleop.device != "none":
+        from robot_rl.teleop.intervention import wrap_with_teleop
+
+        env = wrap_with_teleop(env, teleop, seed=teleop_seed)
+    return env
+
+
+def make_batched_env(cfg: EnvConfig, num_envs: int, *, reward: ClassifierRewardConfig | None = None,
+                     teleop: TeleopConfig | None = None, teleop_seeds: Sequence[int] = ()) -> BatchedEnv:
+    """Stage 6: ``num_envs`` training envs as one batched env (env i's scripted human seeded ``teleop_seeds[i]``)."""
+    from robot_rl.envs.batched import BatchedEnv
+
+    seeds = list(teleop_seeds) or list(range(num_envs))
+    return BatchedEnv([lambda i=i: make_env(cfg, reward=reward, teleop=teleop, teleop_seed=seeds[i])
+                       for i in range(num_envs)])
+
+
+def has_expert(env: gym.Env) -> bool:
+    """Whether the env has a scripted expert (``expert_action(noise)``; robot_rl's sim tasks do)."""
+    return callable(getattr(env.unwrapped, "expert_action", None))
+
+
+def with_kwargs(cfg: EnvConfig, **kwargs: Any) -> EnvConfig:
+    """``cfg`` with ``kwargs`` added to ``env.kwargs``."""
+    return dataclasses.replace(cfg, kwargs={**cfg.kwargs, **kwargs})

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.config import JsonDict
 from robot_rl.replay.storage import RingStorage
 from robot_rl.spaces import ObsSpec
 
@@ -20,7 +21,7 @@ GROUPS = {"online": ("online",), "prior": ("demos", "interventions"), "demos": (
           "interventions": ("interventions",)}
 
 
-@dataclass
+@dataclass(frozen=True)
 class ReplayConfig:
     """Sizes and sampling mix of the learner's replay buffer."""
 
@@ -30,11 +31,9 @@ class ReplayConfig:
     """Rows kept in the demonstrations partition."""
     interventions_capacity: int = 100_000
     """Rows kept in the human-interventions partition."""
-    mix: dict[str, float] = field(default_factory=lambda: {"online": 0.5, "prior": 0.5})
+    mix: JsonDict = field(default_factory=lambda: {"online": 0.5, "prior": 0.5})
     """Share of each batch per group: online, prior (= demos + interventions), demos, interventions.
     An empty group's share goes to the others (RLPD symmetric sampling = online 0.5, prior 0.5)."""
-    seed: int = 0
-    """Seed of the sampler's random generator."""
 
     def validate(self) -> None:
         for name in PARTITIONS:
@@ -43,6 +42,8 @@ class ReplayConfig:
         unknown = set(self.mix) - set(GROUPS)
         if unknown:
             raise ValueError(f"replay config: mix has unknown group(s) {sorted(unknown)}; use {sorted(GROUPS)}")
+        if not all(isinstance(w, (int, float)) and not isinstance(w, bool) for w in self.mix.values()):
+            raise ValueError(f"replay config: mix weights must be numbers, got {dict(self.mix)}")
         if any(w < 0 for w in self.mix.values()) or sum(self.mix.values()) <= 0:
             raise ValueError("replay config: mix weights must be >= 0 and sum to > 0")
 
@@ -62,13 +63,14 @@ def nest(flat: Mapping[str, np.ndarray]) -> dict[str, Any]:
 class ReplayBuffer:
     """Partitioned in-RAM replay. ``add`` routes by source; ``sample`` mixes partitions per batch."""
 
-    def __init__(self, spec: ObsSpec, action_dim: int, cfg: ReplayConfig | None = None) -> None:
+    def __init__(self, spec: ObsSpec, action_dim: int, cfg: ReplayConfig | None = None, seed: int = 0) -> None:
+        """``seed``: the sampler's random generator (a run derives it from its seed: runtime/seeds.py)."""
         self.cfg = cfg = cfg or ReplayConfig()
         cfg.validate()
         self.spec, self.action_dim = spec, action_dim
         self.partitions = {name: RingStorage(spec, action_dim, getattr(cfg, f"{name}_capacity"))
                            for name in PARTITIONS}
-        self.rng = np.random.default_rng(cfg.seed)
+        self.rng = np.random.default_rng(seed)
         self._out: dict[tuple[int, int], dict[str, np.ndarray]] = {}
 
     def __len__(self) -> int:
@@ -76,6 +78,14 @@ class ReplayBuffer:
 
     def sizes(self) -> dict[str, int]:
         return {name: p.num_transitions for name, p in self.partitions.items()}
+
+    def valid_states(self, group: str | None = None) -> np.ndarray:
+        """The state of every stored transition ``[N, D]`` (of one group's partitions when ``group`` is given),
+        e.g. to fit a state normaliser."""
+        names = GROUPS[group] if group is not None else PARTITIONS
+        parts = [self.partitions[n] for n in names]
+        states = [p.arrays["state"][: p.size][p.arrays["valid"][: p.size]] for p in parts]
+        return np.concatenate([s for s in states if len(s)] or [np.zeros((0, self.spec.state_dim), np.float32)])
 
     def add(self, obs: Mapping[str, Any], action: np.ndarray, reward: float, terminated: bool, truncated: bool,
             next_obs: Mapping[str, Any], *, source: str = "online", intervened: bool = False,
@@ -91,6 +101,12 @@ class ReplayBuffer:
                                       step=step, stream=stream)
 
     # ---------------------------------------------------------------- sampling
+    def can_sample(self, mix: Mapping[str, float] | None = None) -> bool:
+        """Whether some group of ``mix`` (default: the configured one) with a share > 0 holds data."""
+        sizes = self.sizes()
+        mix = mix if mix is not None else self.cfg.mix
+        return any(w > 0 and sum(sizes[p] for p in GROUPS[g]) > 0 for g, w in mix.items())
+
     def _counts(self, batch_size: int, mix: Mapping[str, float]) -> dict[str, int]:
         """Per-partition sample counts for one minibatch (largest remainder; empty groups re-distributed)."""
         sizes = self.sizes()

@@ -13,6 +13,7 @@ chunks are on disk, and names the array and the expected vs found values when so
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -128,6 +129,14 @@ def _check_spec(path: Path, spec: ObsSpec, action_dim: int, expected: ObsSpec | 
                                f"per row, found ({action_dim},)")
 
 
+def check_store(path: str | Path, spec: ObsSpec, action_dim: int) -> None:
+    """Raises :class:`ReplayStoreError` unless ``path`` is a replay store (or dataset) of these spaces; reads only
+    its metadata."""
+    path = Path(path)
+    _, _, found_spec, found_action_dim = _open(path)
+    _check_spec(path, found_spec, found_action_dim, spec, action_dim)
+
+
 def load_buffer(path: str | Path, cfg: ReplayConfig | None = None, expected_spec: ObsSpec | None = None,
                 expected_action_dim: int | None = None) -> ReplayBuffer:
     """A ReplayBuffer holding exactly what :func:`save_buffer` wrote (capacities grow to fit if needed)."""
@@ -139,7 +148,7 @@ def load_buffer(path: str | Path, cfg: ReplayConfig | None = None, expected_spec
     for name in PARTITIONS:  # a smaller configured capacity cannot hold the saved rows
         size = int(parts.get(name, {}).get("size", 0))
         if size > getattr(cfg, f"{name}_capacity"):
-            setattr(cfg, f"{name}_capacity", size)
+            cfg = dataclasses.replace(cfg, **{f"{name}_capacity": size})
     buffer = ReplayBuffer(spec, action_dim, cfg)
     for name, counters in parts.items():
         if name not in buffer.partitions:

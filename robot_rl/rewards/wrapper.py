@@ -24,7 +24,7 @@ import numpy as np
 from robot_rl.rewards.classifier import RewardClassifier, load_classifier
 
 
-@dataclass
+@dataclass(frozen=True)
 class ClassifierRewardConfig:
     """How a trained reward classifier replaces the env's reward and termination."""
 

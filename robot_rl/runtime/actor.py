@@ -24,17 +24,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl.agents.sac import SACAgent
-from robot_rl.envs.make import make_env
-from robot_rl.runtime import shm
-from robot_rl.runtime.chunks import ChunkBuilder, chunk_specs
+from robot_rl.agents.registry import make_agent
+from robot_rl.envs.make import make_batched_env
 from robot_rl.runtime.config import TrainConfig
-from robot_rl.runtime.names import actor_dir, board_name, ring_name
-from robot_rl.runtime.spool import SpoolWriter
+from robot_rl.runtime.seeds import Seeds
+from robot_rl.runtime.transport import shm
+from robot_rl.runtime.transport.chunks import ChunkBuilder, chunk_specs
+from robot_rl.runtime.transport.names import actor_dir, board_name, ring_name
+from robot_rl.runtime.transport.spool import SpoolWriter
 from robot_rl.spaces import ObsSpec, action_dim_of
-from robot_rl.teleop.intervention import wrap_with_teleop
+from robot_rl.utils.log import get_logger
 from robot_rl.utils.process import set_realtime
 from robot_rl.utils.state_io import atomic_write
+
+log = get_logger(__name__)
 
 
 def row(tree: Any, i: int) -> Any:
@@ -44,26 +47,13 @@ def row(tree: Any, i: int) -> Any:
     return tree[i]
 
 
-def make_training_env(cfg: TrainConfig) -> Any:
-    """One env as the actor trains on it: with ``reward.path`` set, the learned classifier gives reward and success
-    (the robot_rl task made with ``terminate_on_success=False`` so only the classifier ends successful episodes)."""
-    if not cfg.reward.path:
-        return make_env(cfg.env)
-    env_cfg = cfg.env
-    if env_cfg.id.startswith("robot_rl/"):
-        env_cfg = dataclasses.replace(env_cfg, kwargs={**env_cfg.kwargs, "terminate_on_success": False})
-    from robot_rl.rewards.wrapper import ClassifierReward
-    return ClassifierReward(make_env(env_cfg), cfg.reward.path, cfg.reward)
-
-
 def make_actor_env(cfg: TrainConfig, index: int = 0) -> Any:
-    """The actor's ``runtime.num_envs`` envs as one BatchedEnv, each with the learned reward when one is set and
-    behind the teleop device when one is set (the human's success/failure events have the last word)."""
-    from robot_rl_sim.batched import BatchedEnv  # generic thread-pool batching of any gymnasium env
-
-    def make(i: int) -> Any:
-        return wrap_with_teleop(make_training_env(cfg), cfg.teleop, seed=cfg.seed + 1000 * index + i)
-    return BatchedEnv([lambda i=i: make(i) for i in range(cfg.runtime.num_envs)])
+    """Actor ``index``'s ``runtime.num_envs`` training envs (the env pipeline with the learned reward and the teleop
+    device when they are set) as one batched env."""
+    seeds = Seeds(cfg.seed)
+    return make_batched_env(cfg.env, cfg.runtime.num_envs, reward=cfg.reward if cfg.reward.path else None,
+                            teleop=cfg.teleop, teleop_seeds=[seeds.teleop(index, i)
+                                                             for i in range(cfg.runtime.num_envs)])
 
 
 class Actor:
@@ -77,21 +67,22 @@ class Actor:
             torch.set_num_threads(1)
         self.index = index
         self.uid = f"actor{index}-{incarnation}-{os.getpid()}-{os.urandom(3).hex()}"  # never reused
+        seeds = Seeds(cfg.seed)
         self.env = make_actor_env(cfg, index)
         self.spec = ObsSpec.from_space(self.env.single_observation_space)
         self.action_dim = action_dim_of(self.env.single_action_space)
         self.n = self.env.num_envs
-        agent_cfg = cfg.agent
-        agent_cfg.device = "cpu" if not agent_cfg.device.startswith("cuda") else agent_cfg.device
-        self.policy = SACAgent(self.spec, self.action_dim, agent_cfg)
-        self._standby = SACAgent(self.spec, self.action_dim, agent_cfg)
+        on_gpu = cfg.agent.device.startswith("cuda") and torch.cuda.is_available()
+        agent_cfg = cfg.agent if on_gpu else dataclasses.replace(cfg.agent, device="cpu")
+        # Two copies: one acts while the other loads new weights; each explores with its own seeded noise.
+        self.policy, self._standby = (make_agent(agent_cfg, self.spec, self.action_dim,
+                                                 seed=seeds.actor_policy(index, incarnation, slot)) for slot in (0, 1))
         self.version = 0
         self._standby_version = 0
         self._lock = threading.Lock()
         self.builder = ChunkBuilder(self.spec, self.action_dim, self.rt.chunk_steps)
         self.ring = shm.ChunkRing(ring_name(self.run_dir, self.uid), chunk_specs(self.spec, self.action_dim),
                                   self.rt.ring_slots, self.builder.capacity, create=True)
-        self.ring.header[shm.PID] = os.getpid()
         self.spool = SpoolWriter(self.run_dir / "spool" / self.uid) if self.rt.spool else None
         self.board: shm.WeightBoard | None = None
         self.seq = 0
@@ -99,7 +90,7 @@ class Actor:
         self._added = 0  # transitions sent so far
         self._sent_steps: dict[int, int] = {}  # chunk seq -> transitions sent up to and including it
         self.episodes = 0
-        self.rng = np.random.default_rng(cfg.seed + 7919 * (index + 1) + incarnation)
+        self.rng = np.random.default_rng(seeds.actor_warmup(index, incarnation))
         self._episode_base = ((index * 1000 + incarnation) << 32)
         self._ep_ids = np.arange(self.n, dtype=np.int64)
         self._next_ep = self.n
@@ -107,11 +98,14 @@ class Actor:
         self._periods: deque[float] = deque(maxlen=2000)
         self._jitter: deque[float] = deque(maxlen=2000)
         self._infer: deque[float] = deque(maxlen=2000)
+        self._timing = (0, 0, 0)  # jitter p99, period, inference (us), refreshed each second
         self._last_flush = time.perf_counter()
         self._last_stats = 0.0
+        self._learner_silent = False
+        self._paused_us = 0
         self._stop = threading.Event()
         self._register()
-        self.obs = self.env.reset(seed=cfg.seed + 10_000 * (index + 1) + 100 * incarnation)
+        self.obs = self.env.reset(seed=seeds.actor_env(index, incarnation))
         self._warm_obs = copy.deepcopy(self.obs)  # a batch the weights thread runs new policies on once
         self._thread = threading.Thread(target=self._weights_loop, name="weights", daemon=True)
         self._thread.start()
@@ -142,7 +136,7 @@ class Actor:
                 self._poll_weights()
             except Exception as exc:  # noqa: BLE001 - keep the control loop's weight source alive; retry
                 if not reported:
-                    print(f"[actor {self.uid}] weights: {exc}; retrying", file=sys.stderr, flush=True)
+                    log.warning("actor %s: weights: %s; retrying", self.uid, exc)
                     reported = True
                 self._stop.wait(0.5)
             self._stop.wait(0.005)
@@ -166,38 +160,41 @@ class Actor:
                 self._lock.release()
 
     # ---------------------------------------------------------------- control
-    def _learner_alive(self) -> bool:
-        b = self.board
-        return b is not None and (time.time_ns() - int(b.header[shm.W_LEARNER_BEAT])) / 1e9 < self.rt.heartbeat_timeout
+    def _learner(self) -> shm.LearnerStatus | None:
+        return self.board.status() if self.board is not None else None
 
-    def _global_steps(self) -> int:
+    def _global_steps(self, learner: shm.LearnerStatus | None) -> int:
         """Env steps the run has (learner's count + what this actor sent that the learner has not taken in)."""
-        taken = int(self.ring.header[shm.TAKEN_SEQ])
+        taken = self.ring.taken_seq
         for seq in [q for q in self._sent_steps if q < taken - 1]:
             del self._sent_steps[seq]
-        if self.board is None:  # no learner seen yet: only this actor's own steps are known
+        if learner is None:  # no learner seen yet: only this actor's own steps are known
             return self.steps
         in_flight = self.steps - self._sent_steps.get(taken - 1, 0)
-        return int(self.board.header[shm.W_ENV_STEPS]) + in_flight
+        return learner.env_steps + in_flight
 
-    def _owed_updates(self) -> int:
-        if self.board is None:
-            return 0
-        h = self.board.header
-        done = int(h[shm.W_UPDATES])
-        due = max(0, self._global_steps() - self.cfg.learning_starts)
-        return due - done
+    def _owed_updates(self, learner: shm.LearnerStatus | None) -> int:
+        """Updates the learner owes: one per env step past learning_starts. No learner yet = none done, so a
+        sim actor that starts before its learner stops at the same bound as one beside a slow learner."""
+        due = max(0, self._global_steps(learner) - self.cfg.learning_starts)
+        return due - (learner.updates if learner is not None else 0)
+
+    def _check_learner(self, learner: shm.LearnerStatus | None) -> None:
+        silent = learner is not None and learner.beat_age_s > self.rt.heartbeat_timeout
+        if silent and not self._learner_silent:
+            log.warning("actor %s: no learner heartbeat for %.0f s", self.uid, learner.beat_age_s)
+        self._learner_silent = silent
 
     def should_stop(self) -> bool:
-        return self.board is not None and bool(self.board.header[shm.W_STOP])
+        return self.board is not None and self.board.status().stop
 
-    def _actions(self) -> tuple[np.ndarray, int]:
-        warmup = self._global_steps() < self.cfg.random_steps
+    def _actions(self, learner: shm.LearnerStatus | None) -> tuple[np.ndarray, int]:
+        warmup = self._global_steps(learner) < self.cfg.random_steps
         if warmup or self.version == 0:
             if not warmup:  # past warm-up without weights: wait for the learner rather than act randomly
                 return np.empty(0), -1
             if self.rt.warmup == "scripted":
-                return np.stack([e.unwrapped.expert_action(0.1) for e in self.env.envs]).astype(np.float32), 0
+                return self.env.expert_actions(0.1), 0
             return self.rng.uniform(-1, 1, (self.n, self.action_dim)).astype(np.float32), 0
         t0 = time.perf_counter()
         actions = self.policy.act(self.obs)
@@ -207,27 +204,30 @@ class Actor:
     def step(self) -> bool:
         """One control period: act, step, collect. False when it could not act (no weights yet / paused)."""
         self._swap_policy()
-        if self.rt.max_update_lag and self._learner_alive() and self._owed_updates() > self.rt.max_update_lag:
+        learner = self._learner()
+        self._check_learner(learner)
+        if self.rt.max_update_lag and self._owed_updates(learner) > self.rt.max_update_lag:
+            self._flush_if_due()
             return False  # sim: let the learner catch up so the UTD stays what was configured
-        if self.board is not None and self._global_steps() >= self.cfg.total_env_steps:
+        if learner is not None and self._global_steps(learner) >= self.cfg.total_env_steps:
             self._flush()
             return False  # the run has all the data it asked for
-        actions, version = self._actions()
+        actions, version = self._actions(learner)
         if version < 0:
+            self._flush_if_due()
             return False
-        next_obs, reward, terminated, truncated, info = self.env.step(actions)
-        done, final = info["done"], info["final_obs"]
-        executed, intervened, paused = info["executed_action"], info["intervened"], info["paused"]
+        b = self.env.step_batch(actions)
+        done = b.done
         for i in range(self.n):
-            if paused[i]:  # the robot held still (pause key / device gone): nothing to learn from
+            if b.paused[i]:  # the robot held still (pause key / device gone): nothing to learn from
                 self.builder.break_stream(i)
             else:
-                nxt = row(final, i) if done[i] else row(next_obs, i)
-                self.builder.add(i, row(self.obs, i), executed[i], float(reward[i]), bool(terminated[i]),
-                                 bool(truncated[i]), nxt, policy_version=version,
-                                 source="intervention" if intervened[i] else "online",
+                nxt = row(b.final_obs, i) if done[i] else row(b.obs, i)
+                self.builder.add(i, row(self.obs, i), b.executed_action[i], float(b.reward[i]),
+                                 bool(b.terminated[i]), bool(b.truncated[i]), nxt, policy_version=version,
+                                 source="intervention" if b.intervened[i] else "online",
                                  episode_id=self._episode_base + int(self._ep_ids[i]), step=int(self._ep_step[i]),
-                                 success=bool(info["is_success"][i]))
+                                 success=bool(b.success[i]))
             self._ep_step[i] += 1
             if done[i]:
                 self._ep_ids[i], self._ep_step[i] = self._next_ep, 0
@@ -235,11 +235,14 @@ class Actor:
                 self.episodes += 1
             if self.builder.full:
                 self._flush()
-        self.obs = next_obs
-        self.steps += self.n - int(np.count_nonzero(paused))  # held (paused) steps are not env steps of the run
+        self.obs = b.obs
+        self.steps += self.n - int(np.count_nonzero(b.paused))  # held (paused) steps are not env steps of the run
+        self._flush_if_due()
+        return True
+
+    def _flush_if_due(self) -> None:
         if time.perf_counter() - self._last_flush > self.rt.flush_seconds:
             self._flush()
-        return True
 
     def _flush(self) -> None:
         self._last_flush = time.perf_counter()
@@ -252,22 +255,21 @@ class Actor:
         self._added += int(np.count_nonzero(chunk["valid"]))
         self._sent_steps[self.seq] = self._added
         self.seq += 1
-        self.ring.header[shm.SENT], self.ring.header[shm.NEXT_SEQ] = self._added, self.seq
 
     def publish_stats(self) -> None:
-        h = self.ring.header
-        now = time.time_ns()
-        h[shm.HEARTBEAT] = now
-        h[shm.ENV_STEPS], h[shm.VERSION], h[shm.EPISODES], h[shm.NEXT_SEQ] = (self.steps, self.version,
-                                                                                self.episodes, self.seq)
-        if now / 1e9 - self._last_stats > 1.0:
-            self._last_stats = now / 1e9
-            if self._jitter:
-                h[shm.JITTER_P99_US] = int(np.percentile(np.abs(self._jitter), 99) * 1e6)
-            if self._periods:
-                h[shm.PERIOD_US] = int(np.mean(self._periods) * 1e6)
-            if self._infer:
-                h[shm.INFER_US] = int(np.mean(self._infer) * 1e6)
+        """Heartbeat and statistics on the ring's header (the learner logs them)."""
+        now = time.perf_counter()
+        if now - self._last_stats > 1.0:
+            self._last_stats = now
+            jitter = int(np.percentile(np.abs(self._jitter), 99) * 1e6) if self._jitter else 0
+            period = int(np.mean(self._periods) * 1e6) if self._periods else 0
+            infer = int(np.mean(self._infer) * 1e6) if self._infer else 0
+            self._timing = (jitter, period, infer)
+        jitter, period, infer = self._timing
+        self.ring.report(shm.ActorStats(env_steps=self.steps, version=self.version, jitter_p99_us=jitter,
+                                        infer_us=infer, period_us=period, episodes=self.episodes,
+                                        next_seq=self.seq, paused_us=self._paused_us, sent=self._added))
+        self.ring.beat()
 
     def run(self, max_seconds: float | None = None) -> None:
         """Loops at ``runtime.control_hz`` (0 = flat out) until the learner sets the stop flag."""
@@ -295,7 +297,7 @@ class Actor:
                 if not acted and not period:
                     t0 = time.perf_counter()
                     time.sleep(0.001)
-                    self.ring.header[shm.PAUSED_US] += int((time.perf_counter() - t0) * 1e6)
+                    self._paused_us += int((time.perf_counter() - t0) * 1e6)
                 if period:
                     scheduled += period
                     if scheduled < time.perf_counter():  # overran: re-anchor instead of bursting to catch up
@@ -311,7 +313,8 @@ class Actor:
             self.spool.flush()
             self.spool.close()
         if self.ring.header is not None:
-            self.ring.header[shm.CLOSED] = 1
+            self.publish_stats()
+            self.ring.mark_closed()
         self._thread.join(timeout=5)
         self.env.close()
 

@@ -14,14 +14,16 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from robot_rl.agents.sac import SACAgent
+from safetensors.torch import save_file
+
+from robot_rl.agents.base import Agent
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
 from robot_rl.replay.store import load_buffer
 from robot_rl.spaces import ObsSpec
 from robot_rl.utils.state_io import atomic_write, load_state, save_state
 
 
-def save_checkpoint(run_dir: str | Path, agent: SACAgent, replay: ReplayBuffer | None, counters: dict[str, Any],
+def save_checkpoint(run_dir: str | Path, agent: Agent, replay: ReplayBuffer | None, counters: dict[str, Any],
                     keep: int = 2) -> Path:
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
@@ -30,7 +32,7 @@ def save_checkpoint(run_dir: str | Path, agent: SACAgent, replay: ReplayBuffer |
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     save_state(tmp / "agent.safetensors", agent.state_dict())
-    agent.save_policy(tmp / "policy.safetensors")
+    save_file(agent.policy_state(), str(tmp / "policy.safetensors"))
     if replay is not None:
         replay.save(str(tmp / "replay.zarr"))
     atomic_write(tmp / "counters.json", lambda f: f.write_text(json.dumps(counters)))
@@ -53,7 +55,7 @@ def latest_checkpoint(run_dir: str | Path) -> Path:
     return path
 
 
-def load_checkpoint(path: str | Path, agent: SACAgent, replay_cfg: ReplayConfig | None, spec: ObsSpec,
+def load_checkpoint(path: str | Path, agent: Agent, replay_cfg: ReplayConfig | None, spec: ObsSpec,
                     action_dim: int) -> tuple[ReplayBuffer | None, dict[str, Any]]:
     """Restores ``agent`` in place; returns the replay (if saved) and the counters."""
     path = Path(path)

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from pathlib import Path
+from typing import Any, Literal
 
+from robot_rl.agents.base import AgentConfig
 from robot_rl.agents.config import SACConfig
-from robot_rl.envs.make import EnvConfig
+from robot_rl.envs.config import EnvConfig
 from robot_rl.replay.buffer import ReplayConfig
 from robot_rl.rewards.wrapper import ClassifierRewardConfig
 from robot_rl.teleop.config import TeleopConfig
+from robot_rl.utils.imports import absolute_imports, load_imports
 
 
-@dataclass
+@dataclass(frozen=True)
 class RuntimeConfig:
     """How the actor and the learner run and talk (``robot-rl train`` starts them as separate processes)."""
 
@@ -82,16 +85,20 @@ class RuntimeConfig:
                 raise ValueError(f"runtime.{name} must be > 0, got {getattr(self, name)}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class TrainConfig:
-    """A training run. Tasks differ only by this config (YAML under robot_rl/configs/ + CLI overrides)."""
+    """A training run. Tasks differ only by this config (YAML under robot_rl/configs/ + CLI overrides).
+
+    A config is a value: validated once, never changed afterwards (``robot_rl.config.replace`` makes a changed
+    copy). Every seed of the run derives from ``seed`` (robot_rl/runtime/seeds.py)."""
 
     name: str = ""
     """Run name; the run folder is <runs_dir>/<name>. Empty = '<env id>-<date>-<time>'."""
     runs_dir: str = "runs"
     """Parent folder of run folders."""
     seed: int = 0
-    """Seed of the env, the agent and the replay sampler."""
+    """The run's seed: agent initialisation and updates, replay sampling, every actor's env resets and exploration
+    noise (each its own stream), evaluation placements and scripted demos all derive from it."""
     total_env_steps: int = 10_000
     """Environment steps to train for."""
     random_steps: int = 1_000
@@ -113,8 +120,8 @@ class TrainConfig:
     """Show a progress bar in the terminal."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """The environment."""
-    agent: SACConfig = field(default_factory=SACConfig)
-    """The learner's agent."""
+    agent: AgentConfig = field(default_factory=SACConfig)
+    """The learner's agent: ``agent.name`` selects it (sac, bc, or module:Class) and its fields follow."""
     replay: ReplayConfig = field(default_factory=ReplayConfig)
     """The learner's replay buffer."""
     runtime: RuntimeConfig = field(default_factory=RuntimeConfig)
@@ -127,14 +134,26 @@ class TrainConfig:
     with ``terminate_on_success=False``. Evaluation keeps the env's own success check, so eval figures stay
     ground truth in sim."""
 
+    @classmethod
+    def prepare_raw(cls, data: dict[str, Any], base: Path) -> dict[str, Any]:
+        """YAML data before conversion: ``env.imports`` files made absolute against the YAML's folder and imported
+        (an agent of your own, ``agent.name: module:Class``, may live in one of them)."""
+        env = data.get("env")
+        if isinstance(env, dict) and isinstance(env.get("imports"), list):
+            env = {**env, "imports": absolute_imports([str(e) for e in env["imports"]], base)}
+            load_imports(env["imports"], "env.imports")
+            data = {**data, "env": env}
+        return data
+
     def validate(self) -> None:
-        """Raises ValueError naming the offending field."""
+        """Raises ValueError naming the offending field (checks that need no env; see runtime/preflight.py)."""
         for name in ("total_env_steps", "eval_episodes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         for name in ("random_steps", "learning_starts", "eval_every", "checkpoint_every", "log_every"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        self.env.validate()
         self.agent.validate()
         self.replay.validate()
         self.runtime.validate()

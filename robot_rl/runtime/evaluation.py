@@ -70,8 +70,12 @@ def across_runs(per_run: list[dict[str, np.ndarray]]) -> dict[str, float]:
 
 def evaluate_runs(run_dirs: list[str | Path], episodes: int, video: str | Path | None = None,
                   seed: int = 10_000) -> dict[str, Any]:
-    """Evaluates the latest policy of each run; with ``video``, writes the first run's episodes to it."""
-    from robot_rl.agents.sac import SACAgent
+    """Evaluates the latest policy of each run, every run on the same episodes (episode i resets with
+    ``seed + i``); with ``video``, writes the first run's episodes to it (several cameras side by side when the
+    env renders more than one)."""
+    from safetensors.torch import load_file
+
+    from robot_rl.agents.registry import make_agent
     from robot_rl.config import load_yaml
     from robot_rl.envs.make import make_env
     from robot_rl.runtime.checkpoint import latest_checkpoint
@@ -83,8 +87,8 @@ def evaluate_runs(run_dirs: list[str | Path], episodes: int, video: str | Path |
     for i, run in enumerate(run_dirs):
         cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
         env = make_env(cfg.env, render_mode="rgb_array" if video and i == 0 else None)
-        agent = SACAgent(ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space), cfg.agent)
-        agent.load_policy(latest_checkpoint(run) / "policy.safetensors")
+        agent = make_agent(cfg.agent, ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
+        agent.load_policy_state(load_file(str(latest_checkpoint(run) / "policy.safetensors")))
         frames: list[np.ndarray] | None = [] if video and i == 0 else None
         episodes_out = rollout(agent, env, episodes, seed, frames)
         if frames:

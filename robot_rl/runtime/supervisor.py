@@ -1,7 +1,8 @@
-"""``robot-rl train``: prepares the run folder, then runs the learner and the actors as separate OS processes
-(``robot-rl learner`` / ``robot-rl actor``), shows progress, replaces a dead actor and resumes a dead learner
-from its latest checkpoint. With ``runtime.processes: false`` the same actor and learner alternate in one
-process instead (debugging, small tests).
+"""``robot-rl train``: prepares the run folder, then runs the learner and the actors through a launcher (OS
+processes here, or Ray actors on other machines), shows progress, replaces a dead actor and resumes a dead learner
+from its latest checkpoint. A process that refuses the config (exit code 2) ends the run at once: restarts are for
+crashes only. With ``runtime.processes: false`` the same actor and learner alternate in one process instead
+(debugging, small tests).
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-from robot_rl.config import save_yaml
-from robot_rl.runtime import shm
+from robot_rl.config import ConfigError, save_yaml
 from robot_rl.runtime.config import TrainConfig
-from robot_rl.runtime.names import actor_dir, board_name
+from robot_rl.runtime.launchers import CONFIG_ERROR, Launcher, LocalLauncher, Process
+from robot_rl.runtime.transport import shm
+from robot_rl.runtime.transport.names import actor_dir, board_name
+from robot_rl.utils.log import get_logger
+from robot_rl.utils.progress import progress_bar
+
+log = get_logger(__name__)
 
 
 def prepare_run(cfg: TrainConfig, resume_dir: str | Path | None) -> Path:
@@ -30,19 +34,13 @@ def prepare_run(cfg: TrainConfig, resume_dir: str | Path | None) -> Path:
         if not (run_dir / "checkpoints" / "latest").is_file():
             raise FileNotFoundError(f"cannot resume {run_dir}: no checkpoint (missing checkpoints/latest)")
     else:
-        name = cfg.name or f"{cfg.env.id.replace('/', '_')}-{datetime.now():%Y%m%d-%H%M%S}"
+        name = cfg.name or f"{cfg.env.id.replace('/', '_').replace(':', '_')}-{datetime.now():%Y%m%d-%H%M%S}"
         run_dir = Path(cfg.runs_dir) / name
         if (run_dir / "checkpoints").exists():
             raise FileExistsError(f"{run_dir} already holds a run; use --resume {run_dir} or another name")
         run_dir.mkdir(parents=True, exist_ok=True)
     save_yaml(cfg, run_dir / "config.yaml")
     return run_dir
-
-
-def progress_bar(enabled: bool) -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                    TimeElapsedColumn(), TimeRemainingColumn(), TextColumn("{task.fields[info]}"),
-                    disable=not enabled)
 
 
 def status_line(run_dir: Path) -> str:
@@ -65,14 +63,14 @@ def run_inprocess(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, fl
     learner = Learner(cfg, run_dir, resume=resume)
     actor = Actor(cfg, run_dir)
     try:
-        with progress_bar(cfg.progress) as progress:
+        with progress_bar(cfg.progress, info=True) as progress:
             task = progress.add_task("train", total=cfg.total_env_steps, info="")
             while True:
                 actor.step()
                 actor.publish_stats()
                 if not learner.step():
                     break
-                progress.update(task, completed=learner.counters["env_steps"], info=status_line(run_dir))
+                progress.update(task, completed=learner.counters.env_steps, info=status_line(run_dir))
     finally:
         actor.close()
         actor.ring.close(unlink=True)
@@ -80,66 +78,35 @@ def run_inprocess(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, fl
     return learner.last_eval
 
 
-def _die_with_parent() -> None:
-    """Child side (Linux): get SIGTERM when the supervisor dies, however it dies, so no orphan keeps running."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 class Supervisor:
-    """Starts and watches the learner and actor processes of one run."""
+    """Starts and watches the learner and the actors of one run (through ``launcher``)."""
 
-    def __init__(self, cfg: TrainConfig, run_dir: Path, resume: bool) -> None:
+    def __init__(self, cfg: TrainConfig, run_dir: Path, resume: bool, launcher: Launcher | None = None) -> None:
         self.cfg, self.run_dir, self.resume = cfg, run_dir, resume
-        self.learner: subprocess.Popen | None = None
-        self.actors: dict[int, subprocess.Popen] = {}
+        self.launcher = launcher or LocalLauncher(run_dir)
+        self.learner: Process | None = None
+        self.actors: dict[int, Process] = {}
         self.incarnations = dict.fromkeys(range(cfg.runtime.num_actors), 0)
         self.learner_restarts = 0
         self.actor_restarts = 0
 
-    def _spawn(self, *args: str) -> subprocess.Popen:
-        cmd = [sys.executable, "-m", "robot_rl.cli", *args, "--run-dir", str(self.run_dir)]
-        return subprocess.Popen(cmd, preexec_fn=_die_with_parent)
-
-    def start_learner(self, resume: bool) -> None:
-        self.learner = self._spawn("learner", *(["--resume"] if resume else []))
-
     def start_actor(self, index: int) -> None:
-        self.actors[index] = self._spawn("actor", "--index", str(index),
-                                         "--incarnation", str(self.incarnations[index]))
-
-    def _board_header(self) -> tuple[int, bool]:
-        try:
-            board = shm.open_shm(board_name(self.run_dir))
-        except FileNotFoundError:
-            return 0, False
-        try:
-            import numpy as np
-
-            h = np.ndarray((shm.W_HEADER_WORDS,), np.int64, board.buf)
-            out = int(h[shm.W_ENV_STEPS]), bool(h[shm.W_STOP])
-            del h
-            return out
-        finally:
-            board.close()
+        self.actors[index] = self.launcher.start_actor(index, self.incarnations[index])
 
     def run(self) -> dict[str, float]:
-        rt = self.cfg.runtime
         # SIGTERM (e.g. from a job scheduler) ends the run like Ctrl-C: children stopped, shared memory freed.
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
-        self.start_learner(self.resume)
-        for i in range(rt.num_actors):
-            self.start_actor(i)
         try:
-            with progress_bar(self.cfg.progress) as progress:
+            self.launcher.setup()
+            for i in range(self.cfg.runtime.num_actors):  # they start up while the learner does
+                self.start_actor(i)
+            self.learner = self.launcher.start_learner(self.resume)
+            with progress_bar(self.cfg.progress, info=True) as progress:
                 task = progress.add_task("train", total=self.cfg.total_env_steps, info="")
                 while True:
                     time.sleep(0.2)
-                    steps, stopped = self._board_header()
+                    learner = shm.peek_learner_status(board_name(self.run_dir))
+                    steps, stopped = (learner.env_steps, learner.stop) if learner else (0, False)
                     progress.update(task, completed=min(steps, self.cfg.total_env_steps),
                                     info=status_line(self.run_dir))
                     code = self.learner.poll()
@@ -156,22 +123,27 @@ class Supervisor:
         return json.loads((self.run_dir / "final_eval.json").read_text())
 
     def _learner_died(self, code: int) -> None:
+        if code == CONFIG_ERROR:
+            raise ConfigError("the learner refused the run's config (its message is above)")
         if self.learner_restarts >= self.cfg.runtime.learner_restarts:
             raise RuntimeError(f"learner exited with code {code}; restarts used up "
                                f"({self.cfg.runtime.learner_restarts}). Resume with --resume {self.run_dir}")
         self.learner_restarts += 1
         resume = (self.run_dir / "checkpoints" / "latest").is_file()
-        print(f"[supervisor] learner exited with code {code}; restarting it "
-              f"({'from the latest checkpoint' if resume else 'fresh, replaying the spools'})", file=sys.stderr)
-        self.start_learner(resume)
+        log.warning("learner exited with code %d; restarting it (%s)", code,
+                    "from the latest checkpoint" if resume else "fresh, replaying the spools")
+        self.learner = self.launcher.start_learner(resume)
 
     def _actor_died(self, index: int, code: int) -> None:
+        if code == CONFIG_ERROR:
+            raise ConfigError(f"actor {index} refused the run's config (its message is above)")
+        self.launcher.check_actor_death(index, code)
         if self.actor_restarts >= self.cfg.runtime.actor_restarts:
             raise RuntimeError(f"actor {index} exited with code {code}; restarts used up "
                                f"({self.cfg.runtime.actor_restarts})")
         self.actor_restarts += 1
         self.incarnations[index] += 1
-        print(f"[supervisor] actor {index} exited with code {code}; starting a replacement", file=sys.stderr)
+        log.warning("actor %d exited with code %d; starting a replacement", index, code)
         self.start_actor(index)
 
     def _wait_actors(self, timeout: float) -> None:
@@ -190,6 +162,7 @@ class Supervisor:
                     proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+        self.launcher.teardown()
         shm.unlink_shm(board_name(self.run_dir))
         if actor_dir(self.run_dir).is_dir():
             for path in actor_dir(self.run_dir).glob("*.json"):
@@ -199,10 +172,12 @@ class Supervisor:
 
 def train(cfg: TrainConfig, resume_dir: str | Path | None = None) -> tuple[Path, dict[str, float]]:
     run_dir = prepare_run(cfg, resume_dir)
-    if cfg.runtime.transport == "ray":  # actors on other machines (or many): see ray_bridge.py
-        from robot_rl.runtime.ray_bridge import RaySupervisor
+    resume = resume_dir is not None
+    launcher: Launcher = LocalLauncher(run_dir)
+    if cfg.runtime.transport == "ray":  # actors on other machines (or many): see transport/ray_launcher.py
+        from robot_rl.runtime.transport.ray_launcher import RayLauncher
 
-        return run_dir, RaySupervisor(cfg, run_dir, resume=resume_dir is not None).run()
-    if not cfg.runtime.processes:
-        return run_dir, run_inprocess(cfg, run_dir, resume=resume_dir is not None)
-    return run_dir, Supervisor(cfg, run_dir, resume=resume_dir is not None).run()
+        launcher = RayLauncher(cfg, run_dir)
+    elif not cfg.runtime.processes:
+        return run_dir, run_inprocess(cfg, run_dir, resume=resume)
+    return run_dir, Supervisor(cfg, run_dir, resume=resume, launcher=launcher).run()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from robot_rl.config import JsonDict
 from robot_rl.teleop.scripted import ScriptedHumanConfig
 
 DEVICES = ("none", "scripted", "keyboard", "gamepad", "spacemouse", "ros")
@@ -21,7 +22,7 @@ ROS_MESSAGES = ("joy", "twist")
 BUTTON_FUNCTIONS = ("success", "failure", "reset", "pause", "gripper", "gripper_open", "gripper_close", "takeover")
 
 
-@dataclass
+@dataclass(frozen=True)
 class TeleopConfig:
     """Teleoperation device and interventions."""
 
@@ -41,7 +42,7 @@ class TeleopConfig:
     latched gripper command (-1 open, +1 closed), ``0`` is always zero. Empty: the device's default for the
     action size (4: x y z + gripper, 7: x y z roll pitch yaw + gripper, 2: the car's speed and yaw rate). On the
     command line write an inverted axis with a leading space (``--teleop.axes y ' -x' z gripper``), or use YAML."""
-    buttons: dict[str, str] = field(default_factory=dict)
+    buttons: JsonDict = field(default_factory=dict)
     """Device button (keyboard: key name such as ``w``, ``enter``, ``up``; gamepad/Joy: ``b0``, ``b1``...;
     SpaceMouse: ``b0``, ``b1``...) to function: success | failure | reset | pause | gripper | gripper_open |
     gripper_close | takeover | ``+<axis>`` / ``-<axis>``. Empty: the device's defaults."""

@@ -17,7 +17,7 @@ import numpy as np
 from robot_rl.teleop.base import TeleopReading
 
 
-@dataclass
+@dataclass(frozen=True)
 class ScriptedHumanConfig:
     """When and how long the scripted human takes over."""
 

@@ -140,7 +140,6 @@ def test_pixel_agent_acts_and_updates_and_actor_grads_do_not_reach_encoder():
     tb = to_torch(b, agent.device)
 
     def losses(update_actor: bool) -> torch.Tensor:  # identical randomness for both calls
-        torch.manual_seed(0)
         agent.generator.manual_seed(0)
         return agent._compute_losses(tb, torch.tensor(0.1), torch.tensor([0, 1]), update_actor)[0]
 
@@ -168,18 +167,16 @@ def test_random_shift_is_an_integer_translation_of_the_padded_image():
 def test_policy_state_and_full_state_round_trips(tmp_path):
     agent = SACAgent(PIX, A, small(encoder=PIX_ENC))
     agent.update(batch(1, PIX))
-    fresh = SACAgent(PIX, A, small(encoder=PIX_ENC, seed=5))
+    fresh = SACAgent(PIX, A, small(encoder=PIX_ENC), seed=5)
     obs = batch(None, PIX)["obs"]
     fresh.load_policy_state(agent.policy_state())
     np.testing.assert_array_equal(fresh.act(obs, True), agent.act(obs, True))
 
     save_state(tmp_path / "agent.safetensors", agent.state_dict())
-    restored = SACAgent(PIX, A, small(encoder=PIX_ENC, seed=9))
+    restored = SACAgent(PIX, A, small(encoder=PIX_ENC), seed=9)
     restored.load_state_dict(load_state(tmp_path / "agent.safetensors"))
     nxt = batch(1, PIX, seed=3)
-    torch.manual_seed(7)
-    m1 = agent.update(nxt)
-    torch.manual_seed(7)
+    m1 = agent.update(nxt)  # the restored generator draws the same noise
     m2 = restored.update(nxt)
     assert m1 == m2
     for a, b in zip(agent.critic.parameters(), restored.critic.parameters()):
@@ -190,7 +187,7 @@ def test_frozen_pretrained_encoder(tmp_path):
     donor = SACAgent(PIX, A, small(encoder=PIX_ENC))
     donor.encoder.save_pretrained(tmp_path / "enc.safetensors")
     enc = EncoderConfig(**{**PIX_ENC.__dict__, "pretrained_path": str(tmp_path / "enc.safetensors")})
-    agent = SACAgent(PIX, A, small(encoder=enc, seed=3))
+    agent = SACAgent(PIX, A, small(encoder=enc), seed=3)
     for a, b in zip(donor.encoder.convs.parameters(), agent.encoder.convs.parameters()):
         assert torch.equal(a, b)
     frozen = [p.clone() for p in agent.encoder.convs.parameters()]
@@ -228,14 +225,10 @@ def test_manual_gradients_match_autograd(critic_ln, actor_ln, backup, critics, u
     from robot_rl.agents.sac import to_torch
     tb = to_torch({k: index_tree_np(v) for k, v in batch().items()}, agent.device)
     alpha, members = torch.tensor(0.3), torch.tensor([critics - 1, 0])
-    eps = torch.randn(2 if update_actor else 1, B, A)
-    draws = iter(list(eps))
-    original = torch.randn_like
-    torch.randn_like = lambda x: next(draws)  # the autograd path draws the same policy noise
-    try:
-        loss, ref_metrics = agent._compute_losses(tb, alpha, members, update_actor)
-    finally:
-        torch.randn_like = original
+    state = agent.generator.get_state()  # the autograd path draws the same policy noise from the agent's generator
+    eps = torch.stack([torch.randn(B, A, generator=agent.generator) for _ in range(2 if update_actor else 1)])
+    agent.generator.set_state(state)
+    loss, ref_metrics = agent._compute_losses(tb, alpha, members, update_actor)
     agent.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     params = [*agent.critic.parameters(), *agent.actor.parameters(), agent.log_alpha]
@@ -267,9 +260,9 @@ def test_fused_adam_step_matches_optimizer_step_and_survives_state_reload():
     agent.load_state_dict(copy.deepcopy(agent.state_dict()))  # replaces the optimizer state under the cached plan
     reference._adam.step = lambda groups: reference.optimizer.step()  # plain torch.optim.Adam.step
     for b in batches[2:]:
-        torch.manual_seed(1)
+        agent.generator.manual_seed(1)
         m1 = agent.update(b)
-        torch.manual_seed(1)
+        reference.generator.manual_seed(1)
         m2 = reference.update(b)
         assert m1 == m2
     for a, r in zip(agent.critic.parameters(), reference.critic.parameters()):
@@ -287,7 +280,7 @@ def test_manual_path_learns_like_autograd():
     for step in range(5):
         out = []
         for agent in agents:
-            torch.manual_seed(step)
+            agent.generator.manual_seed(step)
             out.append(agent.update(batch(utd=2, seed=step)))
         for k in out[1]:
             assert out[0][k] == pytest.approx(out[1][k], rel=1e-4, abs=1e-5), k

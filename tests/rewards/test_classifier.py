@@ -3,6 +3,7 @@ the commands' errors."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -73,7 +74,8 @@ def test_frozen_pretrained_encoder_is_not_trained(tmp_path: Path) -> None:
     donor = RewardClassifier({"front": (SIZE, SIZE, 3)}, cfg)
     donor.encoder.save_pretrained(tmp_path / "enc.safetensors")  # the learner's encoder file format
     cfg = small_cfg(epochs=2)
-    cfg.encoder.pretrained_path = str(tmp_path / "enc.safetensors")
+    cfg = dataclasses.replace(cfg, encoder=dataclasses.replace(cfg.encoder,
+                                                               pretrained_path=str(tmp_path / "enc.safetensors")))
     result = train_classifier(synthetic(), cfg)
     for (name, a), b in zip(donor.encoder.convs.state_dict().items(), result.model.encoder.convs.state_dict().values()):
         assert torch.equal(a, b), f"{name} changed although frozen"

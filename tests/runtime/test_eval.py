@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 
+from robot_rl.config import replace
 from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.evaluation import across_runs
 from robot_rl.runtime.supervisor import train
@@ -28,10 +29,9 @@ def test_eval_two_seeds_reports_iqm_and_writes_a_video(tmp_path):
     for seed in (0, 1):
         cfg = TrainConfig(name=f"s{seed}", runs_dir=str(tmp_path), seed=seed, total_env_steps=200, random_steps=100,
                           learning_starts=100, eval_every=0, eval_episodes=1, checkpoint_every=0, progress=False)
-        cfg.env.id = "robot_rl/Reach-v0"
-        cfg.env.max_episode_steps = 20
-        cfg.agent.num_critics, cfg.agent.utd, cfg.agent.batch_size, cfg.agent.hidden_dims = 2, 1, 32, (32, 32)
-        cfg.runtime.processes = False
+        cfg = replace(cfg, {"env.id": "robot_rl/Reach-v0", "env.max_episode_steps": 20, "agent.num_critics": 2,
+                            "agent.utd": 1, "agent.batch_size": 32, "agent.hidden_dims": (32, 32),
+                            "runtime.processes": False})
         runs.append(str(train(cfg)[0]))
     video = tmp_path / "episodes.gif"
     proc = subprocess.run([sys.executable, "-m", "robot_rl.cli", "eval", *runs, "--episodes", "2", "--video",

@@ -21,7 +21,7 @@ def test_pixel_pickcube_config_trains_with_processes(tmp_path, monkeypatch) -> N
         "--random-steps", "100", "--learning-starts", "100", "--eval-every", "0", "--eval-episodes", "2",
         "--checkpoint-every", "0", "--demos", "scripted:2", "--agent.batch-size", "32",
         "--agent.encoder.conv-channels", "8", "8", "--agent.encoder.conv-strides", "2", "2",
-        "--env.kwargs.image-size", "32"])
+        "--env.kwargs", '{"image_size": 32, "object_state": false}'])
     assert cfg.runtime.processes and cfg.env.kwargs == {"image_size": 32, "object_state": False}
     run, result = train(cfg)
     counters = json.loads((run / "status.json").read_text())

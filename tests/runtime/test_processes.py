@@ -16,13 +16,14 @@ import torch
 from safetensors.torch import load_file
 
 from robot_rl.agents.sac import SACAgent
+from robot_rl.config import replace
 from robot_rl.replay.store import load_buffer
-from robot_rl.runtime import shm
 from robot_rl.runtime.checkpoint import latest_checkpoint
 from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.learner import Learner
-from robot_rl.runtime.names import actor_dir, board_name
 from robot_rl.runtime.supervisor import prepare_run
+from robot_rl.runtime.transport import shm
+from robot_rl.runtime.transport.names import actor_dir, board_name
 from robot_rl.spaces import ObsSpec
 
 CLI = [sys.executable, "-m", "robot_rl.cli"]
@@ -31,11 +32,8 @@ CLI = [sys.executable, "-m", "robot_rl.cli"]
 def tiny(tmp_path: Path, name: str, **runtime) -> TrainConfig:
     cfg = TrainConfig(name=name, runs_dir=str(tmp_path), total_env_steps=1200, random_steps=200, learning_starts=200,
                       eval_every=0, eval_episodes=1, checkpoint_every=0, log_every=100, progress=False)
-    cfg.agent.num_critics, cfg.agent.utd, cfg.agent.batch_size, cfg.agent.hidden_dims = 2, 2, 32, (32, 32)
-    cfg.runtime.chunk_steps = 16
-    for key, value in runtime.items():
-        setattr(cfg.runtime, key, value)
-    return cfg
+    return replace(cfg, {"agent.num_critics": 2, "agent.utd": 2, "agent.batch_size": 32, "agent.hidden_dims": (32, 32),
+                         "runtime.chunk_steps": 16, **{f"runtime.{k}": v for k, v in runtime.items()}})
 
 
 def logged(run: Path, key: str) -> list[tuple[int, float]]:
@@ -86,7 +84,7 @@ def test_processes_exchange_data_and_weights_at_the_configured_utd(tmp_path, con
 def test_learner_sigkill_then_resume_loses_no_transition_and_never_publishes_a_fresh_policy(tmp_path):
     # Robot-like actor: never paused by the learner; small ring so a dead learner forces spool-only delivery.
     cfg = tiny(tmp_path, "crash", control_hz=200.0, max_update_lag=0, ring_slots=4, heartbeat_timeout=1.0)
-    cfg.total_env_steps, cfg.checkpoint_every = 100_000, 300
+    cfg = replace(cfg, {"total_env_steps": 100_000, "checkpoint_every": 300})
     run = prepare_run(cfg, None)
     learner = subprocess.Popen([*CLI, "learner", "--run-dir", str(run)])
     actor = subprocess.Popen([*CLI, "actor", "--run-dir", str(run)])
@@ -104,16 +102,14 @@ def test_learner_sigkill_then_resume_loses_no_transition_and_never_publishes_a_f
         actor.send_signal(signal.SIGTERM)  # a clean stop: flushes its last chunk and its spool
         actor.wait(timeout=60)
         (uid,) = [p.stem for p in actor_dir(run).glob("*.json")]
-        ring = shm.ChunkRing(json.loads((actor_dir(run) / f"{uid}.json").read_text())["ring"], {})
-        sent, next_seq, dropped = (int(ring.header[k]) for k in (shm.SENT, shm.NEXT_SEQ, shm.DROPPED))
-        assert dropped > 0, "the ring never overflowed: the spool path was not exercised"
-        ring.close()
+        status = shm.ring_status(json.loads((actor_dir(run) / f"{uid}.json").read_text())["ring"])
+        sent, next_seq = status.stats.sent, status.stats.next_seq
+        assert status.dropped > 0, "the ring never overflowed: the spool path was not exercised"
 
         resumed = Learner(cfg, run, resume=True)
         try:
             # Restored, not fresh: same counters and replay as the checkpoint, its policy on the board, newer version.
-            assert {k: resumed.counters[k] for k in ("env_steps", "updates")} == \
-                {k: saved[k] for k in ("env_steps", "updates")}
+            assert (resumed.counters.env_steps, resumed.counters.updates) == (saved["env_steps"], saved["updates"])
             assert len(resumed.replay) == saved["env_steps"]
             assert board.version > version_before
             _, published = board.read()
@@ -122,10 +118,10 @@ def test_learner_sigkill_then_resume_loses_no_transition_and_never_publishes_a_f
             assert all(torch.equal(published[k], policy[k]) for k in policy)
             assert not all(torch.equal(published[k], fresh[k]) for k in fresh)
             # Then every transition the actor ever sent arrives exactly once.
-            while resumed.ingest():
+            while resumed.intake.take():
                 pass
-            assert resumed.counters["ingested"][uid] == next_seq
-            assert resumed.counters["env_steps"] == sent
+            assert resumed.counters.ingested[uid] == next_seq
+            assert resumed.counters.env_steps == sent
             assert len(resumed.replay) == saved["env_steps"] + (sent - saved["env_steps"])
         finally:
             resumed.close(unlink=True)
@@ -141,7 +137,7 @@ def test_learner_sigkill_then_resume_loses_no_transition_and_never_publishes_a_f
 
 def test_actor_sigkill_learner_keeps_running_and_a_replacement_joins(tmp_path):
     cfg = tiny(tmp_path, "replace", control_hz=150.0)
-    cfg.total_env_steps = 1500
+    cfg = replace(cfg, {"total_env_steps": 1500})
     from robot_rl.config import save_yaml
 
     path = tmp_path / "replace.yaml"

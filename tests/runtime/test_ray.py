@@ -19,19 +19,19 @@ from safetensors.numpy import save as save_np
 from safetensors.torch import load as load_torch
 
 from robot_rl.agents.sac import SACAgent
-from robot_rl.config import save_yaml, to_dict
+from robot_rl.config import replace, save_yaml, to_dict
 from robot_rl.replay.store import load_buffer
-from robot_rl.runtime import shm
 from robot_rl.runtime.checkpoint import latest_checkpoint
-from robot_rl.runtime.chunks import ChunkBuilder
-from robot_rl.runtime.names import actor_dir, board_name, run_key
-from robot_rl.runtime.spool import spool_file
+from robot_rl.runtime.transport import shm
+from robot_rl.runtime.transport.chunks import ChunkBuilder
+from robot_rl.runtime.transport.names import actor_dir, board_name, run_key
+from robot_rl.runtime.transport.spool import spool_file
 from robot_rl.spaces import ObsSpec
 
 from .test_processes import tiny, wait_for
 
 ray = pytest.importorskip("ray")
-from robot_rl.runtime.ray_gateway import Gateway, require_token_auth  # noqa: E402
+from robot_rl.runtime.transport.ray_gateway import Gateway, require_token_auth  # noqa: E402
 
 CLI = [sys.executable, "-m", "robot_rl.cli"]
 SPEC = ObsSpec(3)  # Pendulum-v1
@@ -107,7 +107,7 @@ def test_gateway_spools_then_rings_chunks_and_rejects_malformed_ones(tmp_path):
         template = SACAgent(SPEC, 1, cfg.agent).policy_state()
         board = shm.WeightBoard(board_name(run), template, create=True)
         board.publish(template, 3)
-        board.header[shm.W_UPDATES], board.header[shm.W_LEARNER_BEAT] = 7, time.time_ns()
+        board.beat(updates=7, env_steps=0)
         reply = gateway.sync("actor0-0-1-abc", 0, [0] * 9)
         assert reply["version"] == 3 and reply["updates"] == 7 and reply["learner_age_s"] < 5
         weights = load_torch(reply["weights"])
@@ -148,9 +148,9 @@ def test_bridge_delivers_from_ring_and_local_spool_and_resends_after_a_refused_g
 
     from safetensors.numpy import load_file, save_file
 
-    from robot_rl.runtime.chunks import chunk_specs
-    from robot_rl.runtime.names import ring_name
-    from robot_rl.runtime.ray_bridge import Bridge
+    from robot_rl.runtime.transport.chunks import chunk_specs
+    from robot_rl.runtime.transport.names import ring_name
+    from robot_rl.runtime.transport.ray_bridge import Bridge
 
     class LostPushes(Bridge):  # as after a reconnect that lost pushes 0 and 1: the gateway refuses 2 (a gap)
         def start(self) -> None:
@@ -181,7 +181,7 @@ def test_bridge_delivers_from_ring_and_local_spool_and_resends_after_a_refused_g
             got = load_file(str(spool_file(learner_run / "spool" / "a-1", seq)))
             assert all(np.array_equal(got[k], sent[k]) for k in sent), seq
         assert not list((local / "spool" / "a-1").iterdir())
-        assert int(ring.header[shm.TAIL]) == 2  # the bridge consumed the ring like a learner
+        assert ring.pending() == 0  # the bridge consumed the ring like a learner
         assert ray.get(gateway.status.remote()) == {"a-1": {"acked": 5, "gone": True}}  # it said goodbye
         assert board.version == 0  # no learner yet: nothing to mirror
     finally:
@@ -212,8 +212,7 @@ def finish(proc: subprocess.Popen, tmp_path: Path, timeout: float) -> str:
 
 def ray_cfg(tmp_path: Path, name: str, address: str, **runtime):
     cfg = tiny(tmp_path, name, transport="ray", ray_address=address, num_actors=2, heartbeat_timeout=3.0, **runtime)
-    cfg.total_env_steps = 800
-    return cfg
+    return replace(cfg, {"total_env_steps": 800})
 
 
 def check_run(run: Path, total: int) -> dict:
@@ -243,7 +242,7 @@ def test_ray_run_with_two_remote_actors_completes(cluster, tmp_path):
 @pytest.mark.slow
 def test_ray_remote_actor_killed_then_a_replacement_joins(cluster, tmp_path):
     cfg = ray_cfg(tmp_path, "rayk", cluster, control_hz=50.0)  # robot-like: the replacement has time to join
-    cfg.total_env_steps = 1000
+    cfg = replace(cfg, {"total_env_steps": 1000})
     proc = train_cli(cfg, tmp_path)
     run = tmp_path / "rayk"
     try:

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from robot_rl.runtime import shm
+from robot_rl.runtime.transport import shm
 
 
 def test_a_publish_after_a_learner_died_mid_publish_is_readable(tmp_path):
@@ -18,9 +18,9 @@ def test_a_publish_after_a_learner_died_mid_publish_is_readable(tmp_path):
     try:
         board.publish({"w": torch.ones(4, 3), "fitted": torch.ones(1)}, 1)
         # A writer SIGKILLed between its two sequence increments (here: a real process that dies mid-write).
-        code = ("import os, torch; from robot_rl.runtime import shm\n"
+        code = ("import os, torch; from robot_rl.runtime.transport import shm\n"
                 f"b = shm.WeightBoard({name!r}, {{'w': torch.zeros(4, 3), 'fitted': torch.zeros(1)}})\n"
-                "b.header[shm.W_SEQ] += 1; b.payload[:8] = 255; os.kill(os.getpid(), 9)")
+                "b._begin_write(); b.payload[:8] = 255; os.kill(os.getpid(), 9)")
         assert subprocess.run([sys.executable, "-c", code]).returncode == -9
         with pytest.raises(TimeoutError):
             board.read(timeout=0.05)  # torn: readers must not see it

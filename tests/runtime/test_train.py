@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from robot_rl.config import ConfigError, load_yaml, parse
+from robot_rl.config import ConfigError, load_yaml, parse, replace
 from robot_rl.runtime.checkpoint import latest_checkpoint
 from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.learner import Learner
@@ -25,12 +25,8 @@ from robot_rl.utils.state_io import load_state
 def small_config(tmp_path, **overrides) -> TrainConfig:
     cfg = TrainConfig(name="t", runs_dir=str(tmp_path), total_env_steps=400, random_steps=100, learning_starts=100,
                       eval_every=0, eval_episodes=1, checkpoint_every=200, log_every=50, progress=False)
-    cfg.agent.num_critics, cfg.agent.utd, cfg.agent.batch_size = 3, 2, 32
-    cfg.agent.hidden_dims = (32, 32)
-    cfg.runtime.processes = False
-    for key, value in overrides.items():
-        setattr(cfg, key, value)
-    return cfg
+    return replace(cfg, {"agent.num_critics": 3, "agent.utd": 2, "agent.batch_size": 32, "agent.hidden_dims": (32, 32),
+                         "runtime.processes": False, **overrides})
 
 
 @pytest.mark.slow
@@ -38,8 +34,7 @@ def test_pendulum_learns_beyond_random(tmp_path):
     """Pendulum-v1: random policy scores about -1200; SAC gets above -400 within 3000 steps."""
     cfg = TrainConfig(name="learn", runs_dir=str(tmp_path), total_env_steps=3000, random_steps=300,
                       learning_starts=300, eval_every=0, eval_episodes=5, checkpoint_every=0, progress=False)
-    cfg.agent.num_critics, cfg.agent.utd = 3, 2
-    cfg.runtime.processes = False
+    cfg = replace(cfg, {"agent.num_critics": 3, "agent.utd": 2, "runtime.processes": False})
     _, result = train(cfg)
     assert result["return_mean"] > -400, result
     run = tmp_path / "learn"
@@ -63,7 +58,7 @@ def test_run_folder_checkpoint_and_resume_restore_everything(tmp_path):
 
     resumed = Learner(small_config(tmp_path), run, resume=True)
     try:
-        assert resumed.counters["env_steps"] == 400 and resumed.counters["updates"] == 300
+        assert resumed.counters.env_steps == 400 and resumed.counters.updates == 300
         assert len(resumed.replay) == 400
         for k, v in resumed.agent.actor.state_dict().items():
             assert torch.equal(v, state["actor"][k]), k

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import robot_rl_sim  # noqa: F401
-from robot_rl_sim.batched import BatchedEnv, BatchedVectorEnv, make_batched
+from robot_rl.envs.batched import BatchedEnv, BatchedVectorEnv, make_batched
 
 TASK, N = "robot_rl/Reach-v0", 3
 

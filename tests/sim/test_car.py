@@ -11,12 +11,12 @@ import pytest  # noqa: E402
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 import robot_rl_sim  # noqa: E402, F401  (registers the gym ids)
+from robot_rl.envs.batched import make_batched  # noqa: E402
 from robot_rl_controllers.driving import (  # noqa: E402
     DifferentialDriveParams,
     twist_to_wheel_speeds,
     wheel_speeds_to_twist,
 )
-from robot_rl_sim.batched import make_batched  # noqa: E402
 from robot_rl_sim.car import DriveConfig, DriveEnv  # noqa: E402
 from robot_rl_sim.car_model import Track  # noqa: E402
 from robot_rl_sim.randomization import RandomizationConfig  # noqa: E402

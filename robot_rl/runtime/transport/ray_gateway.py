@@ -1,8 +1,9 @@
 """Ray transport, learner side: the :class:`Gateway` that remote actors push chunks to and pull weights from
-(see :mod:`robot_rl.runtime.ray_bridge` for the whole picture), and the token-auth guard both sides run."""
+(see :mod:`robot_rl.runtime.transport.ray_bridge` for the whole picture), and the token-auth guard both sides run."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -15,17 +16,17 @@ from typing import Any
 import yaml
 from safetensors.numpy import load as load_np
 
-from robot_rl.runtime import shm
-from robot_rl.runtime.chunks import check_chunk, chunk_specs
 from robot_rl.runtime.config import TrainConfig
-from robot_rl.runtime.names import actor_dir, board_name, ring_name
-from robot_rl.runtime.spool import spool_file
+from robot_rl.runtime.transport import shm
+from robot_rl.runtime.transport.chunks import check_chunk, chunk_specs
+from robot_rl.runtime.transport.names import actor_dir, board_name, ring_name
+from robot_rl.runtime.transport.spool import spool_file
+from robot_rl.utils.log import get_logger
 from robot_rl.utils.state_io import atomic_write
 
+log = get_logger(__name__)
+
 UID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$")  # uids name files: no path tricks
-# Ring header words a remote actor reports through the gateway (the learner logs them).
-STATS = (shm.ENV_STEPS, shm.VERSION, shm.JITTER_P99_US, shm.INFER_US, shm.PERIOD_US, shm.EPISODES, shm.NEXT_SEQ,
-         shm.PAUSED_US, shm.SENT)
 
 
 def config_from_text(text: str) -> TrainConfig:
@@ -35,15 +36,18 @@ def config_from_text(text: str) -> TrainConfig:
 
 
 def _policy_template(cfg: TrainConfig) -> tuple[Any, int, dict]:
-    from robot_rl.agents.sac import SACAgent
+    """The run's spaces and the names, shapes and dtypes of its policy (initial values; never used to act)."""
+    import dataclasses
+
+    from robot_rl.agents.registry import make_agent
     from robot_rl.envs.make import make_env
     from robot_rl.spaces import ObsSpec, action_dim_of
 
     env = make_env(cfg.env)
     spec, action_dim = ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space)
     env.close()
-    cfg.agent.device = "cpu"
-    return spec, action_dim, SACAgent(spec, action_dim, cfg.agent).policy_state()
+    agent = make_agent(dataclasses.replace(cfg.agent, device="cpu"), spec, action_dim)
+    return spec, action_dim, agent.policy_state()
 
 
 def require_token_auth() -> None:
@@ -62,7 +66,7 @@ def require_token_auth() -> None:
 
 
 class Gateway:
-    """Learner side (plain Python; :class:`RaySupervisor` runs it as a Ray actor on the learner's node)."""
+    """Learner side (plain Python; the Ray launcher runs it as a Ray actor on the learner's node)."""
 
     def __init__(self, config_text: str, run_dir: str) -> None:
         self.cfg, self.run_dir = config_from_text(config_text), Path(run_dir)
@@ -97,8 +101,8 @@ class Gateway:
             spool.mkdir(parents=True, exist_ok=True)
             rows = 2 * self.cfg.runtime.chunk_steps  # what a ChunkBuilder's chunk can hold
             ring = shm.ChunkRing(ring_name(self.run_dir, uid), self.specs, self.cfg.runtime.ring_slots, rows,
-                                 create=True)
-            ring.header[shm.PID], ring.header[shm.HEARTBEAT] = os.getpid(), time.time_ns()
+                                 create=True)  # this process answers for it
+            ring.beat()
             info = {"uid": uid, "index": int(index), "pid": os.getpid(), "ring": ring.name, "num_envs": int(num_envs),
                     "spool": True, "remote": True}
             path = actor_dir(self.run_dir) / f"{uid}.json"
@@ -156,22 +160,23 @@ class Gateway:
         return self.board
 
     def sync(self, uid: str, version: int, stats: list[int]) -> dict[str, Any]:
-        """Heartbeat of ``uid`` with its ring statistics; returns the learner's status words, the seq the learner
-        has taken of this uid and, when newer than ``version``, the policy as safetensors bytes."""
+        """Heartbeat of ``uid`` with its statistics (the fields of :class:`~robot_rl.runtime.transport.shm.ActorStats`
+        in order); returns the learner's status, the seq the learner has taken of this uid and, when newer than
+        ``version``, the policy as safetensors bytes."""
         with self._lock:
-            h = self._peer(uid)["ring"].header
-            h[shm.HEARTBEAT] = time.time_ns()
-            for word, value in zip(STATS, stats[:len(STATS)]):
-                h[word] = int(value)
+            ring = self._peer(uid)["ring"]
+            n = len(dataclasses.fields(shm.ActorStats))
+            ring.report(shm.ActorStats(*(int(v) for v in list(stats)[:n])))
+            ring.beat()
             go = len(self.peers) >= self._expected[0] or time.monotonic() > self._expected[1]
-            out: dict[str, Any] = {"taken": int(h[shm.TAKEN_SEQ]), "version": 0, "weights": None, "go": go,
+            out: dict[str, Any] = {"taken": ring.taken_seq, "version": 0, "weights": None, "go": go,
                                    "updates": 0, "env_steps": 0, "stop": False, "learner_age_s": float("inf")}
             board = self._attach_board()
             if board is None:
                 return out
-            b = board.header
-            out.update(updates=int(b[shm.W_UPDATES]), env_steps=int(b[shm.W_ENV_STEPS]), stop=bool(b[shm.W_STOP]),
-                       learner_age_s=(time.time_ns() - int(b[shm.W_LEARNER_BEAT])) / 1e9, version=board.version)
+            learner = board.status()
+            out.update(updates=learner.updates, env_steps=learner.env_steps, stop=learner.stop,
+                       learner_age_s=learner.beat_age_s, version=learner.version)
             if board.version > self._weights[0]:
                 got = board.read()
                 if got is not None:
@@ -191,7 +196,7 @@ class Gateway:
     def _retire(self, uid: str) -> None:
         peer = self.peers[uid]
         peer["gone"] = True
-        peer["ring"].header[shm.CLOSED] = 1  # the learner drains it, then unlinks it and retires the uid
+        peer["ring"].mark_closed()  # the learner drains it, then unlinks it and retires the uid
         peer["ring"].close()
 
     def _watchdog(self) -> None:
@@ -199,8 +204,8 @@ class Gateway:
             with self._lock:
                 limit = time.monotonic() - self.cfg.runtime.heartbeat_timeout
                 for uid in [u for u, p in self.peers.items() if not p["gone"] and p["seen"] < limit]:
-                    print(f"[gateway] actor {uid}: no call for {self.cfg.runtime.heartbeat_timeout} s, marking it "
-                          "gone", file=sys.stderr)
+                    log.warning("gateway: actor %s: no call for %s s, marking it gone", uid,
+                                self.cfg.runtime.heartbeat_timeout)
                     self._retire(uid)
 
     def status(self) -> dict[str, dict[str, Any]]:

@@ -1,8 +1,10 @@
-"""Batched parallel sims with the Isaac-Gym-style contract of DESIGN.md, plus a gymnasium VectorEnv view.
+"""Batching, the last stage of the env pipeline: N envs stepped as one, Isaac-Gym style, plus a gymnasium
+VectorEnv view.
 
 ``BatchedEnv`` steps N env instances on a thread pool (MuJoCo releases the GIL inside ``mj_step``), writes
 observations into preallocated batched arrays and auto-resets finished envs in the same step: the returned
-observation of a finished env is its new episode's first one, and ``info["final_obs"]`` holds the last one.
+observation of a finished env is its new episode's first one, and the final one is kept beside it. Any gymnasium
+env works; each env's step is read through the env -> actor contract (:mod:`robot_rl.envs.contract`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
+
+from robot_rl.envs.contract import BatchStep, StepReport
 
 
 def _alloc(space: gym.Space, n: int) -> Any:
@@ -45,10 +49,9 @@ class BatchedEnv:
     truncated[N], info``.
 
     Returned arrays live in two alternating buffer sets: the observation of step t stays valid while step t + 1
-    runs, and is overwritten by step t + 2 (copy what you keep longer). ``info`` has ``done [N]``,
-    ``is_success [N]``, ``final_obs`` (batched; rows valid where ``done``), ``final_info`` (list; dicts where
-    ``done``, else None), and from an intervention wrapper ``intervened [N]``, ``paused [N]`` and
-    ``executed_action [N, A]`` (the actions given where no wrapper says otherwise).
+    runs, and is overwritten by step t + 2 (copy what you keep longer). :meth:`step_batch` returns the typed
+    :class:`~robot_rl.envs.contract.BatchStep`; :meth:`step` the same as ``obs, reward, terminated, truncated,
+    info`` with ``info = BatchStep.info()``.
     """
 
     def __init__(self, env_fns: Sequence[Callable[[], gym.Env]], num_threads: int | None = None,
@@ -101,7 +104,8 @@ class BatchedEnv:
         self._map(reset_one)
         return self._out(obs)
 
-    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    def step_batch(self, actions: Any) -> BatchStep:
+        """Steps every env with its row of ``actions [N, A]`` (numpy or torch); auto-resets finished ones."""
         actions = actions.detach().cpu().numpy() if hasattr(actions, "detach") else np.asarray(actions)
         if actions.shape != (self.num_envs, *self.single_action_space.shape):
             raise ValueError(f"actions must be [{self.num_envs}, {self.single_action_space.shape}], "
@@ -112,23 +116,29 @@ class BatchedEnv:
 
         def step_one(i: int) -> None:
             o, r, term, trunc, info = self.envs[i].step(actions[i])
+            report = StepReport.from_info(info, actions[i])
             self._reward[i], self._terminated[i], self._truncated[i] = r, term, trunc
-            self._success[i] = bool(info.get("is_success", False))
-            # Intervention wrapper (robot_rl.teleop): what really ran, and whether a human chose it.
-            self._intervened[i], self._paused[i] = info.get("intervened", False), info.get("paused", False)
-            self._executed[i] = info.get("executed_action", actions[i])
+            self._success[i], self._intervened[i], self._paused[i] = report.success, report.intervened, report.paused
+            self._executed[i] = report.executed_action
             if term or trunc:
                 _write(final_obs, i, o)
                 final_info[i] = info
                 o, _ = self.envs[i].reset()
             _write(obs, i, o)
         self._map(step_one)
-        done = self._terminated | self._truncated
-        info = {"done": done.copy(), "is_success": self._success.copy(), "final_obs": self._out(final_obs),
-                "final_info": final_info, "intervened": self._intervened.copy(), "paused": self._paused.copy(),
-                "executed_action": self._executed.copy()}
-        return (self._out(obs), self._out(self._reward.copy()), self._out(self._terminated.copy()),
-                self._out(self._truncated.copy()), info)
+        return BatchStep(obs=self._out(obs), reward=self._reward.copy(), terminated=self._terminated.copy(),
+                         truncated=self._truncated.copy(), final_obs=self._out(final_obs), final_info=final_info,
+                         success=self._success.copy(), intervened=self._intervened.copy(),
+                         paused=self._paused.copy(), executed_action=self._executed.copy())
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """``obs, reward [N], terminated [N], truncated [N], info`` (see :meth:`step_batch`)."""
+        b = self.step_batch(actions)
+        return b.obs, self._out(b.reward), self._out(b.terminated), self._out(b.truncated), b.info()
+
+    def expert_actions(self, noise: float) -> np.ndarray:
+        """``[N, A]`` actions of each env's scripted expert (envs that have one: ``env.unwrapped.expert_action``)."""
+        return np.stack([e.unwrapped.expert_action(noise) for e in self.envs]).astype(np.float32)
 
     def render(self, camera: str, size: int) -> np.ndarray:
         """``[N, size, size, 3]`` frames of ``camera`` from every env (tasks derived from MujocoTaskEnv)."""
@@ -148,9 +158,11 @@ class BatchedEnv:
 
 def make_batched(task_id: str, num_envs: int, num_threads: int | None = None, as_torch: bool = False,
                  **kwargs: Any) -> BatchedEnv:
-    """``num_envs`` copies of ``gym.make(task_id, **kwargs)`` as one BatchedEnv."""
-    if task_id.startswith("robot_rl/"):
-        import robot_rl_sim  # noqa: F401  (registers the tasks)
+    """``num_envs`` copies of ``gym.make(task_id, **kwargs)`` as one BatchedEnv (no adaptation: the env as it is;
+    a run's envs come from :func:`robot_rl.envs.make.make_batched_env`)."""
+    from robot_rl.envs.make import register_builtin
+
+    register_builtin(task_id)
     return BatchedEnv([lambda: gym.make(task_id, **kwargs) for _ in range(num_envs)], num_threads, as_torch)
 
 

@@ -2,33 +2,33 @@
 
 Actor and learner are the unchanged local ones; Ray only carries bytes between two machines:
 
-* :class:`Gateway` (a Ray actor pinned to the learner's node) acts toward the learner exactly like a local actor
-  for every remote actor uid: it writes each chunk it receives first to the learner run's spool
-  (``<run>/spool/<uid>/<seq>.safetensors``, atomically), then into a :class:`~robot_rl.runtime.shm.ChunkRing` it
+* :class:`~robot_rl.runtime.transport.ray_gateway.Gateway` (a Ray actor pinned to the learner's node) acts
+  toward the learner exactly like a local actor for every remote actor uid: it writes each chunk it receives first
+  to the learner run's spool (``<run>/spool/<uid>/<seq>.safetensors``, atomically), then into a chunk ring it
   creates for that uid, and registers ``<run>/actors/<uid>.json`` with its own pid. It acks the highest contiguous
   seq it has spooled, serves the latest weights (safetensors bytes, read from the learner's weight board) and the
-  board's status words, and marks a uid's ring CLOSED once its remote side has been silent for
+  learner's status, and closes a uid's ring once its remote side has been silent for
   ``runtime.heartbeat_timeout`` (or said goodbye), so the learner retires it. A new uid can join at any time.
 * :class:`RemoteActor` (a Ray actor placed by the custom resource ``runtime.actor_resource``) runs the unchanged
   :class:`~robot_rl.runtime.actor.Actor` against a node-local run folder, plus a :class:`Bridge` thread that is
   the local learner's stand-in: it consumes the local ring (filling gaps from the local spool), pushes chunks to
   the gateway with a few in flight, resends what was not acked, trims the local spool up to the ack, and is the
   writer of the local weight board, mirroring weights and status words from the gateway.
-* :class:`RaySupervisor`: ``robot-rl train`` with ``runtime.transport: ray``.
+* :class:`~robot_rl.runtime.transport.ray_launcher.RayLauncher`: how ``robot-rl train`` starts all this with
+  ``runtime.transport: ray``.
 
 What crosses the network is bytes, ints and strings only: chunks and weights as safetensors, validated on arrival
-(:func:`~robot_rl.runtime.chunks.check_chunk`, names/shapes/dtypes of the policy); no code here unpickles. Ray's own
-protocol can carry pickled objects, so the cluster must run with token authentication (``RAY_AUTH_MODE=token``),
-which this module turns on and refuses to run without.
+(:func:`~robot_rl.runtime.transport.chunks.check_chunk`, names/shapes/dtypes of the policy); no code here
+unpickles. Ray's own protocol can carry pickled objects, so the cluster must run with token authentication
+(``RAY_AUTH_MODE=token``), which this module turns on and refuses to run without.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -39,14 +39,13 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import save as save_np
 
-from robot_rl.runtime import shm
-from robot_rl.runtime.config import TrainConfig
-from robot_rl.runtime.names import actor_dir, board_name, run_key
-from robot_rl.runtime.ray_gateway import STATS, Gateway, config_from_text, require_token_auth
-from robot_rl.runtime.spool import spool_file, trim
-from robot_rl.runtime.supervisor import Supervisor
+from robot_rl.runtime.transport import shm
+from robot_rl.runtime.transport.names import actor_dir, board_name
+from robot_rl.runtime.transport.ray_gateway import config_from_text
+from robot_rl.runtime.transport.spool import spool_file, trim
+from robot_rl.utils.log import get_logger
 
-READY_TIMEOUT = 120.0  # seconds the first actors wait for each other before they start acting anyway
+log = get_logger(__name__)
 
 
 
@@ -84,7 +83,6 @@ class Bridge:
         return path.read_bytes() if path.is_file() else None
 
     def _apply(self, reply: dict[str, Any]) -> None:
-        h = self.board.header
         if reply["weights"] is not None:
             from safetensors.torch import load
 
@@ -94,12 +92,11 @@ class Bridge:
             if bad or len(state) != len(self.keys):
                 raise ValueError(f"weights from the gateway do not match this policy (keys/shapes/dtypes: {bad})")
             self.board.publish(state, int(reply["version"]))
-        h[shm.W_UPDATES], h[shm.W_ENV_STEPS] = int(reply["updates"]), int(reply["env_steps"])
         age = min(float(reply["learner_age_s"]), 1e6)
-        h[shm.W_LEARNER_BEAT] = time.time_ns() - int(age * 1e9)
-        self.actor.ring.header[shm.TAKEN_SEQ] = int(reply["taken"])
-        if reply["stop"]:
-            h[shm.W_STOP] = 1
+        self.board.mirror(shm.LearnerStatus(beat_ns=time.time_ns() - int(age * 1e9), pid=0,
+                                            updates=int(reply["updates"]), env_steps=int(reply["env_steps"]),
+                                            stop=bool(reply["stop"]), version=self.board.version))
+        self.actor.ring.taken_seq = int(reply["taken"])
         self.go = self.go or bool(reply["go"])
 
     def _run(self) -> None:
@@ -115,7 +112,7 @@ class Bridge:
                     self.sent += 1
                 now = time.monotonic()
                 if sync_ref is None and now - last_sync > 0.1:
-                    stats = [int(self.actor.ring.header[w]) for w in STATS]
+                    stats = list(dataclasses.astuple(self.actor.ring.stats()))
                     sync_ref, last_sync = self.gateway.sync.remote(self.uid, self.board.version, stats), now
                 refs = [r for r in ([inflight[0][1]] if inflight else []) + ([sync_ref] if sync_ref else [])]
                 ready = ray.wait(refs, num_returns=1, timeout=0.005)[0] if refs else []
@@ -138,7 +135,7 @@ class Bridge:
                 except ray.exceptions.ActorDiedError as exc:
                     raise RuntimeError(f"lost the learner gateway: {exc}") from exc
                 except ray.exceptions.RayError as exc:  # transient (unreachable for a while): resend what is not acked
-                    print(f"[ray-bridge] {self.uid}: {exc}; resending from chunk {self.acked}", file=sys.stderr)
+                    log.warning("ray bridge %s: %s; resending from chunk %d", self.uid, exc, self.acked)
                     inflight.clear()
                     sync_ref, self.sent = None, self.acked
                     time.sleep(0.2)
@@ -154,7 +151,7 @@ class Bridge:
             self.gateway.leave.remote(self.uid)
         except BaseException as exc:  # noqa: BLE001 - handed to the actor's thread, which stops
             self.error = exc
-            self.board.header[shm.W_STOP] = 1
+            self.board.request_stop()
         finally:
             self.done.set()
 
@@ -192,11 +189,10 @@ class RemoteActor:
         flag would: its last chunks are delivered and its shared memory and folder removed."""
         self._stop.set()
         if self._board is not None and self._board.header is not None:
-            self._board.header[shm.W_STOP] = 1
+            self._board.request_stop()
 
     def run(self) -> dict[str, Any]:
         import ray
-        import torch
         from safetensors.torch import load as load_torch
 
         from robot_rl.runtime.actor import Actor
@@ -204,15 +200,14 @@ class RemoteActor:
         self._clean()
         self.local.mkdir(parents=True)
         cfg = config_from_text(self.config_text)
-        cfg.runtime.spool = True  # the local spool is what the bridge resends from
-        if cfg.agent.device.startswith("cuda") and not torch.cuda.is_available():
-            cfg.agent.device = "cpu"
+        # The local spool is what the bridge resends from.
+        cfg = dataclasses.replace(cfg, runtime=dataclasses.replace(cfg.runtime, spool=True))
         (self.local / "config.yaml").write_text(self.config_text)
         # The local board exists before the actor, whose weights thread would otherwise attach to a half-made one.
         template = load_torch(ray.get(self.gateway.policy_template.remote()))
         board = self._board = shm.WeightBoard(board_name(self.local), template, create=True)
         if self._stop.is_set():
-            board.header[shm.W_STOP] = 1
+            board.request_stop()
         actor = None
         try:
             actor = Actor(cfg, self.local, index=self.index, incarnation=self.incarnation)
@@ -239,99 +234,3 @@ class RemoteActor:
                 self.local.parent.rmdir()  # the run's folder on this node, once its last actor is gone
             except OSError:
                 pass
-
-
-class RayActorProcess:
-    """A remote actor seen through the ``subprocess.Popen`` methods :class:`Supervisor` uses."""
-
-    def __init__(self, handle: Any, ref: Any) -> None:
-        self.handle, self.ref, self.returncode = handle, ref, None
-
-    def poll(self) -> int | None:
-        import ray
-
-        if self.returncode is None and ray.wait([self.ref], timeout=0)[0]:
-            try:
-                ray.get(self.ref)
-                self.returncode = 0
-            except ray.exceptions.RayError as exc:
-                print(f"[supervisor] remote actor failed: {exc}", file=sys.stderr)
-                self.returncode = 1
-        return self.returncode
-
-    def wait(self, timeout: float | None = None) -> int:
-        import ray
-
-        if not ray.wait([self.ref], timeout=timeout)[0]:
-            raise subprocess.TimeoutExpired("remote actor", timeout or 0)
-        return self.poll()  # type: ignore[return-value]
-
-    def terminate(self) -> None:
-        """A clean stop (see :meth:`RemoteActor.stop`); :meth:`kill` if it has not ended within ``wait``."""
-        self.handle.stop.remote()
-
-    def kill(self) -> None:
-        import ray
-
-        ray.kill(self.handle, no_restart=True)
-        self.returncode = -9 if self.returncode is None else self.returncode
-
-
-class RaySupervisor(Supervisor):
-    """``robot-rl train`` with ``runtime.transport: ray``: the learner a local process, the gateway a Ray actor on
-    this node, the actors Ray actors on nodes with ``runtime.actor_resource``."""
-
-    def __init__(self, cfg: TrainConfig, run_dir: Path, resume: bool) -> None:
-        super().__init__(cfg, run_dir, resume)
-        self.gateway: Any = None
-        self.config_text = (run_dir / "config.yaml").read_text()
-        self._owns_ray = False
-
-    def run(self) -> dict[str, float]:
-        require_token_auth()
-        import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        rt = self.cfg.runtime
-        if not ray.is_initialized():
-            if rt.ray_address == "local":
-                ray.init(address="local", resources={rt.actor_resource: rt.num_actors}, include_dashboard=False,
-                         _node_ip_address="127.0.0.1")
-            else:
-                ray.init(address=rt.ray_address)
-            self._owns_ray = True
-        try:
-            here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=False)
-            self.gateway = ray.remote(Gateway).options(num_cpus=0, scheduling_strategy=here).remote(
-                self.config_text, str(self.run_dir.resolve()))
-            self.gateway.expect.remote(rt.num_actors, READY_TIMEOUT)
-            for i in range(rt.num_actors):  # they start up while the gateway and the learner do
-                self.start_actor(i)
-            ray.get(self.gateway.status.remote())  # fail here, with its error, if it cannot start
-            return super().run()  # starts the learner
-        finally:
-            if self.gateway is not None:
-                ray.kill(self.gateway)
-            if self._owns_ray:
-                ray.shutdown()
-
-    def _actor_died(self, index: int, code: int) -> None:
-        import ray
-
-        try:  # a dead gateway takes every remote actor with it: say so instead of burning the restarts
-            ray.get(self.gateway.status.remote(), timeout=30)
-        except ray.exceptions.RayError as exc:
-            raise RuntimeError(f"the learner gateway died ({type(exc).__name__}); what it acked is in "
-                               f"{self.run_dir / 'spool'}: continue with --resume {self.run_dir}") from exc
-        super()._actor_died(index, code)
-
-    def start_actor(self, index: int) -> None:
-        import ray
-
-        if index in self.actors and self.actors[index].poll() is None:
-            return  # started before the learner and still running
-        rt = self.cfg.runtime
-        handle = ray.remote(RemoteActor).options(num_cpus=0, resources={rt.actor_resource: 1},
-                                                 max_concurrency=2).remote(  # run() + stop()
-            self.config_text, run_key(self.run_dir), index, self.incarnations[index], self.gateway)
-        self.actors[index] = RayActorProcess(handle, handle.run.remote())

@@ -1,0 +1,148 @@
+"""The algorithm contract: what the learner, the actor, the Ray gateway, evaluation and checkpoints may ask of an
+agent. Nothing in the runtime touches an agent's networks, optimizers or config fields beyond this.
+
+An agent is a class with
+
+* ``name`` (class attribute): what ``agent.name`` selects in a config (``sac``, ``bc``, or ``module:Class``);
+* ``config_class`` (class attribute): a dataclass deriving from :class:`AgentConfig`, every field documented;
+* ``__init__(obs_spec, action_dim, cfg, seed)``: builds everything, seeded only from ``seed`` (the global torch
+  RNG is left alone);
+* ``check_spaces(obs_spec, action_dim, cfg)`` (classmethod): raises ``ValueError`` for spaces it cannot handle, so a
+  run fails before any process starts;
+* ``sampling(cfg)`` (classmethod): :class:`Sampling`, what the learner draws from the replay for one ``update``;
+* ``act``, ``update``, ``prepare``, ``policy_state`` / ``load_policy_state`` and ``state_dict`` /
+  ``load_state_dict`` as in :class:`Agent` below.
+
+Agents are usable without any process or transport: ``agent.update(replay.sample(...))`` is a training step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+from robot_rl.spaces import ObsSpec
+
+if TYPE_CHECKING:
+    from robot_rl.replay.buffer import ReplayBuffer
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Fields every agent config has. Each agent's own config derives from this one."""
+
+    name: str = "sac"
+    """Which agent: a registered name (``sac``, ``bc``) or ``module:Class`` for an agent of your own."""
+    device: str = "cpu"
+    """Torch device of the learner ('cpu', 'cuda', 'cuda:1', ...). Actors act on the CPU unless this names a CUDA
+    device and the actor's machine has one."""
+
+    def validate(self) -> None:
+        """Raises ValueError naming the offending field (each agent's config adds its own checks)."""
+
+    @classmethod
+    def resolve_config_class(cls, data: Mapping[str, Any]) -> type[AgentConfig]:
+        """The config class of the agent ``data["name"]`` names (used when a config is read from YAML)."""
+        from robot_rl.agents.registry import config_class
+
+        return config_class(str(data.get("name", AgentConfig.name)))
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """What one ``update`` call consumes: ``replay.sample(batch_size, mix=mix, utd=utd)``.
+
+    The learner's rate limiter makes one ``update`` call per env step past ``learning_starts``; ``utd`` is the
+    number of gradient steps inside that call (so the update-to-data ratio is ``utd``)."""
+
+    batch_size: int
+    utd: int = 1
+    mix: Mapping[str, float] | None = None
+    """Groups and their shares (replay.mix when None); e.g. ``{"prior": 1.0}`` for demonstrations only."""
+    needs: tuple[str, ...] = field(default=())
+    """Replay groups that must hold data before the first update (e.g. ``("prior",)`` for behaviour cloning);
+    a run whose config cannot fill them fails before it starts."""
+
+
+@runtime_checkable
+class Agent(Protocol):
+    """The methods the runtime calls. See the module docstring for the class attributes."""
+
+    name: ClassVar[str]
+    config_class: ClassVar[type[AgentConfig]]
+    obs_spec: ObsSpec
+    action_dim: int
+
+    def act(self, obs: Mapping[str, Any], deterministic: bool = False) -> np.ndarray:
+        """Action(s) in [-1, 1] for one observation (``state [D]``) or a batch (``state [N, D]``)."""
+        ...
+
+    def update(self, batch: Mapping[str, Any]) -> dict[str, float]:
+        """One learning step on a batch from :meth:`ReplayBuffer.sample` (``[utd, B, ...]``); scalar metrics."""
+        ...
+
+    def prepare(self, replay: ReplayBuffer) -> None:
+        """Called before every update while learning; a no-op after the first (e.g. fits a state normaliser once
+        on the replay's contents). What it computes must be part of :meth:`state_dict`."""
+        ...
+
+    def policy_state(self) -> dict[str, torch.Tensor]:
+        """What an actor needs to act, as flat CPU tensors (fixed names, shapes and dtypes for a given config)."""
+        ...
+
+    def load_policy_state(self, state: Mapping[str, torch.Tensor]) -> None:
+        ...
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume learning exactly (networks, optimizers, generators, counters)."""
+        ...
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        ...
+
+
+def seeded_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:
+    """A private generator: agents draw their randomness from these, never from the global torch RNG."""
+    return torch.Generator(device=device).manual_seed(int(seed) & 0xFFFF_FFFF_FFFF)
+
+
+def keep_global_rng() -> Any:
+    """``with keep_global_rng(): build modules``: torch's default initialisers draw from the global RNG before
+    :func:`~robot_rl.agents.networks.init_parameters` redraws them from the agent's seed; this puts the global
+    state back, so building an agent never changes what other code draws."""
+    return torch.random.fork_rng(devices=[])
+
+
+def to_torch(tree: Any, device: torch.device) -> Any:
+    """numpy/tensor tree -> tensor tree on ``device`` (bool arrays become float for the losses)."""
+    if isinstance(tree, Mapping):
+        return {k: to_torch(v, device) for k, v in tree.items()}
+    t = torch.as_tensor(tree)
+    if t.dtype == torch.bool:
+        t = t.float()
+    return t.to(device, non_blocking=True)
+
+
+def index_tree(tree: Any, i: Any) -> Any:
+    if isinstance(tree, Mapping):
+        return {k: index_tree(v, i) for k, v in tree.items()}
+    return tree[i]
+
+
+def obs_batch(obs: Mapping[str, Any], device: torch.device) -> tuple[dict[str, Any], bool]:
+    """An observation (``state [D]``) or a batch (``state [N, D]``) as a tensor batch, and whether it was one."""
+    single = np.ndim(obs["state"]) == 1
+    tobs = to_torch(obs, device)
+    if single:
+        tobs = index_tree(tobs, None)
+    return tobs, single
+
+
+def utd_batch(batch: Mapping[str, Any], device: torch.device) -> dict[str, Any]:
+    """A replay sample as tensors with a leading utd axis (a ``[B, ...]`` sample becomes ``[1, B, ...]``)."""
+    tb = to_torch(batch, device)
+    return index_tree(tb, None) if tb["action"].dim() == 2 else tb

@@ -1,0 +1,72 @@
+"""The env -> actor contract: what a step tells the actor beyond observation, reward and done.
+
+A single env speaks gymnasium, so the extra facts travel in ``info`` under the keys below; the env pipeline's
+adapter maps a foreign env's own keys onto them (``env.success_key``, ``env.intervention_key``, ...), and
+:class:`~robot_rl.teleop.intervention.InterventionWrapper` writes the teleop ones. The actor never reads ``info``
+itself: the batched env turns every step into a typed :class:`BatchStep`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+SUCCESS = "is_success"
+"""bool: the task succeeded (read at the end of an episode; the last step's value counts)."""
+INTERVENED = "intervened"
+"""bool: a human (or the scripted human) chose this step's action."""
+EXECUTED_ACTION = "executed_action"
+"""float32 [A] in [-1, 1]: the action the env really ran (the human's when intervened, the hold action when
+paused); absent = the action the actor gave."""
+PAUSED = "paused"
+"""bool: the robot held still (pause key, teleop device gone); the actor records nothing for this step."""
+TELEOP_CONNECTED = "teleop_connected"
+"""bool: the teleop device answers (informational)."""
+
+
+@dataclass(frozen=True)
+class StepReport:
+    """One env's step, as the actor needs it."""
+
+    success: bool
+    intervened: bool
+    paused: bool
+    executed_action: np.ndarray
+
+    @classmethod
+    def from_info(cls, info: Mapping[str, Any], action: np.ndarray) -> StepReport:
+        executed = info.get(EXECUTED_ACTION)
+        return cls(success=bool(info.get(SUCCESS, False)), intervened=bool(info.get(INTERVENED, False)),
+                   paused=bool(info.get(PAUSED, False)),
+                   executed_action=np.asarray(action if executed is None else executed, np.float32))
+
+
+@dataclass(frozen=True)
+class BatchStep:
+    """One step of N envs (auto-reset): arrays ``[N, ...]``; observation trees as the env's space.
+
+    ``obs`` of an env that finished is its new episode's first observation; ``final_obs`` holds the finished
+    episode's last one (rows valid where ``done``), ``final_info`` its last ``info`` (None elsewhere)."""
+
+    obs: Any
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    final_obs: Any
+    final_info: list[dict | None]
+    success: np.ndarray
+    intervened: np.ndarray
+    paused: np.ndarray
+    executed_action: np.ndarray
+
+    @property
+    def done(self) -> np.ndarray:
+        return self.terminated | self.truncated
+
+    def info(self) -> dict[str, Any]:
+        """The same facts as the Isaac-Gym-style ``info`` dict of :meth:`BatchedEnv.step`."""
+        return {"done": self.done, SUCCESS: self.success, "final_obs": self.final_obs, "final_info": self.final_info,
+                INTERVENED: self.intervened, PAUSED: self.paused, EXECUTED_ACTION: self.executed_action}

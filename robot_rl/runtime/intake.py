@@ -1,0 +1,203 @@
+"""The learner's intake: every actor's chunks into the replay, exactly once and in order, plus the statistics of
+the episodes they carry.
+
+Delivery is exactly-once per actor: chunks carry a per-actor sequence number; the intake takes them in order from
+the actor's ring, fills gaps (ring overflow, learner restart) from the actor's spool, skips duplicates, and keeps
+the next expected sequence per actor in :class:`LearnerCounters` (saved in every checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robot_rl.replay.buffer import ReplayBuffer
+from robot_rl.runtime.transport import shm
+from robot_rl.runtime.transport.chunks import check_chunk, chunk_specs, ingest_chunk
+from robot_rl.runtime.transport.names import actor_dir
+from robot_rl.runtime.transport.spool import read_chunk
+from robot_rl.spaces import ObsSpec
+from robot_rl.utils.process import pid_alive
+
+STREAMS_PER_ACTOR = 1 << 16
+
+
+@dataclass
+class LearnerCounters:
+    """The learner's progress, saved in every checkpoint (``counters.json``) and restored on resume."""
+
+    env_steps: int = 0
+    """Transitions taken into the replay."""
+    episodes: int = 0
+    """Episodes finished by the actors."""
+    updates: int = 0
+    """``agent.update`` calls (one per env step past learning_starts)."""
+    version: int = 0
+    """Last published policy version (only grows, across restarts too)."""
+    ingested: dict[str, int] = field(default_factory=dict)
+    """Per actor uid: the next chunk sequence expected (everything before it is in the replay)."""
+    streams: dict[str, int] = field(default_factory=dict)
+    """Per actor uid: the replay stream id of its env 0 (keeps the envs of different actors apart)."""
+    lost_chunks: int = 0
+    """Chunks skipped because a ring overflowed with the spool off."""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> LearnerCounters:
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        return cls(**known)
+
+
+class EpisodeStats:
+    """Per-stream running sums of the episodes in progress; finished episodes go to the logging window."""
+
+    def __init__(self) -> None:
+        # stream -> [return, length, intervened steps, takeovers, last step intervened]
+        self._running: dict[int, list] = defaultdict(lambda: [0.0, 0, 0, 0, False])
+        self.window: dict[str, list[float]] = defaultdict(list)
+
+    def add(self, chunk: dict[str, np.ndarray], stream_base: int, version: int) -> int:
+        """Counts the valid rows of ``chunk``; returns the number of episodes that ended in it."""
+        valid = chunk["valid"]
+        self.window["policy_lag"].extend(version - chunk["policy_version"][valid])
+        self.window["intervened"].extend(chunk["intervened"][valid].astype(float))
+        ended = 0
+        for i in np.flatnonzero(valid):
+            ep = self._running[stream_base + int(chunk["stream"][i])]
+            ep[0] += float(chunk["reward"][i])
+            ep[1] += 1
+            human = bool(chunk["intervened"][i])
+            ep[2] += human
+            ep[3] += human and not ep[4]
+            ep[4] = human
+            if chunk["terminated"][i] or chunk["truncated"][i]:
+                ended += 1
+                self.window["episode_return"].append(ep[0])
+                self.window["episode_length"].append(ep[1])
+                self.window["episode_success"].append(float(chunk["success"][i]))
+                self.window["episode_interventions"].append(ep[3])
+                self.window["episode_intervention_rate"].append(ep[2] / ep[1])
+                ep[:] = [0.0, 0, 0, 0, False]
+        return ended
+
+    def take_window(self) -> dict[str, float]:
+        """Means since the last call, named as logged."""
+        names = {"policy_lag": "actor/policy_lag", "intervened": "actor/intervention_rate"}
+        out = {names.get(k, f"train/{k}"): float(np.mean(v)) for k, v in self.window.items() if v}
+        self.window.clear()
+        return out
+
+
+class Intake:
+    """Finds the run's actors (``<run>/actors/<uid>.json``) and their spools, and moves their chunks into the
+    replay (:meth:`take`)."""
+
+    def __init__(self, run_dir: Path, spec: ObsSpec, action_dim: int, replay: ReplayBuffer,
+                 counters: LearnerCounters, spool: bool) -> None:
+        self.run_dir, self.spec, self.action_dim = run_dir, spec, action_dim
+        self.replay, self.counters, self.spool = replay, counters, spool
+        self.specs = chunk_specs(spec, action_dim)
+        self.rings: dict[str, shm.ChunkRing | None] = {}
+        self.actor_info: dict[str, dict] = {}
+        self.retired: set[str] = set()
+        self.episodes = EpisodeStats()
+        self._last_scan = 0.0
+
+    def _scan(self) -> None:
+        """Finds actors registered in the run folder and spools left by actors of an earlier life."""
+        self._last_scan = time.perf_counter()
+        folder = actor_dir(self.run_dir)
+        uids = {p.stem: p for p in folder.glob("*.json")} if folder.is_dir() else {}
+        spool_root = self.run_dir / "spool"
+        spooled = {p.name for p in spool_root.iterdir() if p.is_dir()} if spool_root.is_dir() else set()
+        for uid in (set(uids) | spooled) - set(self.rings) - self.retired:
+            info = json.loads(uids[uid].read_text()) if uid in uids else {}
+            ring = None
+            if info:
+                try:
+                    ring = shm.ChunkRing(info["ring"], self.specs)
+                except FileNotFoundError:
+                    ring = None
+            self.rings[uid], self.actor_info[uid] = ring, info
+            if uid not in self.counters.streams:
+                self.counters.streams[uid] = (len(self.counters.streams) + 1) * STREAMS_PER_ACTOR
+
+    def _add(self, uid: str, seq: int, chunk: dict[str, np.ndarray]) -> int:
+        check_chunk(chunk, self.spec, self.action_dim)
+        base = self.counters.streams[uid]
+        n = ingest_chunk(self.replay, chunk, base)
+        self.counters.ingested[uid] = seq + 1
+        self.counters.env_steps += n
+        self.counters.episodes += self.episodes.add(chunk, base, self.counters.version)
+        return n
+
+    def take(self) -> int:
+        """Takes in every chunk available now, in sequence order per actor; returns transitions taken."""
+        if time.perf_counter() - self._last_scan > 0.5:
+            self._scan()
+        total = 0
+        for uid, ring in list(self.rings.items()):
+            nxt = int(self.counters.ingested.get(uid, 0))
+            while True:
+                item = ring.peek() if ring is not None else None
+                if item is not None and item[0] < nxt:  # already taken (from the spool)
+                    ring.release()
+                    continue
+                if item is not None and item[0] == nxt:
+                    total += self._add(uid, nxt, item[1])
+                    ring.release()
+                    nxt += 1
+                    ring.taken_seq = nxt
+                    continue
+                chunk = read_chunk(self.run_dir / "spool" / uid, nxt) if self.spool else None
+                if chunk is None:
+                    if item is not None and not self.spool:  # no spool: the gap is lost; say so and move on
+                        self.counters.lost_chunks += item[0] - nxt
+                        nxt = item[0]
+                        self.counters.ingested[uid] = nxt
+                        continue
+                    break
+                total += self._add(uid, nxt, chunk)
+                nxt += 1
+                if ring is not None:
+                    ring.taken_seq = nxt
+            self._retire_if_gone(uid, ring)
+        return total
+
+    def _retire_if_gone(self, uid: str, ring: shm.ChunkRing | None) -> None:
+        info = self.actor_info.get(uid, {})
+        alive = ring is not None and not ring.closed and pid_alive(int(info.get("pid", 0)))
+        if alive or (ring is not None and ring.pending()):
+            return
+        if ring is not None:
+            if not self.spool or read_chunk(self.run_dir / "spool" / uid, self.counters.ingested.get(uid, 0)):
+                return  # its last chunks may still be arriving
+            ring.close(unlink=True)
+        (actor_dir(self.run_dir) / f"{uid}.json").unlink(missing_ok=True)
+        self.rings.pop(uid)
+        self.retired.add(uid)
+
+    def actor_metrics(self) -> dict[str, float]:
+        """Per live actor: jitter, inference time, paused time and ring drops (for the logs)."""
+        out = {}
+        for uid, ring in self.rings.items():
+            if ring is not None and ring.header is not None:
+                status = ring.status()
+                out[f"actor/{uid}/jitter_p99_ms"] = status.stats.jitter_p99_us / 1000
+                out[f"actor/{uid}/inference_ms"] = status.stats.infer_us / 1000
+                out[f"actor/{uid}/paused_s"] = status.stats.paused_us / 1e6
+                out[f"actor/{uid}/dropped_chunks"] = float(status.dropped)
+        return out
+
+    def close(self, unlink: bool = False) -> None:
+        for ring in self.rings.values():
+            if ring is not None:
+                ring.close(unlink=unlink)

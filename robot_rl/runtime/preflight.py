@@ -1,0 +1,102 @@
+"""Everything about a run's config that can be wrong, checked in the parent before any process starts.
+
+``robot-rl train`` builds the env once through the same pipeline the actors and the learner use, builds the agent
+for its spaces, and checks that every choice fits this env: a scripted expert only where the env has one, demo
+datasets that exist and match the spaces, data for what the agent samples, a learned reward whose cameras the env
+has. Any problem is one :class:`~robot_rl.config.ConfigError` naming the field; the command exits with code 2.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from robot_rl.agents.registry import agent_class, make_agent
+from robot_rl.config import ConfigError
+from robot_rl.envs.make import has_expert, make_env
+from robot_rl.runtime.config import TrainConfig
+from robot_rl.spaces import ObsSpec, action_dim_of
+
+
+def check_run(cfg: TrainConfig) -> None:
+    """Raises ConfigError (a message naming the field) for a config that cannot run; returns None otherwise."""
+    try:
+        cfg.validate()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        env = make_env(cfg.env)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        try:
+            spec, action_dim = ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"env.obs_map: {exc}") from None
+        _check_agent(cfg, spec, action_dim)
+        _check_expert_uses(cfg, has_expert(env))
+        _check_demos(cfg, spec, action_dim)
+    finally:
+        env.close()
+    _check_training_env(cfg)
+    if cfg.runtime.transport == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise ConfigError("runtime.transport: 'ray' needs Ray (pip install 'robot-rl[ray]')") from None
+
+
+def _check_agent(cfg: TrainConfig, spec: ObsSpec, action_dim: int) -> None:
+    cls = agent_class(cfg.agent.name)
+    try:
+        cls.check_spaces(spec, action_dim, cfg.agent)
+        make_agent(dataclasses.replace(cfg.agent, device="cpu"), spec, action_dim)
+    except (ValueError, TypeError, KeyError, FileNotFoundError) as exc:
+        raise ConfigError(f"agent: {exc}") from None
+    sampling = cls.sampling(cfg.agent)
+    for group in sampling.needs:
+        filled = {"online": True, "demos": bool(cfg.demos), "interventions": cfg.teleop.device != "none",
+                  "prior": bool(cfg.demos) or cfg.teleop.device != "none"}[group]
+        if not filled:
+            raise ConfigError(f"demos: agent {cfg.agent.name!r} learns from the replay's {group!r} data, which this "
+                              "run never fills: give demos (e.g. demos: [scripted:20], or a dataset path) or a "
+                              "teleop device")
+
+
+def _check_expert_uses(cfg: TrainConfig, expert: bool) -> None:
+    if expert:
+        return
+    why = f"env {cfg.env.id!r} has no scripted expert (expert_action); robot_rl's sim tasks have one"
+    if cfg.runtime.warmup == "scripted":
+        raise ConfigError(f"runtime.warmup: 'scripted' needs a scripted expert: {why}; use 'random'")
+    if cfg.teleop.device == "scripted":
+        raise ConfigError(f"teleop.device: 'scripted' (the scripted human) needs a scripted expert: {why}")
+    for i, entry in enumerate(cfg.demos):
+        if entry.startswith("scripted:"):
+            raise ConfigError(f"demos[{i}]: {entry!r} records scripted-expert demos: {why}; give a recorded "
+                              "dataset (robot-rl record-demos --device keyboard|gamepad|spacemouse)")
+
+
+def _check_demos(cfg: TrainConfig, spec: ObsSpec, action_dim: int) -> None:
+    from robot_rl.replay.store import ReplayStoreError, check_store
+
+    for i, entry in enumerate(cfg.demos):
+        if entry.startswith("scripted:"):
+            n = entry.split(":", 1)[1]
+            if not n.isdigit() or int(n) < 1:
+                raise ConfigError(f"demos[{i}]: {entry!r} is neither a path nor 'scripted:<number of episodes>'")
+            continue
+        try:
+            check_store(Path(entry), spec, action_dim)
+        except ReplayStoreError as exc:
+            raise ConfigError(f"demos[{i}]: {exc}") from None
+
+
+def _check_training_env(cfg: TrainConfig) -> None:
+    """The learned reward sits on the training env only: build one with it (cameras and sizes are checked)."""
+    if not cfg.reward.path:
+        return
+    try:
+        make_env(cfg.env, reward=cfg.reward).close()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
