@@ -53,8 +53,9 @@ def resolve_config(name: str) -> Path:
 
 def fail(command: str, message: object) -> int:
     """A refused command line or config: one message, exit code 2 (never a restart or a resume hint)."""
-    log.error("robot-rl %s: error: %s", command, message)
-    return CONFIG_ERROR
+    from robot_rl.utils.command import command_error
+
+    return command_error(f"robot-rl {command}", message)
 
 
 def cmd_train(argv: list[str]) -> int:

@@ -7,6 +7,7 @@ the field (``agent.num_critics: expected int, got 'ten'``).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import types
 import typing
@@ -216,4 +217,4 @@ def parse(cls: type[T], yaml_path: str | Path | None, args: list[str], prog: str
 def parse_command(cls: type[T], argv: list[str], prog: str, description: str | None = None) -> T:
     """The one parser of every ``robot-rl`` subcommand: its options are the fields of dataclass ``cls`` (each with
     a docstring, shown by ``--help``); bad options exit with code 2 and a message naming them."""
-    return tyro.cli(cls, args=argv, prog=prog, description=description or cls.__doc__)
+    return tyro.cli(cls, args=argv, prog=prog, description=description or inspect.getdoc(cls))

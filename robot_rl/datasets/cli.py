@@ -4,52 +4,103 @@
                           [--noise 0.1] [--seed 0] [--image-size 0] [--teleop-config YAML] [--device-path P]
     robot-rl demos show PATH [--episode K] [--video out.gif|out.mp4] [--camera C] [--fps F] [--scale S]
     robot-rl demos discard PATH EPISODE [EPISODE ...]
+
+Each command's options are the fields of a dataclass below, parsed by :func:`robot_rl.config.parse_command`
+(``--help`` lists them with their docstrings).
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
+import tyro
+from tyro.conf import Positional, arg
 
-from robot_rl.datasets.record import DEFAULT_NOISE, DEVICES
+from robot_rl.config import parse_command
+from robot_rl.datasets.record import DEFAULT_NOISE
+from robot_rl.utils.command import command_error, derived
+from robot_rl.utils.log import get_logger
+
+if TYPE_CHECKING:
+    from robot_rl.teleop.config import TeleopConfig
+
+log = get_logger(__name__)
+
+
+@tyro.conf.configure(tyro.conf.FlagCreatePairsOff)
+@dataclass(frozen=True)
+class RecordDemosArgs:
+    """Record demonstrations of a task into a dataset in the replay format (zarr)."""
+
+    task: Annotated[Positional[str], arg(metavar="TASK")]
+    """Sim task (reach, PickCube, PegInsert-v0, robot_rl/Reach-v0) or a gymnasium id."""
+    device: str = "scripted"
+    """scripted (the task's expert), or you on a keyboard, gamepad, spacemouse or ros (README: Teleoperation)."""
+    episodes: Annotated[int, arg(aliases=("-n",))] = 20
+    """Demos to keep."""
+    out: Annotated[str | None, derived("PATH", "demos/<task>-<n>-seed<seed>[-<kwargs hash>].zarr, the name that "
+                                               "training's on-demand generation uses")] = None
+    """Dataset path."""
+    noise: float = DEFAULT_NOISE
+    """Std of the Gaussian noise on the scripted expert's actions."""
+    seed: int = 0
+    """Recording seed: same seed, same dataset."""
+    image_size: int = 0
+    """Camera image side in pixels; 0 records state only."""
+    keep_failures: bool = False
+    """Keep failed episodes (labelled) too."""
+    teleop_config: Annotated[str | None, derived("YAML", "none")] = None
+    """YAML of teleop settings (TeleopConfig fields: axes, buttons, deadzone, scale, ...)."""
+    device_path: Annotated[str | None, derived("P", "the first found")] = None
+    """Which device: a terminal path, a joystick index, a hidraw path or vendor:product."""
+    rate: Annotated[float | None, derived("HZ", "the env's")] = None
+    """Control rate in Hz for human devices (0: unpaced)."""
+    overwrite: bool = False
+    """Replace an existing dataset at --out."""
+    progress: Annotated[bool, arg(help_behavior_hint="")] = True
+    """Progress bar (off with --no-progress)."""
+
+
+@tyro.conf.configure(tyro.conf.FlagCreatePairsOff)
+@dataclass(frozen=True)
+class ShowArgs:
+    """Per-episode stats of a dataset or replay store; --video writes an episode as GIF/MP4."""
+
+    path: Annotated[Positional[str], arg(metavar="PATH")]
+    """A dataset (record-demos) or any replay store (.zarr)."""
+    episode: Annotated[int | None, derived("K", "all in the table, the first rendered")] = None
+    """Only this episode in the table; the episode to render."""
+    video: Annotated[str | None, derived("FILE", "none")] = None
+    """Write the episode to this .gif or .mp4 file."""
+    camera: Annotated[str | None, derived("C", "all side by side")] = None
+    """One camera."""
+    fps: Annotated[float | None, derived("F", "the control rate")] = None
+    """Frames per second."""
+    scale: int = 0
+    """Integer enlargement of the frames (0: to at least 128 px high)."""
+    size: int = 256
+    """Render side in pixels when re-simulating a state-only dataset."""
+
+
+@dataclass(frozen=True)
+class DiscardArgs:
+    """Remove episodes from a recorded dataset (rewritten atomically)."""
+
+    path: Annotated[Positional[str], arg(metavar="PATH")]
+    """A dataset written by record-demos."""
+    episodes: Annotated[Positional[tuple[int, ...]], arg(metavar="EPISODE [EPISODE ...]",
+                                                         help_behavior_hint="(required)")]
+    """Episode ids (as listed by demos show)."""
 
 
 def record_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="robot-rl record-demos",
-        description="Record demonstrations of a task into a dataset in the replay format (zarr).")
-    parser.add_argument("task", help="sim task (reach, PickCube, PegInsert-v0, robot_rl/Reach-v0) or a gymnasium id")
-    parser.add_argument("--device", default="scripted",
-                        help=f"action source: {', '.join(DEVICES)} (scripted: the task's expert; the others: you, "
-                             "on that teleop device; keys/buttons label success/failure, discard, pause)")
-    parser.add_argument("-n", "--episodes", dest="n", type=int, default=20, help="demos to keep (default 20)")
-    parser.add_argument("--out", default=None,
-                        help="dataset path (default demos/<task>-<n>-seed<seed>[-<kwargs hash>].zarr, the name "
-                             "that training's on-demand generation uses)")
-    parser.add_argument("--noise", type=float, default=DEFAULT_NOISE,
-                        help="std of the Gaussian noise on the scripted expert's actions (default 0.1)")
-    parser.add_argument("--seed", type=int, default=0, help="recording seed: same seed, same dataset")
-    parser.add_argument("--image-size", type=int, default=0,
-                        help="camera image side in pixels; 0 records state only (default)")
-    parser.add_argument("--keep-failures", action="store_true", help="keep failed episodes (labelled) too")
-    parser.add_argument("--teleop-config", default=None,
-                        help="YAML of teleop settings (TeleopConfig fields: axes, buttons, deadzone, scale, ...)")
-    parser.add_argument("--device-path", default=None,
-                        help="which device: a terminal path, a joystick index, a hidraw path or vendor:product")
-    parser.add_argument("--rate", type=float, default=None,
-                        help="control rate in Hz for human devices (default: the env's; 0: unpaced)")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing dataset at --out")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    args = parser.parse_args(argv)
+    args = parse_command(RecordDemosArgs, argv, prog="robot-rl record-demos")
 
     from robot_rl.datasets.record import dataset_name, make_device, record_demos, resolve_env_id
-
-    def fail(msg: object) -> int:
-        print(f"robot-rl record-demos: error: {msg}", file=sys.stderr)
-        return 2
 
     try:
         teleop = _teleop_config(args)
@@ -57,22 +108,21 @@ def record_main(argv: list[str]) -> int:
         env_id = resolve_env_id(args.task)
         kwargs: dict = {"image_size": args.image_size} if args.image_size else {}
         out = Path(args.out) if args.out else Path("demos") / dataset_name(
-            env_id, args.n, args.seed, kwargs, noise=args.noise, only_successes=not args.keep_failures,
+            env_id, args.episodes, args.seed, kwargs, noise=args.noise, only_successes=not args.keep_failures,
             device=args.device)
-        stats = record_demos(env_id, args.n, out, noise=args.noise, seed=args.seed,
-                             only_successes=not args.keep_failures, env_kwargs=kwargs,
-                             progress=not args.no_progress, device=args.device, overwrite=args.overwrite,
-                             teleop=teleop, rate_hz=args.rate)
+        stats = record_demos(env_id, args.episodes, out, noise=args.noise, seed=args.seed,
+                             only_successes=not args.keep_failures, env_kwargs=kwargs, progress=args.progress,
+                             device=args.device, overwrite=args.overwrite, teleop=teleop, rate_hz=args.rate)
     except (ValueError, FileExistsError, RuntimeError, OSError) as exc:
-        return fail(exc)
+        return command_error("robot-rl record-demos", exc)
     except KeyboardInterrupt:
-        print("robot-rl record-demos: interrupted before any demo was kept; nothing written", file=sys.stderr)
+        log.warning("interrupted before any demo was kept; nothing written")
         return 130
     print(stats.summary())
     return 0
 
 
-def _teleop_config(args: argparse.Namespace):
+def _teleop_config(args: RecordDemosArgs) -> TeleopConfig:
     """The TeleopConfig of ``--teleop-config`` (YAML, checked field by field) and ``--device-path``."""
     import dataclasses
 
@@ -91,42 +141,44 @@ def _teleop_config(args: argparse.Namespace):
     return cfg
 
 
+DEMOS_ACTIONS = {"show": ShowArgs, "discard": DiscardArgs}
+DEMOS_USAGE = """usage: robot-rl demos {show,discard} ...
+
+Inspect demo datasets and replay stores.
+
+  show     per-episode stats; --video writes an episode as GIF/MP4
+  discard  remove episodes from a recorded dataset (rewritten atomically)
+
+`robot-rl demos ACTION --help` lists the options of an action."""
+
+
 def demos_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="robot-rl demos", description="Inspect demo datasets and replay stores.")
-    sub = parser.add_subparsers(dest="action", metavar="ACTION")
-    show = sub.add_parser("show", help="per-episode stats; --video writes an episode as GIF/MP4")
-    show.add_argument("path", help="a dataset (record-demos) or any replay store (.zarr)")
-    show.add_argument("--episode", type=int, default=None,
-                      help="only this episode in the table; the episode to render (default: the first)")
-    show.add_argument("--video", default=None, help="write the episode to this .gif or .mp4 file")
-    show.add_argument("--camera", default=None, help="one camera (default: all side by side)")
-    show.add_argument("--fps", type=float, default=None, help="frames per second (default: the control rate)")
-    show.add_argument("--scale", type=int, default=0,
-                      help="integer enlargement of the frames (default: to at least 128 px high)")
-    show.add_argument("--size", type=int, default=256,
-                      help="render side in pixels when re-simulating a state-only dataset (default 256)")
-    discard = sub.add_parser("discard", help="remove episodes from a recorded dataset (rewritten atomically)")
-    discard.add_argument("path", help="a dataset written by record-demos")
-    discard.add_argument("episodes", type=int, nargs="+", help="episode ids (as listed by demos show)")
-    args = parser.parse_args(argv)
-    if args.action is None:
-        parser.print_help()
-        return 2
-    if args.action == "discard":
-        from robot_rl.datasets.edit import discard_episodes
-        from robot_rl.replay.store import ReplayStoreError
-
-        try:
-            left = discard_episodes(args.path, args.episodes)
-        except (ValueError, OSError, ReplayStoreError) as exc:
-            print(f"robot-rl demos discard: error: {exc}", file=sys.stderr)
-            return 2
-        print(f"discarded {sorted(set(args.episodes))}; {len(left)} episodes left in {args.path}")
-        return 0
-    return _show(args)
+    # One parser per action (tyro over its dataclass), picked by the first word.
+    if not argv or argv[0] in ("-h", "--help"):
+        print(DEMOS_USAGE, file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    action, rest = argv[0], argv[1:]
+    if action not in DEMOS_ACTIONS:
+        return command_error("robot-rl demos", f"unknown action {action!r} (choose from {', '.join(DEMOS_ACTIONS)})")
+    args = parse_command(DEMOS_ACTIONS[action], rest, prog=f"robot-rl demos {action}")
+    return _discard(args) if isinstance(args, DiscardArgs) else _show(args)
 
 
-def _show(args: argparse.Namespace) -> int:
+def _discard(args: DiscardArgs) -> int:
+    from robot_rl.datasets.edit import discard_episodes
+    from robot_rl.replay.store import ReplayStoreError
+
+    if not args.episodes:  # tyro accepts an empty tuple; discarding nothing is a mistake
+        return command_error("robot-rl demos discard", "name at least one EPISODE to discard")
+    try:
+        left = discard_episodes(args.path, list(args.episodes))
+    except (ValueError, OSError, ReplayStoreError) as exc:
+        return command_error("robot-rl demos discard", exc)
+    print(f"discarded {sorted(set(args.episodes))}; {len(left)} episodes left in {args.path}")
+    return 0
+
+
+def _show(args: ShowArgs) -> int:
     from rich.console import Console
     from rich.table import Table
 
@@ -142,12 +194,10 @@ def _show(args: argparse.Namespace) -> int:
         meta = read_meta(path)
         episodes = dataset_stats(path)
     except (FileNotFoundError, ValueError, ReplayStoreError) as exc:
-        print(f"robot-rl demos show: error: {exc}", file=sys.stderr)
-        return 2
+        return command_error("robot-rl demos show", exc)
     shown = [e for e in episodes if args.episode is None or e["episode"] == args.episode]
     if args.episode is not None and not shown:
-        print(f"robot-rl demos show: error: no episode {args.episode} in {path}", file=sys.stderr)
-        return 2
+        return command_error("robot-rl demos show", f"no episode {args.episode} in {path}")
     partitions = sorted({e["partition"] for e in episodes})
     optional = {"partition": len(partitions) > 1, "label": any(e["label"] for e in episodes),
                 "seconds": any(e["seconds"] is not None for e in episodes),
@@ -190,8 +240,7 @@ def _show(args: argparse.Namespace) -> int:
             info = render_episode(path, episode, args.video, camera=args.camera, fps=args.fps, scale=scale,
                                   size=args.size)
         except (ValueError, ReplayStoreError) as exc:
-            print(f"robot-rl demos show: error: {exc}", file=sys.stderr)
-            return 2
+            return command_error("robot-rl demos show", exc)
         extra = (f", re-simulated from the recorded seed (max state difference {info['max_state_error']:.2g})"
                  if info["source"] == "resimulated" else "")
         console.print(f"episode {episode}: {info['frames']} frames {info['width']}x{info['height']} at "

@@ -45,12 +45,15 @@ from robot_rl.datasets.sources import (
     run_episode,
 )
 from robot_rl.teleop.config import TeleopConfig
+from robot_rl.utils.log import get_logger
+from robot_rl.utils.progress import progress_bar
 from robot_rl.utils.state_io import atomic_write
 
 __all__ = ["DEFAULT_NOISE", "DEVICES", "DeviceUnavailableError", "RecordStats", "ScriptedDevice", "dataset_name",
            "ensure_demos", "episode_seed", "make_device", "read_meta", "record_demos", "remove_stale_temps",
            "resolve_env_id"]
 
+log = get_logger(__name__)
 DEMO_PARTITION = "demos"
 META_FILE = "dataset.json"
 META_FORMAT, META_VERSION = "robot_rl.demos", 1
@@ -198,15 +201,6 @@ def record_demos(env_id: str, n: int, out_path: str | Path, noise: float = DEFAU
     return stats
 
 
-def _progress(enabled: bool):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.fields[info]}"), TimeElapsedColumn(),
-                    console=Console(stderr=True), disable=not enabled)
-
-
 def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, Any], n: int, tmp: Path,
             noise: float, seed: int, only_successes: bool, progress: bool, max_attempts: int | None,
             rate_hz: float | None, success_reward: float, hook: EventHook) -> RecordStats:
@@ -234,17 +228,19 @@ def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, An
             env.step(hold_action(env))
             meta.update(rate_hz=rate, teleop={k: v for k, v in asdict(dev.cfg).items() if k != "scripted"})
         attempts = discarded = transitions = 0
-        with _progress(progress) as bar:
-            say = bar.console.print if dev.human else (lambda *a, **k: None)
+        with progress_bar(progress, info=True) as bar:
+            # A person at the device gets prompts; a scripted recording stays quiet but for the bar.
+            say: Callable[[str], None] = log.info if dev.human else (lambda msg: None)
             task = bar.add_task(f"recording {env_id.split('/')[-1]} ({dev.name})", total=n, info="")
             if dev.human:
-                say(f"[bold]{dev.name}[/]: {dev.controls()}; Ctrl-C stops and keeps the demos so far")
+                say(f"{dev.name}: {dev.controls()}; Ctrl-C stops and keeps the demos so far")
 
             def notify(kind: str, info: dict[str, Any]) -> None:
                 hook(kind, info)
-                if kind == "hold":
-                    say("paused: the robot is held" if info["connected"] else
-                        f"{dev.name} disconnected: the robot is held until it is back")
+                if kind == "hold" and not info["connected"]:
+                    log.warning("%s disconnected: the robot is held until it is back", dev.name)
+                elif kind == "hold":
+                    say("paused: the robot is held")
                 elif kind == "resume":
                     say("resumed")
             try:

@@ -29,9 +29,10 @@ from torch import nn
 
 from robot_rl.agents.config import EncoderConfig
 from robot_rl.agents.encoders import ObservationEncoder, frames_to_float, random_shift
-from robot_rl.rewards.frames import FrameSet, load_frames, progress_bar
+from robot_rl.rewards.frames import FrameSet, load_frames
 from robot_rl.rewards.metrics import binary_metrics, calibrate_threshold, near_transition, split_by_group
 from robot_rl.spaces import ObsSpec
+from robot_rl.utils.progress import progress_bar
 from robot_rl.utils.state_io import atomic_write
 
 FORMAT, VERSION = "robot_rl.reward_classifier", 1
@@ -230,7 +231,7 @@ def _fit(frames: FrameSet, splits: dict[str, np.ndarray], cfg: RewardClassifierC
     labels_t = torch.from_numpy(frames.labels.astype(np.float32))
     history: list[dict[str, float]] = []
     best: tuple[float, int, dict[str, torch.Tensor]] | None = None
-    with progress_bar(progress) as bar:
+    with progress_bar(progress, info=True) as bar:
         task = bar.add_task("training reward classifier", total=cfg.epochs, info="")
         for epoch in range(cfg.epochs):
             model.train()
@@ -350,7 +351,8 @@ def load_classifier(path: str | Path, device: str = "cpu") -> RewardClassifier:
         cfg = from_dict(RewardClassifierConfig, meta["config"])
     except ConfigError as exc:
         raise ValueError(f"{path / META}: bad config: {exc}") from None
-    cfg.encoder.pretrained_path = None  # its weights are in model.safetensors; the file need not exist here
+    # Its weights are in model.safetensors; the pretrained file need not exist here.
+    cfg = dataclasses.replace(cfg, encoder=dataclasses.replace(cfg.encoder, pretrained_path=None))
     model = RewardClassifier(meta["cameras"], cfg)
     state = load_file(str(path / WEIGHTS))
     own = model.state_dict()

@@ -31,6 +31,7 @@ import zarr
 # The demo recorder's atomic publishing: one convention (and stale-temp cleanup) for every dataset folder.
 from robot_rl.datasets.atomic import publish, remove_stale_temps, temp_path
 from robot_rl.datasets.record import episode_seed
+from robot_rl.utils.progress import progress_bar
 
 FORMAT, VERSION = "robot_rl.reward_frames", 1
 CHUNK = 64  # frames per zarr chunk: the fastest chunk size to write (PLATFORM.md)
@@ -206,7 +207,7 @@ def record_sim_frames(cfg: SimFramesConfig, out: str | Path, progress: bool = Tr
         if not callable(getattr(env.unwrapped, "expert_action", None)):
             raise FramesError(f"{env_id} has no scripted expert (env.unwrapped.expert_action); sim mode needs one")
         lo, hi = cfg.segment_steps
-        with progress_bar(progress) as bar:
+        with progress_bar(progress, info=True) as bar:
             task = bar.add_task(f"frames {env_id.split('/')[-1]}", total=cfg.episodes, info="")
             for ep in range(cfg.episodes):
                 seed = episode_seed(cfg.seed, ep)
@@ -262,7 +263,7 @@ def record_key_frames(env: Any, device: Any, out: str | Path, max_frames: int = 
                          overwrite)
     label, paused, episode, step = False, False, 0, 0
     try:
-        with progress_bar(progress) as bar:
+        with progress_bar(progress, info=True) as bar:
             task = bar.add_task("frames (keys)", total=max_frames, info="label: failure")
             try:
                 while writer.frames < max_frames and (max_episodes <= 0 or episode < max_episodes):
@@ -350,12 +351,3 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, (bool, int, float, str)) or value is None:
         return value
     return str(value)
-
-
-def progress_bar(enabled: bool) -> Any:
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.fields[info]}"), TimeElapsedColumn(), console=Console(stderr=True),
-                    disable=not enabled)

@@ -9,11 +9,17 @@ AMENT_PREFIX_PATH=PREFIX:$AMENT_PREFIX_PATH`` (after sourcing the ROS 2 setup).
 
 from __future__ import annotations
 
+import inspect
 import shutil
-import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Annotated
 
+from tyro.conf import Positional, arg
+
+from robot_rl.config import parse_command
 from robot_rl.ros.launch import EXECUTABLES, PACKAGE, executable_path
+from robot_rl.utils.command import command_error
 
 PACKAGE_XML = """<?xml version="1.0"?>
 <package format="3">
@@ -56,11 +62,22 @@ def write_index(prefix: str | Path, launch_dir: Path = LAUNCH_DIR) -> Path:
     return prefix
 
 
+@dataclass(frozen=True)
+class RosIndexArgs:
+    """Register package robot_rl in an ament index (package marker, package.xml, launch files, executables) so that
+    `ros2 launch robot_rl ...` and `ros2 run robot_rl ...` resolve; then add PREFIX to AMENT_PREFIX_PATH."""
+
+    prefix: Annotated[Positional[str], arg(metavar="PREFIX")]
+    """Folder of the index (created if missing; an existing index is refreshed), e.g. ~/robot_rl_ament."""
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 1 or argv[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0 if argv and argv[0] in ("-h", "--help") else 2
-    prefix = write_index(argv[0])
-    print(f"ament index for {PACKAGE} written under {prefix}\n  export AMENT_PREFIX_PATH={prefix}:$AMENT_PREFIX_PATH",
-          file=sys.stderr)
+    """``robot-rl ros-index PREFIX``."""
+    args = parse_command(RosIndexArgs, argv, prog="robot-rl ros-index", description=inspect.getdoc(RosIndexArgs))
+    try:
+        prefix = write_index(args.prefix)
+    except (OSError, ValueError) as exc:  # an unwritable prefix, or the console scripts not installed
+        return command_error("robot-rl ros-index", exc)
+    # The result and the step left to do, on stdout.
+    print(f"ament index for {PACKAGE} written under {prefix}\n  export AMENT_PREFIX_PATH={prefix}:$AMENT_PREFIX_PATH")
     return 0

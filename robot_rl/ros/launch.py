@@ -18,6 +18,8 @@ all children have exited.
 
 from __future__ import annotations
 
+import inspect
+import logging
 import os
 import re
 import shlex
@@ -28,9 +30,17 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import tyro
 import yaml
+from tyro.conf import Positional, arg
+
+from robot_rl.config import parse_command
+from robot_rl.utils.command import command_error
+from robot_rl.utils.log import get_logger
+
+log = get_logger(__name__)
 
 PACKAGE = "robot_rl"
 EXECUTABLES = ("arm_hardware", "car_hardware", "arm_controller", "drive_controller", "arm_safety", "car_safety",
@@ -181,13 +191,15 @@ def run(procs: list[Process], cfg: LaunchConfig | None = None) -> int:
             # Own session: a terminal's Ctrl-C reaches the launcher only, which then stops the children in order.
             children[p.name] = subprocess.Popen(p.cmd, stdout=out, stderr=out, start_new_session=True,
                                                 env={**os.environ, **p.env})
-            print(f"[launch] started {p.name} (pid {children[p.name].pid})", file=sys.stderr, flush=True)
+            log.info("started %s (pid %d)", p.name, children[p.name].pid)
         reported: set[str] = set()
         while not stopping[0] and any(c.poll() is None for c in children.values()):
             for name, c in children.items():
                 if c.poll() is not None and name not in reported:
                     reported.add(name)
-                    print(f"[launch] {name} exited with {c.returncode}", file=sys.stderr, flush=True)
+                    # A node that dies while the others run is a problem worth seeing at the default level.
+                    log.log(logging.INFO if c.returncode == 0 else logging.WARNING, "%s exited with %d", name,
+                            c.returncode)
             time.sleep(0.1)
     finally:
         codes = stop(children, cfg)
@@ -209,23 +221,40 @@ def stop(children: dict[str, subprocess.Popen], cfg: LaunchConfig) -> dict[str, 
         while time.monotonic() < deadline and any(c.poll() is None for c in running):
             time.sleep(0.05)
     codes = {name: c.wait() for name, c in children.items()}
-    print(f"[launch] stopped: {codes}", file=sys.stderr, flush=True)
+    log.info("stopped: %s", codes)
     return codes
+
+
+@tyro.conf.configure(tyro.conf.FlagCreatePairsOff)
+@dataclass(frozen=True)
+class LaunchArgs:
+    """Run a ROS 2 YAML launch file (arg, node and executable entries) without the ros2 CLI; Ctrl-C stops every
+    node (SIGINT, then SIGTERM, then SIGKILL)."""
+
+    file: Annotated[Positional[str], arg(metavar="FILE")]
+    """The YAML launch file, e.g. launch/sim_arm.launch.yaml."""
+    overrides: Annotated[Positional[tuple[str, ...]], arg(metavar="[NAME:=VALUE ...]", help_behavior_hint="")] = ()
+    """Launch arguments, e.g. task:=PickCube image_size:=64."""
+    print_only: Annotated[bool, arg(name="print")] = False
+    """Print the processes' command lines instead of starting them."""
 
 
 def main(argv: list[str]) -> int:
     """``robot-rl launch FILE [name:=value ...] [--print]``."""
-    files = [a for a in argv if not a.startswith("-") and ":=" not in a]
-    if len(files) != 1 or "-h" in argv or "--help" in argv:
-        print(__doc__)
-        return 0 if ("-h" in argv or "--help" in argv) else 2
-    overrides = dict(a.split(":=", 1) for a in argv if ":=" in a)
+    # Words may come in any order (as ros2 launch takes them): the flags take no value, so they can go last, and
+    # the one word without ":=" is the file.
+    argv = [a for a in argv if not a.startswith("-")] + [a for a in argv if a.startswith("-")]
+    args = parse_command(LaunchArgs, argv, prog="robot-rl launch", description=inspect.getdoc(LaunchArgs))
+    words = [args.file, *args.overrides]
+    files = [w for w in words if ":=" not in w]
+    if len(files) != 1:
+        return command_error("robot-rl launch", f"expected one launch FILE and NAME:=VALUE arguments, got {words}")
+    overrides = dict(w.split(":=", 1) for w in words if ":=" in w)
     try:
         procs = load(files[0], overrides)
     except (ValueError, FileNotFoundError, KeyError) as exc:
-        print(f"robot-rl launch: error: {exc}", file=sys.stderr)
-        return 2
-    if "--print" in argv:
+        return command_error("robot-rl launch", exc)
+    if args.print_only:
         for p in procs:
             print(f"{p.name}: {shlex.join(p.cmd)}")
         return 0

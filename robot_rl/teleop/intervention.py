@@ -6,7 +6,7 @@ Each step the wrapper polls the device once (``read()`` never blocks) and report
   and files the transition as ``source="intervention"`` (replay: intervention partition *and* online);
 * ``paused`` (bool): the robot holds still and the actor records nothing (pause key pressed, until it is pressed
   again; or the device is disconnected);
-* ``teleop_connected`` (bool): a device that disconnected is reported once on stderr and the robot holds still
+* ``teleop_connected`` (bool): a device that disconnected is logged once (a warning) and the robot holds still
   (the hold action) until it is back — a policy never runs unsupervised because a cable came out;
 * at an episode's end ``episode_interventions`` (takeovers), ``episode_intervention_steps`` and
   ``episode_intervention_rate``.
@@ -19,7 +19,6 @@ Device events: ``success`` ends the episode as a success (terminated, reward = `
 from __future__ import annotations
 
 import dataclasses
-import sys
 from typing import Any
 
 import gymnasium as gym
@@ -28,6 +27,9 @@ import numpy as np
 from robot_rl.teleop.base import TeleopDevice
 from robot_rl.teleop.config import TeleopConfig
 from robot_rl.teleop.scripted import ScriptedHuman
+from robot_rl.utils.log import get_logger
+
+log = get_logger(__name__)
 
 
 class InterventionWrapper(gym.Wrapper):
@@ -102,8 +104,11 @@ class InterventionWrapper(gym.Wrapper):
 
     def _report_connection(self, connected: bool) -> None:
         if connected != self._connected:
-            state = "is back" if connected else "disconnected: holding the robot still until it is back"
-            print(f"[teleop] {type(self.device).__name__} {state}", file=sys.stderr, flush=True)
+            name = type(self.device).__name__
+            if connected:
+                log.info("%s is back", name)
+            else:
+                log.warning("%s disconnected: holding the robot still until it is back", name)
         self._connected = connected
 
     def close(self) -> None:

@@ -11,9 +11,30 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from functools import cache
+
+from rich.console import Console
 
 ENV_VAR = "ROBOT_RL_LOG_LEVEL"
 LEVELS = ("debug", "info", "warning", "error")
+
+
+@cache
+def console() -> Console:
+    """The terminal console of robot_rl's progress bars and log lines: stderr, so stdout carries only results."""
+    return Console(stderr=True)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is at the time (redirections and captures made later are honoured)."""
+
+    @property
+    def stream(self):  # noqa: ANN201 - logging's attribute
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:  # noqa: ANN001 - StreamHandler.__init__ assigns it
+        pass
 
 
 def get_logger(name: str) -> logging.Logger:
@@ -34,10 +55,11 @@ def setup_logging(level: str | None = None) -> None:
     if sys.stderr.isatty():
         from rich.logging import RichHandler
 
-        handler: logging.Handler = RichHandler(show_path=False, rich_tracebacks=False, log_time_format="%H:%M:%S")
+        handler: logging.Handler = RichHandler(console=console(), show_path=False, rich_tracebacks=False,
+                                               log_time_format="%H:%M:%S")
         handler.setFormatter(logging.Formatter("[%(name)s] %(message)s"))
     else:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _StderrHandler()
         handler.setFormatter(logging.Formatter("%(levelname)s [%(name)s] %(message)s"))
     handler._robot_rl = True  # type: ignore[attr-defined]
     root.addHandler(handler)

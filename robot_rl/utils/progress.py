@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from robot_rl.utils.log import console
+
 
 def progress_bar(enabled: bool = True, info: bool = False) -> Progress:
     """A bar with done/total, elapsed and remaining time; with ``info``, a text column fed by
@@ -13,4 +15,4 @@ def progress_bar(enabled: bool = True, info: bool = False) -> Progress:
                TimeRemainingColumn()]
     if info:
         columns.append(TextColumn("{task.fields[info]}"))
-    return Progress(*columns, disable=not enabled)
+    return Progress(*columns, console=console(), disable=not enabled)

@@ -3,7 +3,9 @@ and the scripted human's takeover rule."""
 
 from __future__ import annotations
 
+import logging
 from collections import deque
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -30,6 +32,20 @@ class QueuedDevice:
 
     def close(self) -> None:
         self.closed = True
+
+
+@pytest.fixture
+def teleop_log() -> Iterator[list[logging.LogRecord]]:
+    """The wrapper's log records, caught on its own logger: robot_rl's handler may stop propagation to the root."""
+    logger, records = logging.getLogger("robot_rl.teleop.intervention"), []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append  # type: ignore[method-assign]
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    yield records
+    logger.removeHandler(handler)
+    logger.setLevel(level)
 
 
 def pickcube(device, **kw) -> InterventionWrapper:
@@ -78,7 +94,7 @@ def test_events_end_episodes_and_report_stats() -> None:
     assert truncated and not terminated and info["episode_intervention_rate"] == 0.0
 
 
-def test_pause_and_disconnect_hold_the_robot(capsys: pytest.CaptureFixture) -> None:
+def test_pause_and_disconnect_hold_the_robot(teleop_log: list[logging.LogRecord]) -> None:
     dev = QueuedDevice()
     env = pickcube(dev)
     env.reset(seed=4)
@@ -102,8 +118,10 @@ def test_pause_and_disconnect_hold_the_robot(capsys: pytest.CaptureFixture) -> N
     np.testing.assert_allclose(arm.target_pos, target)
     info = env.step(push)[4]
     assert info["teleop_connected"] and not info["paused"]
-    err = capsys.readouterr().err
-    assert err.count("disconnected") == 1 and "is back" in err
+    said = [(r.levelno, r.getMessage()) for r in teleop_log]
+    assert [m for lvl, m in said if lvl == logging.WARNING and "disconnected" in m] == [
+        "QueuedDevice disconnected: holding the robot still until it is back"]  # once, not every step
+    assert (logging.INFO, "QueuedDevice is back") in said
 
 
 def test_scripted_human_leaves_the_expert_alone_and_corrects_a_random_policy() -> None:
