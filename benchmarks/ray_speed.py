@@ -26,7 +26,7 @@ import synthetic_chunks
 import yaml
 from synthetic_chunks import pixel_chunks
 
-from robot_rl.config import to_dict
+from robot_rl.config import replace, to_dict
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.chunks import chunk_specs, ingest_chunk
@@ -81,9 +81,8 @@ def measure(transitions: int, actor_spool: bool) -> dict[str, float]:
     import ray
 
     spec = pixel_spec()
-    cfg = TrainConfig()
-    cfg.env.id, cfg.env.kwargs = "robot_rl/PickCube-v0", {"image_size": SIZE}
-    cfg.runtime.ring_slots = 32
+    cfg = replace(TrainConfig(), {"env.id": "robot_rl/PickCube-v0", "env.kwargs": {"image_size": SIZE},
+                                  "runtime.ring_slots": 32})
     with tempfile.TemporaryDirectory() as tmp:
         run_dir = Path(tmp) / "run"
         run_dir.mkdir()
@@ -115,7 +114,7 @@ def measure(transitions: int, actor_spool: bool) -> dict[str, float]:
             ring.release()
         elapsed = time.perf_counter() - start
         push_seconds = ray.get(pushed)
-        dropped = int(ring.header[shm.DROPPED])
+        dropped = ring.dropped
         ring.close()
         ray.kill(gateway)
     return {"rate": taken / elapsed, "push_rate": transitions / push_seconds, "dropped": dropped}

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -39,7 +40,6 @@ from robot_rl.utils.process import set_realtime
 
 SPEC = ObsSpec(17, {"front": (128, 128, 3), "wrist": (128, 128, 3)})
 ACTION_DIM, CHUNK = 4, 64
-PUBLISH_START = 12  # a spare weight-board header word: the benchmark's publisher stamps its start time there
 
 
 def produce(ring_name: str, spool_dir: str | None, transitions: int) -> None:
@@ -48,9 +48,9 @@ def produce(ring_name: str, spool_dir: str | None, transitions: int) -> None:
     for seq, chunk in pixel_chunks(SPEC, ACTION_DIM, CHUNK, transitions):
         if spool is not None:
             spool.write(seq, chunk)
-        while not ring.put(chunk, seq):  # benchmark: wait for room instead of relying on the spool
-            ring.header[shm.DROPPED] -= 1
+        while ring.pending() >= ring.slots:  # benchmark: wait for room instead of relying on the spool
             time.sleep(0.0002)
+        ring.put(chunk, seq)
     if spool is not None:
         spool.flush()
         spool.close()
@@ -80,13 +80,13 @@ def transport(transitions: int, spool: bool) -> float:
     return taken / elapsed
 
 
-def publish_loop(name: str, seconds: float) -> None:
+def publish_loop(name: str, seconds: float, starts: Any) -> None:
     agent = SACAgent(ObsSpec(17), 6, SACConfig(hidden_dims=(1024, 1024), num_critics=2))
     board = shm.WeightBoard(name, agent.policy_state())
     version, end = 0, time.perf_counter() + seconds
     while time.perf_counter() < end:
         version += 1
-        board.header[PUBLISH_START] = time.time_ns()
+        starts.put((version, time.time_ns()))  # when this publish began
         board.publish(agent.policy_state(), version)
         time.sleep(0.05)
     board.close()
@@ -98,7 +98,9 @@ def weight_sync(seconds: float, rt_priority: int = 0) -> dict[str, float]:
     params = sum(v.numel() for v in agent.policy_state().values())
     name = f"rrl_bench_w{int(time.time() * 1e3) % 10**8}"
     board = shm.WeightBoard(name, agent.policy_state(), create=True)
-    proc = mp.get_context("spawn").Process(target=publish_loop, args=(name, seconds))
+    ctx = mp.get_context("spawn")
+    starts, started = ctx.Queue(), {}
+    proc = ctx.Process(target=publish_loop, args=(name, seconds, starts))
     proc.start()
     if rt_priority:  # as the actor's weight thread with runtime.actor_rt_priority
         set_realtime(max(1, rt_priority - 1))
@@ -110,8 +112,10 @@ def weight_sync(seconds: float, rt_priority: int = 0) -> dict[str, float]:
             agent.load_policy_state(state)
             done = time.time_ns()
             loads.append(time.perf_counter() - t0)
+            while version not in started:
+                started.update([starts.get(timeout=10)])
             if seen:  # skip the first (start-up) one
-                latencies.append((done - int(board.header[PUBLISH_START])) / 1e6)
+                latencies.append((done - started[version]) / 1e6)
             seen = version
         time.sleep(0.001)  # the actor's weight thread polls every 5 ms; 1 ms here isolates the copy cost
     proc.join()

@@ -27,7 +27,8 @@ import numpy as np
 def run_ours(env_id: str, steps: int, seed: int, device: str, learning_starts: int, rlpd: bool,
              rlpd_utd: int) -> dict:
     from robot_rl.agents.config import SACConfig
-    from robot_rl.envs.make import EnvConfig
+    from robot_rl.envs import EnvConfig
+    from robot_rl.replay.buffer import ReplayConfig
     from robot_rl.runtime.config import RuntimeConfig, TrainConfig
     from robot_rl.runtime.supervisor import train
 
@@ -37,8 +38,8 @@ def run_ours(env_id: str, steps: int, seed: int, device: str, learning_starts: i
                       total_env_steps=steps, random_steps=learning_starts, learning_starts=learning_starts,
                       eval_every=0, eval_episodes=10, checkpoint_every=0, log_every=1000, progress=False,
                       env=EnvConfig(id=env_id), agent=agent,
+                      replay=ReplayConfig(mix={"online": 1.0}),
                       runtime=RuntimeConfig(processes=False))  # lock-step: the figure measures learning, not timing
-    cfg.replay.mix = {"online": 1.0}
     _, result = train(cfg)
     return {"return": result["return_mean"]}
 

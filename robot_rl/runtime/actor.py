@@ -160,27 +160,26 @@ class Actor:
                 self._lock.release()
 
     # ---------------------------------------------------------------- control
-    def _learner(self) -> shm.LearnerStatus | None:
-        return self.board.status() if self.board is not None else None
-
-    def _global_steps(self, learner: shm.LearnerStatus | None) -> int:
-        """Env steps the run has (learner's count + what this actor sent that the learner has not taken in)."""
+    def _learner(self) -> tuple[shm.LearnerStatus | None, int]:
+        """The learner's status and this run's env steps: the learner's count plus what this actor sent that the
+        learner has not taken in yet. The ring's taken mark is read first: the learner counts a chunk before it
+        marks it taken, so the sum never undercounts."""
         taken = self.ring.taken_seq
+        learner = self.board.status() if self.board is not None else None
         for seq in [q for q in self._sent_steps if q < taken - 1]:
             del self._sent_steps[seq]
         if learner is None:  # no learner seen yet: only this actor's own steps are known
-            return self.steps
-        in_flight = self.steps - self._sent_steps.get(taken - 1, 0)
-        return learner.env_steps + in_flight
+            return None, self.steps
+        return learner, learner.env_steps + self.steps - self._sent_steps.get(taken - 1, 0)
 
-    def _owed_updates(self, learner: shm.LearnerStatus | None) -> int:
+    def _owed_updates(self, learner: shm.LearnerStatus | None, steps: int) -> int:
         """Updates the learner owes: one per env step past learning_starts. No learner yet = none done, so a
         sim actor that starts before its learner stops at the same bound as one beside a slow learner."""
-        due = max(0, self._global_steps(learner) - self.cfg.learning_starts)
+        due = max(0, steps - self.cfg.learning_starts)
         return due - (learner.updates if learner is not None else 0)
 
     def _check_learner(self, learner: shm.LearnerStatus | None) -> None:
-        silent = learner is not None and learner.beat_age_s > self.rt.heartbeat_timeout
+        silent = learner is not None and learner.beat_ns > 0 and learner.beat_age_s > self.rt.heartbeat_timeout
         if silent and not self._learner_silent:
             log.warning("actor %s: no learner heartbeat for %.0f s", self.uid, learner.beat_age_s)
         self._learner_silent = silent
@@ -188,8 +187,8 @@ class Actor:
     def should_stop(self) -> bool:
         return self.board is not None and self.board.status().stop
 
-    def _actions(self, learner: shm.LearnerStatus | None) -> tuple[np.ndarray, int]:
-        warmup = self._global_steps(learner) < self.cfg.random_steps
+    def _actions(self, steps: int) -> tuple[np.ndarray, int]:
+        warmup = steps < self.cfg.random_steps
         if warmup or self.version == 0:
             if not warmup:  # past warm-up without weights: wait for the learner rather than act randomly
                 return np.empty(0), -1
@@ -204,15 +203,15 @@ class Actor:
     def step(self) -> bool:
         """One control period: act, step, collect. False when it could not act (no weights yet / paused)."""
         self._swap_policy()
-        learner = self._learner()
+        learner, steps = self._learner()
         self._check_learner(learner)
-        if self.rt.max_update_lag and self._owed_updates(learner) > self.rt.max_update_lag:
+        if self.rt.max_update_lag and self._owed_updates(learner, steps) > self.rt.max_update_lag:
             self._flush_if_due()
             return False  # sim: let the learner catch up so the UTD stays what was configured
-        if learner is not None and self._global_steps(learner) >= self.cfg.total_env_steps:
+        if learner is not None and steps >= self.cfg.total_env_steps:
             self._flush()
             return False  # the run has all the data it asked for
-        actions, version = self._actions(learner)
+        actions, version = self._actions(steps)
         if version < 0:
             self._flush_if_due()
             return False

@@ -12,6 +12,7 @@ import json
 import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -101,9 +102,12 @@ class Intake:
     replay (:meth:`take`)."""
 
     def __init__(self, run_dir: Path, spec: ObsSpec, action_dim: int, replay: ReplayBuffer,
-                 counters: LearnerCounters, spool: bool) -> None:
+                 counters: LearnerCounters, spool: bool, announce: Callable[[], None]) -> None:
+        """``announce``: makes the counters visible to the actors (the weight board's beat); called after each
+        chunk and before the ring says the chunk was taken, so an actor that sees a chunk taken also sees it
+        counted (it never undercounts the run's env steps, which would let it run past the rate limit)."""
         self.run_dir, self.spec, self.action_dim = run_dir, spec, action_dim
-        self.replay, self.counters, self.spool = replay, counters, spool
+        self.replay, self.counters, self.spool, self.announce = replay, counters, spool, announce
         self.specs = chunk_specs(spec, action_dim)
         self.rings: dict[str, shm.ChunkRing | None] = {}
         self.actor_info: dict[str, dict] = {}
@@ -155,6 +159,7 @@ class Intake:
                     total += self._add(uid, nxt, item[1])
                     ring.release()
                     nxt += 1
+                    self.announce()
                     ring.taken_seq = nxt
                     continue
                 chunk = read_chunk(self.run_dir / "spool" / uid, nxt) if self.spool else None
@@ -167,6 +172,7 @@ class Intake:
                     break
                 total += self._add(uid, nxt, chunk)
                 nxt += 1
+                self.announce()
                 if ring is not None:
                     ring.taken_seq = nxt
             self._retire_if_gone(uid, ring)

@@ -57,6 +57,7 @@ class Publisher:
         counters.version = max(counters.version, self.board.version)
         self._last_time, self._last_updates = 0.0, -1
         self._beat_lock = threading.Lock()
+        self.beat()
 
     def publish(self) -> None:
         """Publishes the policy (what ``agent.policy_state`` returns) under the next version number."""
@@ -119,8 +120,9 @@ class Learner:
             self.replay = ReplayBuffer(self.spec, self.action_dim, cfg.replay, seed=seeds.replay())
             for entry in cfg.demos:
                 self.replay.add_dataset(str(self._demo_path(entry)), "demos")
-        self.intake = Intake(self.run_dir, self.spec, self.action_dim, self.replay, self.counters, self.rt.spool)
         self.publisher = Publisher(self.run_dir, self.agent, self.counters, cfg)
+        self.intake = Intake(self.run_dir, self.spec, self.action_dim, self.replay, self.counters, self.rt.spool,
+                             announce=self.publisher.beat)
         self.logger = RunLogger(self.run_dir)
         self._marks = {k: self.counters.env_steps // max(1, getattr(cfg, f"{k}_every") or 1)
                        for k in ("log", "eval", "checkpoint")}

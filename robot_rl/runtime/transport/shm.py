@@ -205,8 +205,11 @@ class ChunkRing:
 
     @property
     def taken_seq(self) -> int:
-        """The next chunk sequence the consumer expects (chunks before it are safe in the learner)."""
-        return int(self.header[_TAKEN_SEQ])
+        """The next chunk sequence the consumer expects (chunks before it are safe in the learner). Read it before
+        the learner's counts: the learner stores its counts before this word."""
+        taken = int(self.header[_TAKEN_SEQ])
+        fence()
+        return taken
 
     @taken_seq.setter
     def taken_seq(self, seq: int) -> None:
@@ -356,6 +359,7 @@ class WeightBoard:
         h[_W_UPDATES], h[_W_ENV_STEPS] = int(updates), int(env_steps)
         h[_W_LEARNER_PID] = os.getpid()
         h[_W_LEARNER_BEAT] = time.time_ns()
+        fence()  # the counts are visible before anything the caller stores next (a ring's taken_seq)
 
     def mirror(self, status: LearnerStatus) -> None:
         """Writes another board's status here (a remote actor's local board mirrors the learner's)."""

@@ -1,0 +1,71 @@
+"""The algorithm contract: agents by name, behaviour cloning as the second agent, checks of a third-party class."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from robot_rl.agents import Agent, BCAgent, BCConfig, SACAgent, SACConfig, agent_class, make_agent
+from robot_rl.agents.registry import check_agent_class
+from robot_rl.config import ConfigError, from_dict
+from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
+from robot_rl.runtime.config import TrainConfig
+from robot_rl.spaces import ObsSpec
+
+
+def test_agents_are_chosen_by_name_and_follow_the_protocol() -> None:
+    assert agent_class("sac") is SACAgent and agent_class("bc") is BCAgent
+    assert agent_class("robot_rl.agents.behavior_cloning:BCAgent") is BCAgent
+    for cfg in (SACConfig(num_critics=2), BCConfig()):
+        agent = make_agent(cfg, ObsSpec(3), 2, seed=0)
+        assert isinstance(agent, Agent)
+        assert agent.act({"state": np.zeros(3, np.float32)}).shape == (2,)
+    with pytest.raises(ValueError, match="unknown agent 'dqn'; registered: bc, sac"):
+        agent_class("dqn")
+    with pytest.raises(ValueError, match="is not an agent: it lacks"):
+        agent_class("collections:OrderedDict")
+
+
+def test_yaml_agent_section_takes_the_named_agents_config() -> None:
+    cfg = from_dict(TrainConfig, {"agent": {"name": "bc", "lr": 0.01, "hidden_dims": [8]}})
+    assert isinstance(cfg.agent, BCConfig) and cfg.agent.lr == 0.01 and cfg.agent.hidden_dims == (8,)
+    with pytest.raises(ConfigError, match="agent.num_critics"):  # a SAC field is not a BC field
+        from_dict(TrainConfig, {"agent": {"name": "bc", "num_critics": 3}})
+    assert isinstance(from_dict(TrainConfig, {"agent": {"utd": 2}}).agent, SACConfig)
+
+
+def test_behaviour_cloning_fits_the_demonstrations() -> None:
+    rng = np.random.default_rng(0)
+    spec = ObsSpec(4)
+    replay = ReplayBuffer(spec, 2, ReplayConfig(online_capacity=10, demos_capacity=600, interventions_capacity=10))
+    target = np.array([[0.5, -0.3], [0.2, 0.4], [-0.1, 0.1], [0.3, 0.0]], np.float32)
+    for _ in range(500):
+        s = rng.uniform(-1, 1, 4).astype(np.float32)
+        replay.add({"state": s}, np.tanh(s @ target), 0.0, False, True, {"state": s}, source="demo")
+    agent = BCAgent(spec, 2, BCConfig(hidden_dims=(64, 64), batch_size=128), seed=0)
+    sampling = BCAgent.sampling(agent.cfg)
+    assert sampling.mix == {"prior": 1.0} and sampling.needs == ("prior",)
+    losses = []
+    for _ in range(400):
+        agent.prepare(replay)
+        losses.append(agent.update(replay.sample(sampling.batch_size, mix=sampling.mix, utd=sampling.utd))["bc_loss"])
+    assert agent.encoder.normalizer_fitted
+    assert np.mean(losses[-20:]) < 0.05 * np.mean(losses[:5]), (losses[:5], losses[-20:])
+    # Resuming restores everything: the same next update on both.
+    twin = BCAgent(spec, 2, agent.cfg, seed=7)
+    twin.load_state_dict(copy.deepcopy(agent.state_dict()))  # torch's optimizer load shares tensors
+    batch = replay.sample(128, mix={"prior": 1.0}, utd=1)
+    assert agent.update(batch) == twin.update(batch)
+    for k, v in agent.policy_state().items():
+        assert torch.equal(v, twin.policy_state()[k])
+
+
+def test_a_class_without_the_contract_is_refused() -> None:
+    class Half:
+        def act(self, obs, deterministic=False):
+            return np.zeros(1)
+    with pytest.raises(ValueError, match="lacks update, prepare"):
+        check_agent_class(Half, "Half")
