@@ -6,9 +6,10 @@ A local Ray cluster with token authentication. The real learner-side :class:`Gat
 validates every chunk, writes it to the run's spool, then into the learner's ring); a second Ray actor plays the
 remote actor's bridge: it builds 64-row chunks of PickCube pixel transitions with the real ``ChunkBuilder``,
 writes them to its local spool (as the actor does; ``--no-actor-spool`` skips it) and pushes them as safetensors
-bytes with 4 in flight, as :class:`~robot_rl.runtime.transport.ray_bridge.Bridge` does. This process is the learner's intake:
-it drains the gateway's ring into a replay buffer. The figure is transitions in the replay per second, from the
-first chunk taken to the last. Everything shares this machine's cores (on two machines the link adds its own).
+bytes with 4 in flight, as :class:`~robot_rl.runtime.transport.ray_bridge.Bridge` does. This process is the
+learner's intake: it drains the gateway's ring into a replay buffer. The figure is transitions in the replay per
+second, from the first chunk taken to the last. Everything shares this machine's cores (on two machines the link
+adds its own).
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from synthetic_chunks import pixel_chunks
 
 from robot_rl.config import replace, to_dict
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
+from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.chunks import chunk_specs, ingest_chunk
-from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.transport.names import actor_dir, ring_name
 from robot_rl.runtime.transport.ray_gateway import Gateway, require_token_auth
 from robot_rl.spaces import ObsSpec
