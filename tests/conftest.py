@@ -32,3 +32,23 @@ def domain(monkeypatch: pytest.MonkeyPatch) -> int:
             monkeypatch.setenv(k, v)
     monkeypatch.delenv("ROS_LOCALHOST_ONLY", raising=False)
     return d
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--cpu-hogs", type=int, default=0,
+                     help="start N busy-loop processes beside the whole session (robustness of timing-sensitive "
+                          "tests: scripts/stress_runtime.sh runs tests/runtime this way)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cpu_hogs(request: pytest.FixtureRequest):
+    """``--cpu-hogs N``: N processes spinning on the CPU for the whole session (none by default)."""
+    import subprocess
+    import sys
+
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+             for _ in range(request.config.getoption("--cpu-hogs"))]
+    yield len(procs)
+    for proc in procs:
+        proc.kill()
+        proc.wait()

@@ -91,3 +91,19 @@ def test_flags_keep_their_old_meaning(capsys: pytest.CaptureFixture[str]) -> Non
     assert launch_main(["--print", "nope:=1", car]) == 2
     assert "robot-rl launch: error: unknown launch arguments ['nope']" in capsys.readouterr().err
     assert launch_main(["namespace:=c", car, "--print"]) == 0 and "__ns:=/c" in capsys.readouterr().out
+
+
+def test_train_help_shows_every_field_and_the_default_task() -> None:
+    proc = subprocess.run([sys.executable, "-m", "robot_rl.cli", "train", "--help"], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    for flag in ("--env.kwargs JSON", "--env.wrappers JSON", "--env.imports", "--env.obs-map.state",
+                 "--env.success-key", "--agent.name", "--agent.num-critics", "--replay.mix JSON", "--seed",
+                 "--runtime.max-update-lag", "--teleop.buttons JSON"):
+        assert flag in out, flag
+    assert "without CONFIG the bundled 'pendulum' task" in out
+    assert "Pendulum-v1" in out  # the defaults shown are the default task's
+    bc = subprocess.run([sys.executable, "-m", "robot_rl.cli", "train", "--agent.name", "bc", "--help"],
+                        capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert "--agent.lr" in bc.stdout and "--agent.num-critics" not in bc.stdout
