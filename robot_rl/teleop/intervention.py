@@ -24,6 +24,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from robot_rl.envs import contract
 from robot_rl.teleop.base import TeleopDevice
 from robot_rl.teleop.config import TeleopConfig
 from robot_rl.teleop.scripted import ScriptedHuman
@@ -83,10 +84,10 @@ class InterventionWrapper(gym.Wrapper):
         info = dict(info)
         if "success" in events:
             terminated, reward = True, self.success_reward
-            info["is_success"] = True
+            info[contract.SUCCESS] = True
         elif "failure" in events:
             terminated = True
-            info["is_success"] = False
+            info[contract.SUCCESS] = False
         if "reset" in events:
             truncated = True
         self.steps += 1
@@ -94,8 +95,9 @@ class InterventionWrapper(gym.Wrapper):
             self.intervention_steps += 1
             self.interventions += int(not self._was_active)
         self._was_active = intervened
-        info.update(intervened=intervened, executed_action=executed, teleop_connected=reading.connected,
-                    paused=self.paused or not reading.connected)  # nothing to learn from a held robot
+        info.update({contract.INTERVENED: intervened, contract.EXECUTED_ACTION: executed,
+                     contract.TELEOP_CONNECTED: reading.connected,
+                     contract.PAUSED: self.paused or not reading.connected})  # nothing to learn from a held robot
         if terminated or truncated:
             info.update(episode_interventions=self.interventions,
                         episode_intervention_steps=self.intervention_steps,
