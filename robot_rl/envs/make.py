@@ -15,7 +15,6 @@ config before it starts any process.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -112,8 +111,3 @@ def make_batched_env(cfg: EnvConfig, num_envs: int, *, reward: ClassifierRewardC
 def has_expert(env: gym.Env) -> bool:
     """Whether the env has a scripted expert (``expert_action(noise)``; robot_rl's sim tasks do)."""
     return callable(getattr(env.unwrapped, "expert_action", None))
-
-
-def with_kwargs(cfg: EnvConfig, **kwargs: Any) -> EnvConfig:
-    """``cfg`` with ``kwargs`` added to ``env.kwargs``."""
-    return dataclasses.replace(cfg, kwargs={**cfg.kwargs, **kwargs})

@@ -18,13 +18,16 @@ import dataclasses
 import os
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from multiprocessing import resource_tracker, shared_memory
 
 import numpy as np
 import torch
 
 from robot_rl.runtime.transport.barrier import fence, require_ordering
+from robot_rl.runtime.transport.status import ActorStats, ActorStatus, LearnerStatus
+
+__all__ = ["ActorStats", "ActorStatus", "ChunkRing", "LearnerStatus", "WeightBoard", "open_shm", "peek_learner_status",
+           "ring_status", "unlink_shm"]
 
 ALIGN = 64
 
@@ -66,47 +69,7 @@ _HEAD, _TAIL, _SLOTS, _ROWS, _HEARTBEAT, _PID, _CLOSED, _ENV_STEPS, _VERSION, _D
 _HEADER_WORDS = 24
 
 
-@dataclass(frozen=True)
-class ActorStats:
-    """What an actor reports about itself (also what a remote actor sends through the Ray gateway)."""
-
-    env_steps: int = 0
-    """Env steps this actor took (held steps excluded)."""
-    version: int = 0
-    """Policy version it acts with."""
-    jitter_p99_us: int = 0
-    """p99 of |control period - target| over the last ~2000 steps, microseconds."""
-    infer_us: int = 0
-    """Mean policy inference time, microseconds."""
-    period_us: int = 0
-    """Mean control period, microseconds."""
-    episodes: int = 0
-    """Episodes finished."""
-    next_seq: int = 0
-    """Sequence number of the next chunk it will send."""
-    paused_us: int = 0
-    """Time spent paused by the rate limiter, microseconds."""
-    sent: int = 0
-    """Transitions sent in chunks so far."""
-
-
 _STAT_WORDS = (_ENV_STEPS, _VERSION, _JITTER_P99_US, _INFER_US, _PERIOD_US, _EPISODES, _NEXT_SEQ, _PAUSED_US, _SENT)
-
-
-@dataclass(frozen=True)
-class ActorStatus:
-    """A snapshot of a ring's header: the actor's liveness and statistics, the consumer's progress."""
-
-    heartbeat_ns: int
-    pid: int
-    closed: bool
-    dropped: int
-    taken_seq: int
-    stats: ActorStats
-
-    @property
-    def heartbeat_age_s(self) -> float:
-        return (time.time_ns() - self.heartbeat_ns) / 1e9
 
 
 class ChunkRing:
@@ -180,10 +143,6 @@ class ChunkRing:
         """The producer is done: the consumer drains what is left, then retires the ring."""
         self.header[_CLOSED] = 1
 
-    def set_pid(self, pid: int) -> None:
-        """The process that answers for this ring (the actor, or the Ray gateway standing in for a remote one)."""
-        self.header[_PID] = int(pid)
-
     # ------------------------------------------------------------- consumer
     def pending(self) -> int:
         return int(self.header[_HEAD] - self.header[_TAIL])
@@ -253,27 +212,6 @@ class ChunkRing:
 _W_SEQ, _W_VERSION, _W_NBYTES, _W_TIME_NS, _W_LEARNER_PID, _W_LEARNER_BEAT, _W_UPDATES, _W_ENV_STEPS, \
     _W_STOP = range(9)
 _W_HEADER_WORDS = 16
-
-
-@dataclass(frozen=True)
-class LearnerStatus:
-    """A snapshot of the weight board's header: the learner's liveness, progress and stop request."""
-
-    beat_ns: int
-    """Time of the learner's last heartbeat (``time.time_ns``); 0 = never."""
-    pid: int
-    updates: int
-    """Agent updates done (one per env step past learning_starts)."""
-    env_steps: int
-    """Env steps the learner has taken in."""
-    stop: bool
-    """The run is complete: actors stop."""
-    version: int
-    """Newest published policy version (0 = none yet)."""
-
-    @property
-    def beat_age_s(self) -> float:
-        return (time.time_ns() - self.beat_ns) / 1e9 if self.beat_ns else float("inf")
 
 
 class WeightBoard:
