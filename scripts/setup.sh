@@ -23,7 +23,7 @@ want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "[setup] installing robot_rl into .venv (torch 2.13.0 CPU unless a torch build is already installed)"
   .venv/bin/python -m pip install -q --upgrade pip
-  # A GPU user installs the CUDA build of torch 2.13.0 into .venv first; this pin then keeps it.
+  # A GPU user installs a CUDA build of torch (>=2.13,<2.15, pyproject.toml) into .venv first; it is kept.
   .venv/bin/python -c 'import torch' 2>/dev/null || .venv/bin/python -m pip install -q "torch==2.13.0"
   # ROS 2 Jazzy from PyPI wheels (the ros2 extra: tests/ros run real nodes); where no wheel fits this platform
   # the rest installs without it and tests/ros are skipped.

@@ -15,7 +15,8 @@ per-allocation overhead. This path computes the gradients autograd computes for
 
 Supported: an encoder without trainable parameters (raw state, no cameras), scalar critics (MSE loss), with or
 without LayerNorm in the critics and the actor, float32. Anything else uses the autograd path
-(:func:`supports`).
+(:func:`supports`), and so does a torch whose private ``aten`` ops used here are missing or changed
+(:func:`op_probes`, :func:`robot_rl.agents.torch_compat.manual_grad_available`).
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ import torch
 from torch import nn
 
 from robot_rl.agents.bc import bc_term
+from robot_rl.agents.torch_compat import Probe, check_close, manual_grad_available
 
 if TYPE_CHECKING:
     from robot_rl.agents.sac import Batch, SACAgent
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 _LOG2 = math.log(2.0)
-_aten = torch.ops.aten
+_aten = torch.ops.aten  # private ops: every one used below is probed by op_probes
 
 
 def supports(agent: SACAgent) -> bool:
@@ -41,7 +43,45 @@ def supports(agent: SACAgent) -> bool:
     cfg = agent.cfg
     return (not cfg.hl_gauss and not cfg.bf16 and not agent.encoder.has_pixels
             and not any(p.requires_grad for p in agent.encoder.parameters())
-            and all(p.dtype == torch.float32 for p in agent.critic.parameters()))
+            and all(p.dtype == torch.float32 for p in agent.critic.parameters())
+            and manual_grad_available())
+
+
+def op_probes() -> list[Probe]:
+    """One probe per private op of this path: calls it as the code below does, on tiny tensors, and checks the
+    result against public ops (autograd for the backward ones)."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 4, generator=gen)
+    w, b = torch.randn(4, generator=gen), torch.randn(4, generator=gen)
+    g = torch.randn(2, 3, 4, generator=gen)
+
+    def layer_norm() -> None:
+        for weight, bias in ((w, b), (None, None)):
+            y, mean, rstd = _aten.native_layer_norm.out(
+                x, [4], weight, bias, 1e-5, out0=torch.empty(2, 3, 4), out1=torch.empty(2, 3, 1),
+                out2=torch.empty(2, 3, 1))
+            check_close("native_layer_norm.out", y, torch.nn.functional.layer_norm(x, [4], weight, bias, 1e-5))
+            check_close("native_layer_norm.out (mean)", mean, x.mean(-1, keepdim=True))
+            check_close("native_layer_norm.out (rstd)", rstd, (x.var(-1, unbiased=False, keepdim=True) + 1e-5).rsqrt())
+
+    def layer_norm_backward() -> None:
+        xr, wr, br = (t.clone().requires_grad_(True) for t in (x, w, b))
+        want = torch.autograd.grad(torch.nn.functional.layer_norm(xr, [4], wr, br, 1e-5), (xr, wr, br), g)
+        mean, rstd = x.mean(-1, keepdim=True), (x.var(-1, unbiased=False, keepdim=True) + 1e-5).rsqrt()
+        got = _aten.native_layer_norm_backward.out(
+            g, x, [4], mean, rstd, w, b, [True, True, True], out0=torch.empty(2, 3, 4), out1=torch.empty(4),
+            out2=torch.empty(4))
+        for name, gt, wt in zip(("input", "weight", "bias"), got, want, strict=True):
+            check_close(f"native_layer_norm_backward.out ({name})", gt, wt)
+
+    def threshold_backward() -> None:
+        relu_out = x.relu()
+        got = _aten.threshold_backward.grad_input(g, relu_out, 0.0, grad_input=torch.empty(2, 3, 4))
+        check_close("threshold_backward.grad_input", got, g * (relu_out > 0))
+
+    return [("torch.ops.aten.native_layer_norm.out", layer_norm),
+            ("torch.ops.aten.native_layer_norm_backward.out", layer_norm_backward),
+            ("torch.ops.aten.threshold_backward.grad_input", threshold_backward)]
 
 
 class _ActorLayer:
@@ -112,7 +152,7 @@ class ManualSACStep:
         ``.grad`` is set to None so the optimizer leaves them alone). Returns the metrics as 0-d tensors.
 
         ``eps`` (``[2, B, A]``: next-action noise, then actor-action noise; ``[1, B, A]`` without the actor)
-        replaces the policy's Gaussian draws (tests); by default it comes from the global generator, next-action
+        replaces the policy's Gaussian draws (tests); by default it comes from the agent's generator, next-action
         noise first, as in the autograd path.
         """
         with torch.no_grad():
@@ -129,7 +169,7 @@ class ManualSACStep:
         a_dim = self.agent.action_dim
         rows = 2 * n if update_actor else n
         if eps is None:
-            eps = torch.randn(rows // n, n, a_dim, device=obs.device)
+            eps = torch.randn(rows // n, n, a_dim, device=obs.device, generator=self.agent.generator)
         eps = eps.reshape(rows, a_dim)
 
         # ---- policy on [next_obs; obs] (the obs rows only when the actor learns)

@@ -25,6 +25,7 @@ from robot_rl.agents.fused_adam import FusedAdamStep
 from robot_rl.agents.hl_gauss import HLGauss
 from robot_rl.agents.manual_grad import ManualSACStep, supports
 from robot_rl.agents.networks import EnsembleCritic, TanhGaussianActor, init_parameters
+from robot_rl.agents.torch_compat import foreach_lerp_
 from robot_rl.spaces import ObsSpec
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ class SACAgent:
             loss.backward()
             self.optimizer.step()
         with torch.no_grad():
-            torch._foreach_lerp_(self._target_params, self._online_targets, self.cfg.tau)
+            foreach_lerp_(self._target_params, self._online_targets, self.cfg.tau)
         self.critic_step += 1
         return metrics
 
