@@ -112,7 +112,7 @@ class Bridge:
                     self.sent += 1
                 now = time.monotonic()
                 if sync_ref is None and now - last_sync > 0.1:
-                    stats = list(dataclasses.astuple(self.actor.ring.stats()))
+                    stats = self.actor.ring.stats().values()
                     sync_ref, last_sync = self.gateway.sync.remote(self.uid, self.board.version, stats), now
                 refs = [r for r in ([inflight[0][1]] if inflight else []) + ([sync_ref] if sync_ref else [])]
                 ready = ray.wait(refs, num_returns=1, timeout=0.005)[0] if refs else []

@@ -37,8 +37,6 @@ def config_from_text(text: str) -> TrainConfig:
 
 def _policy_template(cfg: TrainConfig) -> tuple[Any, int, dict]:
     """The run's spaces and the names, shapes and dtypes of its policy (initial values; never used to act)."""
-    import dataclasses
-
     from robot_rl.agents.registry import make_agent
     from robot_rl.envs.make import make_env
     from robot_rl.spaces import ObsSpec, action_dim_of

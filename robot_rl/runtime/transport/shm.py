@@ -14,7 +14,6 @@ No pickling anywhere: both sides lay out the same named arrays from the same spe
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -69,7 +68,8 @@ _HEAD, _TAIL, _SLOTS, _ROWS, _HEARTBEAT, _PID, _CLOSED, _ENV_STEPS, _VERSION, _D
 _HEADER_WORDS = 24
 
 
-_STAT_WORDS = (_ENV_STEPS, _VERSION, _JITTER_P99_US, _INFER_US, _PERIOD_US, _EPISODES, _NEXT_SEQ, _PAUSED_US, _SENT)
+_STAT_WORDS = np.array([_ENV_STEPS, _VERSION, _JITTER_P99_US, _INFER_US, _PERIOD_US, _EPISODES, _NEXT_SEQ,
+                        _PAUSED_US, _SENT])  # ActorStats' fields, in order
 
 
 class ChunkRing:
@@ -136,8 +136,7 @@ class ChunkRing:
 
     def report(self, stats: ActorStats) -> None:
         """The actor's statistics (see :class:`ActorStats`)."""
-        for word, value in zip(_STAT_WORDS, dataclasses.astuple(stats)):
-            self.header[word] = int(value)
+        self.header[_STAT_WORDS] = stats.values()  # one store per word, in one call
 
     def mark_closed(self) -> None:
         """The producer is done: the consumer drains what is left, then retires the ring."""
@@ -185,7 +184,7 @@ class ChunkRing:
         return int(self.header[_DROPPED])
 
     def stats(self) -> ActorStats:
-        return ActorStats(*(int(self.header[w]) for w in _STAT_WORDS))
+        return ActorStats(*self.header[_STAT_WORDS].tolist())
 
     def status(self) -> ActorStatus:
         h = self.header

@@ -4,7 +4,7 @@ progress and liveness (the weight board). :mod:`robot_rl.runtime.transport.shm` 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,14 @@ class ActorStats:
     """Time spent paused by the rate limiter, microseconds."""
     sent: int = 0
     """Transitions sent in chunks so far."""
+
+
+    def values(self) -> list[int]:
+        """The fields in order, as plain ints (what the header and the Ray gateway carry)."""
+        return [int(getattr(self, name)) for name in STAT_FIELDS]
+
+
+STAT_FIELDS = tuple(f.name for f in fields(ActorStats))
 
 
 @dataclass(frozen=True)
