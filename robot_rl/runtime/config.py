@@ -137,7 +137,11 @@ class TrainConfig:
     @classmethod
     def prepare_raw(cls, data: dict[str, Any], base: Path) -> dict[str, Any]:
         """YAML data before conversion: ``env.imports`` files made absolute against the YAML's folder and imported
-        (an agent of your own, ``agent.name: module:Class``, may live in one of them)."""
+        (an agent of your own, ``agent.name: module:Class``, may live in one of them); ``agent.seed`` and
+        ``replay.seed`` of older run folders dropped (every seed derives from ``seed`` now)."""
+        for section in ("agent", "replay"):  # run folders written before seeds resolved in one place
+            if isinstance(data.get(section), dict) and "seed" in data[section]:
+                data = {**data, section: {k: v for k, v in data[section].items() if k != "seed"}}
         env = data.get("env")
         if isinstance(env, dict) and isinstance(env.get("imports"), list):
             env = {**env, "imports": absolute_imports([str(e) for e in env["imports"]], base)}
