@@ -211,6 +211,9 @@ def finish(proc: subprocess.Popen, tmp_path: Path, timeout: float) -> str:
 
 
 def ray_cfg(tmp_path: Path, name: str, address: str, **runtime):
+    # max_update_lag 100: the actors wait for the learner's updates (a slow learner start on a loaded 2-core machine
+    # let them finish all 800 steps on the first weights), so they must act with weights published while learning.
+    runtime = {"max_update_lag": 100, **runtime}
     cfg = tiny(tmp_path, name, transport="ray", ray_address=address, num_actors=2, heartbeat_timeout=3.0, **runtime)
     return replace(cfg, {"total_env_steps": 800})
 
