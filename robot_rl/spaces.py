@@ -1,11 +1,14 @@
 """The observation/action contract shared by envs, replay and agents.
 
-Observation: ``{"state": float32 [D], "pixels": {camera: uint8 [H, W, 3]}}``; action: float32 ``[A]`` in [-1, 1].
+Observation: ``{"state": float32 [D], "pixels": {camera: uint8 [H, W, 3]}, "instruction": float32 [E]}`` (``pixels``
+only with cameras, ``instruction`` only for language-conditioned tasks: the embedding of the episode's instruction,
+see :mod:`robot_rl.text`); action: float32 ``[A]`` in [-1, 1].
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -13,10 +16,12 @@ import numpy as np
 
 @dataclass(frozen=True)
 class ObsSpec:
-    """Shapes of one observation: proprioception size and camera name -> ``(H, W, 3)``."""
+    """Shapes of one observation: proprioception size, camera name -> ``(H, W, 3)`` and the instruction
+    embedding's size (0 = no instruction)."""
 
     state_dim: int
     cameras: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    instruction_dim: int = 0
 
     @classmethod
     def from_space(cls, space: gym.Space) -> ObsSpec:
@@ -33,7 +38,13 @@ class ObsSpec:
                         and cam.shape[2] == 3):
                     raise TypeError(f"camera {name!r} must be a uint8 Box [H, W, 3], got {cam}")
                 cameras[name] = tuple(int(s) for s in cam.shape)  # type: ignore[assignment]
-        return cls(state_dim=int(state.shape[0]), cameras=cameras)
+        instruction = space.spaces.get("instruction")
+        if instruction is not None and not (isinstance(instruction, gym.spaces.Box) and len(instruction.shape) == 1
+                                            and instruction.dtype == np.float32):
+            raise TypeError(f"observation 'instruction' must be a float32 embedding Box [E], got {instruction} (the "
+                            "env pipeline's adapter embeds an env's instruction text: env.instruction_encoder)")
+        return cls(state_dim=int(state.shape[0]), cameras=cameras,
+                   instruction_dim=int(instruction.shape[0]) if instruction is not None else 0)
 
     def to_space(self) -> gym.spaces.Dict:
         spaces: dict[str, gym.Space] = {
@@ -41,7 +52,39 @@ class ObsSpec:
         if self.cameras:
             spaces["pixels"] = gym.spaces.Dict(
                 {k: gym.spaces.Box(0, 255, shape, np.uint8) for k, shape in self.cameras.items()})
+        if self.instruction_dim:
+            spaces["instruction"] = gym.spaces.Box(-np.inf, np.inf, (self.instruction_dim,), np.float32)
         return gym.spaces.Dict(spaces)
+
+    def obs_arrays(self) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+        """The observation's arrays by flat name (``state``, ``instruction``, ``pixels/<cam>``) -> (shape, dtype):
+        how the replay, chunks and stores lay an observation out."""
+        out: dict[str, tuple[tuple[int, ...], np.dtype]] = {"state": ((self.state_dim,), np.dtype(np.float32))}
+        if self.instruction_dim:
+            out["instruction"] = ((self.instruction_dim,), np.dtype(np.float32))
+        for cam, shape in sorted(self.cameras.items()):
+            out[f"pixels/{cam}"] = (tuple(shape), np.dtype(np.uint8))
+        return out
+
+
+def obs_row(arrays: Any, names: tuple[str, ...], row: int) -> dict[str, Any]:
+    """Row ``row`` of flat observation arrays (``state``, ``pixels/<cam>``, ... as :meth:`ObsSpec.obs_arrays`
+    names them) as a nested observation."""
+    obs: dict[str, Any] = {}
+    for name in names:
+        *parents, leaf = name.split("/")
+        node = obs
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = arrays[name][row]
+    return obs
+
+
+def obs_leaf(obs: Any, name: str) -> Any:
+    """``obs_leaf(obs, "pixels/front")`` = ``obs["pixels"]["front"]`` (a flat name of :meth:`ObsSpec.obs_arrays`)."""
+    for part in name.split("/"):
+        obs = obs[part]
+    return obs
 
 
 def action_dim_of(space: gym.Space) -> int:

@@ -1,4 +1,4 @@
-"""robot_rl_sim: MuJoCo tasks for robot_rl (arm: Reach, PickCube, PegInsert; car: Drive) and batched sims.
+"""robot_rl_sim: MuJoCo tasks for robot_rl (arm: Reach, PickCube, PegInsert, PickColor; car: Drive) and batched sims.
 
 Importing this package registers the gymnasium ids ``robot_rl/<Task>-v0``.
 """
@@ -9,6 +9,7 @@ _TASKS = {
     "robot_rl/Reach-v0": "robot_rl_sim.arm_tasks:ReachEnv",
     "robot_rl/PickCube-v0": "robot_rl_sim.arm_tasks:PickCubeEnv",
     "robot_rl/PegInsert-v0": "robot_rl_sim.arm_tasks:PegInsertEnv",
+    "robot_rl/PickColor-v0": "robot_rl_sim.arm_tasks:PickColorEnv",
     "robot_rl/Drive-v0": "robot_rl_sim.car:DriveEnv",
 }
 for _id, _entry in _TASKS.items():

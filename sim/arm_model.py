@@ -128,6 +128,19 @@ def _cube() -> str:
     </body>"""
 
 
+CUBE_COLORS = {"red": "0.85 0.15 0.15", "green": "0.15 0.7 0.2", "blue": "0.15 0.3 0.9"}
+"""The PickColor cubes' names (``cube_<colour>``) and colours."""
+
+
+def _colored_cubes() -> str:
+    h = CUBE_HALF
+    return "".join(f"""
+    <body name="cube_{name}" pos="0.5 {0.1 * i - 0.1:g} {h}">
+      <freejoint name="cube_{name}"/>
+      <geom name="cube_{name}" class="object" type="box" size="{_v(h, h, h)}" mass="0.05" rgba="{rgb} 1"/>
+    </body>""" for i, (name, rgb) in enumerate(CUBE_COLORS.items()))
+
+
 def _peg_and_hole(clearance: float) -> str:
     px, py, pz = PEG_HALF
     w = px + clearance / 2  # half width of the square hole
@@ -163,10 +176,11 @@ def _target() -> str:
 
 
 def build_arm_xml(objects: tuple[str, ...] = (), hole_clearance: float = 0.002) -> str:
-    """MJCF of the arm scene. ``objects``: any of ``"cube"`` (4 cm free cube), ``"peg"`` (free 2x2x8 cm peg and a
+    """MJCF of the arm scene. ``objects``: any of ``"cube"`` (4 cm free cube), ``"cubes"`` (a red, a green and a
+    blue one: ``cube_<colour>``), ``"peg"`` (free 2x2x8 cm peg and a
     square hole fixture of 4 boxes, a mocap body, with ``hole_clearance`` total clearance in m), ``"target"``
     (a visual-only mocap sphere for Reach)."""
-    unknown = set(objects) - {"cube", "peg", "target"}
+    unknown = set(objects) - {"cube", "cubes", "peg", "target"}
     if unknown:
         raise ValueError(f"unknown arm scene objects {sorted(unknown)}")
     tau = "\n".join(f'    <motor name="{a}" joint="{j}" ctrlrange="{-lim} {lim}"/>'
@@ -176,6 +190,8 @@ def build_arm_xml(objects: tuple[str, ...] = (), hole_clearance: float = 0.002) 
     bodies = _arm()
     if "cube" in objects:
         bodies += _cube()
+    if "cubes" in objects:
+        bodies += _colored_cubes()
     if "peg" in objects:
         bodies += _peg_and_hole(hole_clearance)
     if "target" in objects:

@@ -1,5 +1,7 @@
 """Arm tasks on the impedance-controlled 7-DoF arm (see :mod:`robot_rl_sim.arm_env` for the action and state
-layout): Reach, PickCube and PegInsert, each with a scripted expert (``expert_action``) on privileged sim state.
+layout): Reach, PickCube, PegInsert and PickColor (three coloured cubes; the language instruction names the one to
+lift), each with a scripted expert (``expert_action``) on privileged sim state and a language instruction
+(``instruction=True`` adds it to the observation; PickColor always has it).
 
 Rewards are sparse (1.0 on success, else 0.0) unless ``dense_reward``; ``info["is_success"]`` on every step.
 Constructors take ``(cfg: ArmTaskConfig | None = None, render_mode=None, **overrides)`` where the overrides are
@@ -11,9 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from robot_rl_sim.arm_env import ArmEnv, ArmTaskConfig
-from robot_rl_sim.arm_model import CUBE_HALF, HOLE_DEPTH, PEG_HALF
+from robot_rl_sim.arm_model import CUBE_COLORS, CUBE_HALF, HOLE_DEPTH, PEG_HALF
 
-__all__ = ["ArmEnv", "ArmTaskConfig", "ReachEnv", "PickCubeEnv", "PegInsertEnv"]
+__all__ = ["ArmEnv", "ArmTaskConfig", "ReachEnv", "PickCubeEnv", "PegInsertEnv", "PickColorEnv"]
 
 
 def _yaw_quat(yaw: float) -> np.ndarray:
@@ -25,6 +27,7 @@ class ReachEnv(ArmEnv):
     Object state: target position (3)."""
 
     objects = ("target",)
+    instruction_text = "move the gripper to the green ball"
     default_max_episode_steps = 50
     success_radius = 0.02
     target_low = np.array([0.35, -0.22, 0.05])
@@ -55,6 +58,7 @@ class PickCubeEnv(ArmEnv):
     Object state: cube position (3)."""
 
     objects = ("cube",)
+    instruction_text = "pick up the red cube"
     default_max_episode_steps = 100
     lift_height = 0.05
     cube_low = np.array([0.40, -0.15])
@@ -111,6 +115,7 @@ class PegInsertEnv(ArmEnv):
     (``lock_gripper`` defaults to True here). Object state: peg bottom (3), hole top centre (3)."""
 
     objects = ("peg",)
+    instruction_text = "insert the peg into the hole"
     default_max_episode_steps = 100
     default_lock_gripper = True
     insert_depth = 0.02
@@ -167,3 +172,45 @@ class PegInsertEnv(ArmEnv):
             return self.xyz_action(np.array([*xy_err, dz]), noise, 1.0)
         hover = 0.004 if dist < 0.004 else 0.02
         return self.xyz_action(np.array([*xy_err, hover - height]), noise, 1.0)
+
+
+class PickColorEnv(PickCubeEnv):
+    """Three 4 cm cubes (red, green, blue) at random places at least 9 cm apart; the instruction ("pick up the
+    green cube") names the one to lift >= 5 cm. Lifting another cube by 3 cm ends the episode as a failure.
+    Object state: the three cube positions in the fixed order red, green, blue (9) - the instruction says which
+    one matters. The instruction is always in the observation."""
+
+    objects = ("cubes",)
+    needs_instruction = True
+    colors = tuple(CUBE_COLORS)
+    min_separation = 0.09
+
+    def _bind_task(self) -> None:
+        self.cubes_q = [self.freejoint_adr(f"cube_{c}")[0] for c in self.colors]
+        self.cubes_geoms = [self._geoms_of(f"cube_{c}") for c in self.colors]
+        self.target = 0
+        self.cube_q, self.cube_geoms = self.cubes_q[0], self.cubes_geoms[0]
+
+    def _reset_objects(self, rng: np.random.Generator) -> None:
+        placed: list[np.ndarray] = []
+        while len(placed) < len(self.colors):
+            xy = rng.uniform(self.cube_low, self.cube_high)
+            if all(np.linalg.norm(xy - p) >= self.min_separation for p in placed):
+                placed.append(xy)
+        for q, xy in zip(self.cubes_q, placed):
+            self.data.qpos[q] = [*xy, CUBE_HALF, *_yaw_quat(rng.uniform(-np.pi / 4, np.pi / 4))]
+        self.target = int(rng.integers(len(self.colors)))
+        self.cube_q, self.cube_geoms = self.cubes_q[self.target], self.cubes_geoms[self.target]
+
+    def instruction(self) -> str:
+        return f"pick up the {self.colors[self.target]} cube"
+
+    def _object_state(self) -> np.ndarray:
+        return np.concatenate([self.data.qpos[q][:3] for q in self.cubes_q])
+
+    def _evaluate(self) -> tuple[float, bool, bool]:
+        reward, success, failure = super()._evaluate()
+        wrong = any(self.data.qpos[q][2] - CUBE_HALF > 0.03 for i, q in enumerate(self.cubes_q) if i != self.target)
+        if wrong and not success:
+            return (0.0 if not self.cfg.dense_reward else reward), False, True
+        return reward, success, failure

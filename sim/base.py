@@ -19,6 +19,8 @@ import numpy as np  # noqa: E402
 
 from robot_rl_sim.randomization import DomainRandomizer, RandomizationConfig  # noqa: E402
 
+TEXT_CHARSET = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .,;:'-!?")
+
 
 @dataclass
 class TaskConfig:
@@ -38,6 +40,9 @@ class TaskConfig:
     """End the episode (terminated=True) when the task succeeds."""
     randomization: RandomizationConfig = field(default_factory=RandomizationConfig)
     """Domain randomisation (all off by default)."""
+    instruction: bool = False
+    """Add the episode's language instruction (text) to the observation as ``instruction`` (tasks whose
+    instruction decides what to do, like PickColor, always have it)."""
 
 
 class MujocoTaskEnv(gym.Env):
@@ -46,6 +51,11 @@ class MujocoTaskEnv(gym.Env):
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
     default_cameras: tuple[str, ...] = ()
+    instruction_text = ""
+    """The task's language instruction (a task whose instruction changes per episode overrides
+    :meth:`instruction`)."""
+    needs_instruction = False
+    """True when the instruction decides what to do: the observation always carries it."""
 
     def __init__(self, xml: str, cfg: TaskConfig, action_dim: int, render_mode: str | None = None) -> None:
         self.cfg = cfg
@@ -67,6 +77,9 @@ class MujocoTaskEnv(gym.Env):
         if cfg.image_size > 0:
             size = (cfg.image_size, cfg.image_size, 3)
             spaces["pixels"] = gym.spaces.Dict({c: gym.spaces.Box(0, 255, size, np.uint8) for c in self.cameras})
+        self.with_instruction = bool(cfg.instruction or self.needs_instruction)
+        if self.with_instruction:
+            spaces["instruction"] = gym.spaces.Text(max_length=256, charset=TEXT_CHARSET)
         self.observation_space = gym.spaces.Dict(spaces)
         self.steps = 0
         self.rejected_actions = 0
@@ -130,7 +143,13 @@ class MujocoTaskEnv(gym.Env):
         obs: dict[str, Any] = {"state": self.randomizer.noisy_state(self._state().astype(np.float32), self.np_random)}
         if self.cfg.image_size > 0:
             obs["pixels"] = {c: self.render_camera(c, self.cfg.image_size).copy() for c in self.cameras}
+        if self.with_instruction:
+            obs["instruction"] = self.instruction()
         return obs
+
+    def instruction(self) -> str:
+        """This episode's language instruction."""
+        return self.instruction_text
 
     def _camera_names(self) -> list[str]:
         return [mujoco.mj_id2name(self.model, mujoco.mjtObj.mjOBJ_CAMERA, i) for i in range(self.model.ncam)]

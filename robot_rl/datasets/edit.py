@@ -15,6 +15,7 @@ import numpy as np
 
 from robot_rl.datasets.atomic import publish, temp_path
 from robot_rl.datasets.record import META_FILE, read_meta
+from robot_rl.spaces import obs_row
 from robot_rl.utils.state_io import atomic_write
 
 
@@ -40,11 +41,11 @@ def discard_episodes(path: str | Path, episodes: Iterable[int]) -> list[int]:
             rows = np.flatnonzero(arrays["valid"] & (arrays["episode_id"] == ep))
             rows = rows[np.argsort(arrays["step"][rows], kind="stable")]
             frames = np.append(rows, arrays["next_row"][rows[-1]])
-            observations = [{"state": arrays["state"][r],
-                             **({"pixels": {c: arrays[f"pixels/{c}"][r] for c in spec.cameras}} if spec.cameras
-                                else {})} for r in frames]
+            names = tuple(spec.obs_arrays())
+            observations = [obs_row(arrays, names, r) for r in frames]
             writer.append(observations, arrays["action"][rows], arrays["reward"][rows], arrays["terminated"][rows],
-                          arrays["truncated"][rows], source="demo", episode_id=ep)
+                          arrays["truncated"][rows], source="demo", episode_id=ep,
+                          base_actions=arrays["base_action"][rows], chunk_indices=arrays["chunk_index"][rows])
         meta = {**meta, "episodes": kept, "discarded": int(meta.get("discarded", 0)) + len(drop),
                 "discarded_later": sorted(set(meta.get("discarded_later", [])) | drop)}
         atomic_write(tmp / META_FILE, lambda f: f.write_text(json.dumps(meta, indent=1)))

@@ -4,6 +4,8 @@
   ``env.obs_map``);
 * action space -> float32 Box in [-1, 1] (affine to the env's bounds);
 * ``info`` -> the contract's keys (``env.success_key``, ``env.intervention_key``, ``env.executed_action_key``);
+* an instruction (a Text entry of the observation, or ``env.instruction``) -> ``instruction``, its float32
+  embedding (``env.instruction_encoder``), in the observation, and its text in ``info["instruction"]``;
 * ``render()`` returning several frames (a list, a tuple or a dict of cameras) -> one frame, tiled side by side.
 """
 
@@ -92,7 +94,8 @@ class ObsMapper:
         for key in [*state_keys, *cameras.values()]:
             if key not in leaves:
                 raise ValueError(f"env.obs_map: the observation has no entry {key!r}; it has {sorted(leaves)}")
-        self.identity = cfg.preset in ("auto", "robot_rl") and self._is_contract(space) and not listed
+        self.identity = (cfg.preset in ("auto", "robot_rl") and self._is_contract(space) and not listed
+                         and not cfg.instruction)
         self.state_keys = state_keys
         self.cameras = {name: _Camera(key, leaves[key], f"env.obs_map.cameras.{name}")
                         for name, key in sorted(cameras.items())}
@@ -100,6 +103,16 @@ class ObsMapper:
             leaf = leaves[key]
             if not isinstance(leaf, gym.spaces.Box) or not np.issubdtype(leaf.dtype, np.number):
                 raise ValueError(f"env.obs_map.state: {key!r} is not a numeric Box ({leaf})")
+        self.instruction_key = self._instruction_key(leaves, cfg)
+        self.fixed_instruction = "" if self.instruction_key else cfg.instruction
+        self.text = None
+        if self.instruction_key or self.fixed_instruction:
+            from robot_rl.text import make_text_encoder
+
+            try:
+                self.text = make_text_encoder(cfg.instruction_encoder)
+            except ValueError as exc:
+                raise ValueError(f"env.instruction_encoder: {exc}") from None
         self.state_dim = int(sum(int(np.prod(leaves[k].shape)) for k in state_keys))
         if self.state_dim == 0 and not self.cameras:
             raise ValueError(f"env.obs_map: nothing maps to the observation (entries: {sorted(leaves)}); set "
@@ -108,7 +121,28 @@ class ObsMapper:
         if self.cameras:
             spaces["pixels"] = gym.spaces.Dict({n: gym.spaces.Box(0, 255, c.shape, np.uint8)
                                                 for n, c in self.cameras.items()})
+        if self.text is not None:
+            spaces["instruction"] = gym.spaces.Box(-np.inf, np.inf, (self.text.dim,), np.float32)
         self.space = gym.spaces.Dict(spaces)
+
+    @staticmethod
+    def _instruction_key(leaves: dict[str, gym.Space], cfg: EnvConfig) -> str:
+        texts = [k for k, s in leaves.items() if isinstance(s, gym.spaces.Text)]
+        if cfg.instruction_key:
+            if cfg.instruction_key not in texts:
+                raise ValueError(f"env.instruction_key: the observation has no text entry {cfg.instruction_key!r} "
+                                 f"(text entries: {texts or 'none'})")
+            return cfg.instruction_key
+        for name in ("instruction", "language_instruction", "task", "prompt"):
+            if name in texts:
+                return name
+        return ""
+
+    def instruction(self, obs: Any) -> str:
+        """The instruction text of a raw observation ('' when the env has none)."""
+        if self.instruction_key:
+            return str(flatten_obs(obs)[self.instruction_key])
+        return self.fixed_instruction
 
     @staticmethod
     def _is_contract(space: gym.Space) -> bool:
@@ -155,6 +189,8 @@ class ObsMapper:
         out: dict[str, Any] = {"state": np.concatenate(parts) if parts else np.zeros(0, np.float32)}
         if self.cameras:
             out["pixels"] = {n: c(flat[c.key]) for n, c in self.cameras.items()}
+        if self.text is not None:
+            out["instruction"] = self.text.encode(self.instruction(obs))
         return out
 
     def describe(self) -> str:
@@ -217,8 +253,10 @@ class ContractAdapter(gym.Wrapper):
             return action.astype(np.float32)
         return np.clip((action - self._low) / self._half - 1.0, -1.0, 1.0).astype(np.float32)
 
-    def _info(self, info: dict[str, Any]) -> dict[str, Any]:
+    def _info(self, info: dict[str, Any], obs: Any) -> dict[str, Any]:
         cfg = self.cfg
+        if self.mapper.text is not None:
+            info = {**info, contract.INSTRUCTION: self.mapper.instruction(obs)}
         if cfg.success_key != contract.SUCCESS and cfg.success_key in info:
             info = {**info, contract.SUCCESS: bool(info[cfg.success_key])}
         if cfg.intervention_key and info.get(cfg.intervention_key) is not None:
@@ -229,11 +267,11 @@ class ContractAdapter(gym.Wrapper):
 
     def reset(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         obs, info = self.env.reset(**kwargs)
-        return self.mapper(obs), self._info(info)
+        return self.mapper(obs), self._info(info, obs)
 
     def step(self, action: np.ndarray) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(self.to_env_action(action))
-        return self.mapper(obs), float(reward), bool(terminated), bool(truncated), self._info(info)
+        return self.mapper(obs), float(reward), bool(terminated), bool(truncated), self._info(info, obs)
 
     def render(self) -> Any:
         return tile_frames(self.env.render())

@@ -19,7 +19,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from robot_rl.envs.contract import BatchStep, StepReport
+from robot_rl.envs.contract import INSTRUCTION, BatchStep, StepReport
 
 
 def _alloc(space: gym.Space, n: int) -> Any:
@@ -76,6 +76,8 @@ class BatchedEnv:
         self._intervened = np.zeros(self.num_envs, bool)
         self._paused = np.zeros(self.num_envs, bool)
         self._executed = np.zeros((self.num_envs, *self.single_action_space.shape), np.float32)
+        self.instructions = [""] * self.num_envs
+        """Env i's current instruction text (its observation holds the embedding; '' = none)."""
 
     def _map(self, fn: Callable[[int], Any]) -> list[Any]:
         if not self._workers:
@@ -99,7 +101,8 @@ class BatchedEnv:
         obs = self._obs[self._flip]
 
         def reset_one(i: int) -> None:
-            o, _ = self.envs[i].reset(seed=None if seed is None else seed + i)
+            o, info = self.envs[i].reset(seed=None if seed is None else seed + i)
+            self.instructions[i] = info.get(INSTRUCTION, "")
             _write(obs, i, o)
         self._map(reset_one)
         return self._out(obs)
@@ -123,13 +126,15 @@ class BatchedEnv:
             if term or trunc:
                 _write(final_obs, i, o)
                 final_info[i] = info
-                o, _ = self.envs[i].reset()
+                o, info = self.envs[i].reset()
+            self.instructions[i] = info.get(INSTRUCTION, "")
             _write(obs, i, o)
         self._map(step_one)
         return BatchStep(obs=self._out(obs), reward=self._reward.copy(), terminated=self._terminated.copy(),
                          truncated=self._truncated.copy(), final_obs=self._out(final_obs), final_info=final_info,
                          success=self._success.copy(), intervened=self._intervened.copy(),
-                         paused=self._paused.copy(), executed_action=self._executed.copy())
+                         paused=self._paused.copy(), executed_action=self._executed.copy(),
+                         instruction=tuple(self.instructions))
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """``obs, reward [N], terminated [N], truncated [N], info`` (see :meth:`step_batch`)."""

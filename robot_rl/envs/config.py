@@ -73,6 +73,14 @@ class EnvConfig:
     """``info`` key (bool) an env with a teleop device of its own sets on steps a human drove; empty = none."""
     executed_action_key: str = ""
     """``info`` key of the action the env really executed (in the env's action units) on such steps."""
+    instruction_key: str = ""
+    """Observation entry (a ``gymnasium.spaces.Text``) holding the episode's language instruction; empty = the
+    first Text entry named instruction / language_instruction / task / prompt, if any."""
+    instruction: str = ""
+    """A fixed instruction for an env that reports none (e.g. "pick up the cube"); empty = none."""
+    instruction_encoder: str = "hash"
+    """How an instruction becomes the float32 embedding the replay, the network and agents see: ``hash`` (64-d,
+    built in), ``hash:<dim>`` or ``minilm`` (384-d all-MiniLM-L6-v2, the ``language`` extra). See robot_rl.text."""
 
     def validate(self) -> None:
         if not self.id:
@@ -83,6 +91,10 @@ class EnvConfig:
             raise ValueError("env.intervention_key and env.executed_action_key go together: set both or neither")
         if self.obs_map.preset == "custom" and not (self.obs_map.state or self.obs_map.cameras):
             raise ValueError("env.obs_map: preset 'custom' needs env.obs_map.state and/or env.obs_map.cameras")
+        kind, _, arg = self.instruction_encoder.partition(":")
+        if not ((kind == "hash" and (not arg or arg.isdigit())) or self.instruction_encoder == "minilm"):
+            raise ValueError(f"env.instruction_encoder: {self.instruction_encoder!r} is not 'hash', 'hash:<dim>' "
+                             "or 'minilm'")
         for i, w in enumerate(self.wrappers):
             if ":" not in w.target:
                 raise ValueError(f"env.wrappers[{i}].target: {w.target!r} is not of the form 'module:Class'")

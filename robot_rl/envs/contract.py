@@ -25,6 +25,9 @@ PAUSED = "paused"
 """bool: the robot held still (pause key, teleop device gone); the actor records nothing for this step."""
 TELEOP_CONNECTED = "teleop_connected"
 """bool: the teleop device answers (informational)."""
+INSTRUCTION = "instruction"
+"""str: the episode's language instruction as text (in every ``reset`` and ``step`` info of an env whose
+observation carries one; the observation holds its embedding)."""
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,8 @@ class BatchStep:
     intervened: np.ndarray
     paused: np.ndarray
     executed_action: np.ndarray
+    instruction: tuple[str, ...] = ()
+    """Each env's instruction text for ``obs`` (a new episode's where one started; '' = none)."""
 
     @property
     def done(self) -> np.ndarray:

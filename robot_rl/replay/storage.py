@@ -19,13 +19,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl.spaces import ObsSpec
+from robot_rl.spaces import ObsSpec, obs_leaf
 
 SOURCES = ("online", "demo", "intervention")
 SOURCE_CODE = {name: i for i, name in enumerate(SOURCES)}
 
 # Per-row metadata arrays: name -> (dtype, per-row shape is scalar).
 META_FIELDS: dict[str, np.dtype] = {
+    "chunk_index": np.dtype(np.int32),
     "reward": np.dtype(np.float32),
     "terminated": np.dtype(bool),
     "truncated": np.dtype(bool),
@@ -39,14 +40,18 @@ META_FIELDS: dict[str, np.dtype] = {
 }
 
 
+# What a row holds beyond its observation, with the value of a row that holds no transition (yet): the executed
+# action, and the base policy's proposal for this step with the step's index in the base's action chunk (-1 = no
+# base policy acted: the fine-tuning agents read both, see robot_rl.policies).
+ROW_DEFAULTS = {"chunk_index": -1, "next_row": -1}
+
+
 def array_specs(spec: ObsSpec, action_dim: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-    """Every stored array: name -> (per-row shape, dtype). Camera arrays are named ``pixels/<camera>``."""
-    out: dict[str, tuple[tuple[int, ...], np.dtype]] = {
-        "state": ((spec.state_dim,), np.dtype(np.float32)),
-        "action": ((action_dim,), np.dtype(np.float32)),
-    }
-    for cam, shape in sorted(spec.cameras.items()):
-        out[f"pixels/{cam}"] = (tuple(shape), np.dtype(np.uint8))
+    """Every stored array: name -> (per-row shape, dtype). Observation arrays are named as
+    :meth:`ObsSpec.obs_arrays` names them (``state``, ``instruction``, ``pixels/<camera>``)."""
+    out = spec.obs_arrays()
+    out["action"] = ((action_dim,), np.dtype(np.float32))
+    out["base_action"] = ((action_dim,), np.dtype(np.float32))
     out.update({name: ((), dtype) for name, dtype in META_FIELDS.items()})
     return out
 
@@ -79,7 +84,9 @@ class RingStorage:
         self.arrays: dict[str, np.ndarray] = {
             name: (prefaulted_zeros if len(shape) >= 3 else np.zeros)((self.capacity, *shape), dtype)
             for name, (shape, dtype) in specs.items()}
-        self.arrays["next_row"].fill(-1)
+        for name, value in ROW_DEFAULTS.items():
+            self.arrays[name].fill(value)
+        self._obs_names = tuple(spec.obs_arrays())
         self.cursor = 0  # next row to write
         self.size = 0  # rows in use
         self.num_transitions = 0  # valid rows currently stored
@@ -100,19 +107,22 @@ class RingStorage:
         for stream, pending_row in list(self._pending.items()):
             if pending_row == row:  # the ring caught up with a stream's open episode
                 del self._pending[stream]
-        self.arrays["valid"][row] = False
-        self.arrays["next_row"][row] = -1
-        self.arrays["state"][row] = obs["state"]
-        for cam in self.spec.cameras:
-            self.arrays[f"pixels/{cam}"][row] = obs["pixels"][cam]
+        a = self.arrays
+        a["valid"][row] = False
+        a["next_row"][row] = a["chunk_index"][row] = -1
+        a["base_action"][row] = 0.0
+        for name in self._obs_names:
+            a[name][row] = obs_leaf(obs, name)
         self.cursor = (row + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)
         return row
 
     def add(self, obs: Mapping[str, Any], action: np.ndarray, reward: float, terminated: bool, truncated: bool,
             next_obs: Mapping[str, Any], *, intervened: bool = False, source: str = "online",
-            policy_version: int = 0, episode_id: int = 0, step: int = 0, stream: int = 0) -> int:
-        """Stores one transition; returns its row. ``obs`` is written only if it does not continue ``stream``."""
+            policy_version: int = 0, episode_id: int = 0, step: int = 0, stream: int = 0,
+            base_action: np.ndarray | None = None, chunk_index: int = -1) -> int:
+        """Stores one transition; returns its row. ``obs`` is written only if it does not continue ``stream``.
+        ``base_action``/``chunk_index``: a base policy's proposal for this step and its index in the base's chunk."""
         row = self._pending.pop(stream, None)
         if row is None or not np.array_equal(self.arrays["state"][row], obs["state"]):
             row = self._write_obs(obs)
@@ -127,6 +137,9 @@ class RingStorage:
         a["policy_version"][row] = policy_version
         a["episode_id"][row] = episode_id
         a["step"][row] = step
+        if base_action is not None:
+            a["base_action"][row] = base_action
+        a["chunk_index"][row] = chunk_index
         a["next_row"][row] = next_row
         a["valid"][row] = True
         self.num_transitions += 1
@@ -167,14 +180,16 @@ class RingStorage:
             else:
                 out[key][sel] = src[index]
 
-        put("obs/state", self.arrays["state"], rows)
-        put("next_obs/state", self.arrays["state"], nxt)
-        for cam in self.spec.cameras:
-            put(f"obs/pixels/{cam}", self.arrays[f"pixels/{cam}"], rows)
-            put(f"next_obs/pixels/{cam}", self.arrays[f"pixels/{cam}"], nxt)
-        for name in ("action", *META_FIELDS):
+        for name in self._obs_names:
+            put(f"obs/{name}", self.arrays[name], rows)
+            put(f"next_obs/{name}", self.arrays[name], nxt)
+        for name in ("action", "base_action", *META_FIELDS):
             if name not in ("next_row", "valid"):
                 put(name, self.arrays[name], rows)
+        # The base policy's proposal at the next observation (what a residual agent's critic target needs); a row
+        # whose next transition has not arrived yet reads chunk_index -1.
+        put("next_base_action", self.arrays["base_action"], nxt)
+        put("next_chunk_index", self.arrays["chunk_index"], nxt)
         return result
 
     def append_rows(self, arrays: Mapping[str, np.ndarray]) -> None:

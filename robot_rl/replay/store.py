@@ -32,6 +32,8 @@ from robot_rl.utils.state_io import atomic_write
 
 FORMAT, VERSION = "robot_rl.replay", 1
 COMMIT = "commit.json"
+# Row arrays that stores written by earlier versions lack, with the value such rows read as.
+ADDED_LATER = {"base_action": 0.0, "chunk_index": -1}
 
 
 class ReplayStoreError(RuntimeError):
@@ -45,7 +47,7 @@ def _chunk_rows(row_shape: tuple[int, ...], dtype: np.dtype) -> int:
 
 def _spec_attrs(spec: ObsSpec, action_dim: int) -> dict[str, Any]:
     return {"format": FORMAT, "version": VERSION, "state_dim": spec.state_dim, "action_dim": action_dim,
-            "cameras": {k: list(v) for k, v in spec.cameras.items()}}
+            "cameras": {k: list(v) for k, v in spec.cameras.items()}, "instruction_dim": spec.instruction_dim}
 
 
 def _write_partition(root: zarr.Group, name: str, storage: RingStorage, rows: int) -> None:
@@ -89,7 +91,8 @@ def _open(path: Path) -> tuple[zarr.Group, dict[str, Any], ObsSpec, int]:
         raise ReplayStoreError(f"replay store {path} cannot be read: {exc}") from exc
     if attrs.get("format") != FORMAT:
         raise ReplayStoreError(f"{path} is not a robot_rl replay store (format {attrs.get('format')!r})")
-    spec = ObsSpec(int(attrs["state_dim"]), {k: tuple(v) for k, v in attrs["cameras"].items()})
+    spec = ObsSpec(int(attrs["state_dim"]), {k: tuple(v) for k, v in attrs["cameras"].items()},
+                   int(attrs.get("instruction_dim", 0)))
     return root, commit, spec, int(attrs["action_dim"])
 
 
@@ -102,6 +105,9 @@ def _read_partition(root: zarr.Group, path: Path, name: str, rows: int, spec: Ob
         try:
             arr = root[f"{name}/{key}"]
         except KeyError:
+            if key in ADDED_LATER:  # a store written before the field existed: every row holds no base proposal
+                out[key] = np.full((rows, *shape), ADDED_LATER[key], dtype)
+                continue
             raise ReplayStoreError(f"{where} is missing (expected shape ({rows}, {', '.join(map(str, shape))}) "
                                    f"{dtype})") from None
         if arr.dtype != dtype or tuple(arr.shape[1:]) != shape or arr.shape[0] < rows:
@@ -227,7 +233,9 @@ class EpisodeWriter:
 
     def append(self, observations: list[Mapping[str, Any]], actions: np.ndarray, rewards: np.ndarray,
                terminated: np.ndarray, truncated: np.ndarray, *, source: str = "demo", episode_id: int | None = None,
-               intervened: np.ndarray | None = None, policy_version: int = 0) -> None:
+               intervened: np.ndarray | None = None, policy_version: int = 0, base_actions: np.ndarray | None = None,
+               chunk_indices: np.ndarray | None = None) -> None:
+        """``base_actions [T, A]`` / ``chunk_indices [T]``: a base policy's proposals (when one acted)."""
         t = len(actions)
         if np.any(np.asarray(terminated[:-1])) or np.any(np.asarray(truncated[:-1])):
             raise ValueError("only the last step of an episode may be terminated or truncated")
@@ -238,12 +246,19 @@ class EpisodeWriter:
         for i in range(t):
             storage.add(observations[i], actions[i], rewards[i], bool(terminated[i]), bool(truncated[i]),
                         observations[i + 1], source=source, episode_id=ep, step=i, policy_version=policy_version,
-                        intervened=bool(intervened[i]) if intervened is not None else source == "intervention")
+                        intervened=bool(intervened[i]) if intervened is not None else source == "intervention",
+                        base_action=None if base_actions is None else base_actions[i],
+                        chunk_index=-1 if chunk_indices is None else int(chunk_indices[i]))
         counters = self.commit["partitions"][self.partition]
         start = int(counters["size"])
         group = self.root[self.partition]
         storage.arrays["next_row"][: t] += start
-        for key in array_specs(self.spec, self.action_dim):
+        for key, (shape, dtype) in array_specs(self.spec, self.action_dim).items():
+            if key not in group and key in ADDED_LATER:  # appending to a store written before the field existed
+                group.create_array(key, shape=(start, *shape), dtype=dtype, fill_value=ADDED_LATER[key],
+                                   chunks=(_chunk_rows(shape, dtype), *shape), config={"write_empty_chunks": True})
+                if start:
+                    group[key][:] = np.full((start, *shape), ADDED_LATER[key], dtype)
             # Empty (all-fill-value) chunks must still be written, or a truncated store would look complete.
             arr = group[key].with_config({"write_empty_chunks": True})
             arr.resize((start + t + 1, *arr.shape[1:]))

@@ -17,7 +17,7 @@ import numpy as np
 
 from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.replay.storage import SOURCE_CODE, SOURCES, array_specs
-from robot_rl.spaces import ObsSpec
+from robot_rl.spaces import ObsSpec, obs_leaf, obs_row
 
 
 def chunk_specs(spec: ObsSpec, action_dim: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -33,6 +33,7 @@ class ChunkBuilder:
         self.capacity = 2 * max_transitions  # worst case: every transition opens a new row pair
         self.arrays = {k: np.zeros((self.capacity, *shape), dtype)
                        for k, (shape, dtype) in chunk_specs(spec, action_dim).items()}
+        self._obs_names = tuple(spec.obs_arrays())
         self._open: dict[int, int] = {}  # env index -> row of its current observation in this chunk
         self.rows = 0
         self.transitions = 0
@@ -47,20 +48,22 @@ class ChunkBuilder:
     def _write_obs(self, stream: int, obs: Mapping[str, Any]) -> int:
         row = self.rows
         a = self.arrays
-        a["state"][row] = obs["state"]
-        for cam in self.spec.cameras:
-            a[f"pixels/{cam}"][row] = obs["pixels"][cam]
+        for name in self._obs_names:
+            a[name][row] = obs_leaf(obs, name)
         a["valid"][row] = a["success"][row] = False
-        a["next_row"][row] = -1
+        a["next_row"][row] = a["chunk_index"][row] = -1
+        a["base_action"][row] = 0.0
         a["stream"][row] = stream
         self.rows += 1
         return row
 
     def add(self, stream: int, obs: Mapping[str, Any], action: np.ndarray, reward: float, terminated: bool,
             truncated: bool, next_obs: Mapping[str, Any], *, source: str = "online", intervened: bool = False,
-            policy_version: int = 0, episode_id: int = 0, step: int = 0, success: bool = False) -> None:
+            policy_version: int = 0, episode_id: int = 0, step: int = 0, success: bool = False,
+            base_action: np.ndarray | None = None, chunk_index: int = -1) -> None:
         """Adds one transition of env ``stream``; its observation row is shared with the previous transition's
-        next observation when the episode continues inside this chunk."""
+        next observation when the episode continues inside this chunk. ``base_action``/``chunk_index``: a base
+        policy's proposal for this step and its index in the base's action chunk."""
         if self.full:
             raise RuntimeError("chunk is full: take() it first")
         row = self._open.pop(stream, None)
@@ -78,6 +81,9 @@ class ChunkBuilder:
         a["episode_id"][row] = episode_id
         a["step"][row] = step
         a["success"][row] = success
+        if base_action is not None:
+            a["base_action"][row] = base_action
+        a["chunk_index"][row] = chunk_index
         a["next_row"][row] = nxt
         a["valid"][row] = True
         if not (terminated or truncated):
@@ -118,17 +124,16 @@ def check_chunk(chunk: Mapping[str, np.ndarray], spec: ObsSpec, action_dim: int)
 def ingest_chunk(replay: ReplayBuffer, chunk: Mapping[str, np.ndarray], stream_base: int = 0) -> int:
     """Adds every transition of ``chunk`` to ``replay``; returns how many. ``stream_base`` keeps the envs of
     different actors apart in the replay's frame sharing."""
-    cams = list(replay.spec.cameras)
-    state, nxt = chunk["state"], chunk["next_row"]
-    pixels = {c: chunk[f"pixels/{c}"] for c in cams}
+    names = tuple(replay.spec.obs_arrays())
+    nxt = chunk["next_row"]
     rows = np.flatnonzero(chunk["valid"])
     for i in rows:
         j = nxt[i]
-        obs = {"state": state[i], "pixels": {c: pixels[c][i] for c in cams}}
-        next_obs = {"state": state[j], "pixels": {c: pixels[c][j] for c in cams}}
-        replay.add(obs, chunk["action"][i], float(chunk["reward"][i]), bool(chunk["terminated"][i]),
-                   bool(chunk["truncated"][i]), next_obs, source=SOURCES[chunk["source"][i]],
-                   intervened=bool(chunk["intervened"][i]), policy_version=int(chunk["policy_version"][i]),
-                   episode_id=int(chunk["episode_id"][i]), step=int(chunk["step"][i]),
-                   stream=stream_base + int(chunk["stream"][i]))
+        replay.add(obs_row(chunk, names, i), chunk["action"][i], float(chunk["reward"][i]),
+                   bool(chunk["terminated"][i]), bool(chunk["truncated"][i]), obs_row(chunk, names, j),
+                   source=SOURCES[chunk["source"][i]], intervened=bool(chunk["intervened"][i]),
+                   policy_version=int(chunk["policy_version"][i]), episode_id=int(chunk["episode_id"][i]),
+                   step=int(chunk["step"][i]), stream=stream_base + int(chunk["stream"][i]),
+                   base_action=chunk["base_action"][i], chunk_index=int(chunk["chunk_index"][i]))
     return len(rows)
+
