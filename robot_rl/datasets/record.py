@@ -264,6 +264,8 @@ def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, An
                         transitions += len(ep.actions)
                         record = {"episode_id": k, "reset_seed": reset_seed, "length": len(ep.actions),
                                   "return": float(np.sum(ep.rewards)), "success": ep.success, "label": ep.label}
+                        if ep.instruction:
+                            record["instruction"] = ep.instruction
                         if dev.human:
                             record.update(seconds=round(time.monotonic() - t0, 3), held_steps=ep.held_steps)
                         meta["episodes"].append(record)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.envs.contract import INSTRUCTION
 from robot_rl.teleop.config import TeleopConfig
 
 DEFAULT_NOISE = 0.1
@@ -157,14 +158,15 @@ class Episode:
     label: str = "env"
     discarded: bool = False
     held_steps: int = 0
+    instruction: str = ""
 
 
 def run_episode(dev: ScriptedDevice | HumanDevice, env: Any, reset_seed: int, period: float,
                 success_reward: float, hook: Callable[[str, dict[str, Any]], None]) -> Episode:
     """One attempt: the device steps the env until the env ends it or the operator labels / discards it."""
-    obs, _ = env.reset(seed=reset_seed)
+    obs, info = env.reset(seed=reset_seed)
     dev.reset()
-    ep = Episode([copy_obs(obs)])
+    ep = Episode([copy_obs(obs)], instruction=str(info.get(INSTRUCTION, "")))
     hardware = bool(getattr(env.unwrapped, "drives_hardware", False))
     holding, tick = False, time.monotonic()
     while True:

@@ -87,15 +87,16 @@ class _Camera:
 class ObsMapper:
     """Maps one observation to the contract's Dict; built once from the env's observation space."""
 
-    def __init__(self, space: gym.Space, cfg: ObsMapConfig) -> None:
+    def __init__(self, space: gym.Space, cfg: ObsMapConfig, env: EnvConfig | None = None) -> None:
+        """``env``: the env config's instruction settings (``instruction_key``, ``instruction``,
+        ``instruction_encoder``); None = the defaults."""
+        env = env or EnvConfig()
         leaves = flatten_space(space)
         listed = bool(cfg.state or cfg.cameras)  # what the user lists is the whole mapping
         state_keys, cameras = (list(cfg.state), dict(cfg.cameras)) if listed else self._preset(space, leaves, cfg)
         for key in [*state_keys, *cameras.values()]:
             if key not in leaves:
                 raise ValueError(f"env.obs_map: the observation has no entry {key!r}; it has {sorted(leaves)}")
-        self.identity = (cfg.preset in ("auto", "robot_rl") and self._is_contract(space) and not listed
-                         and not cfg.instruction)
         self.state_keys = state_keys
         self.cameras = {name: _Camera(key, leaves[key], f"env.obs_map.cameras.{name}")
                         for name, key in sorted(cameras.items())}
@@ -103,16 +104,19 @@ class ObsMapper:
             leaf = leaves[key]
             if not isinstance(leaf, gym.spaces.Box) or not np.issubdtype(leaf.dtype, np.number):
                 raise ValueError(f"env.obs_map.state: {key!r} is not a numeric Box ({leaf})")
-        self.instruction_key = self._instruction_key(leaves, cfg)
-        self.fixed_instruction = "" if self.instruction_key else cfg.instruction
+        self.instruction_key = self._instruction_key(leaves, env)
+        self.fixed_instruction = "" if self.instruction_key else env.instruction
         self.text = None
         if self.instruction_key or self.fixed_instruction:
             from robot_rl.text import make_text_encoder
 
             try:
-                self.text = make_text_encoder(cfg.instruction_encoder)
+                self.text = make_text_encoder(env.instruction_encoder)
             except ValueError as exc:
                 raise ValueError(f"env.instruction_encoder: {exc}") from None
+        # A contract observation passes as it is, unless an instruction's text must become its embedding.
+        self.identity = (cfg.preset in ("auto", "robot_rl") and self._is_contract(space) and not listed
+                         and self.text is None)
         self.state_dim = int(sum(int(np.prod(leaves[k].shape)) for k in state_keys))
         if self.state_dim == 0 and not self.cameras:
             raise ValueError(f"env.obs_map: nothing maps to the observation (entries: {sorted(leaves)}); set "
@@ -149,7 +153,10 @@ class ObsMapper:
         if not isinstance(space, gym.spaces.Dict) or "state" not in space.spaces:
             return False
         pixels = space.spaces.get("pixels")
-        return set(space.spaces) <= {"state", "pixels"} and (
+        text = space.spaces.get("instruction")
+        if text is not None and not isinstance(text, gym.spaces.Text):
+            return False
+        return set(space.spaces) <= {"state", "pixels", "instruction"} and (
             pixels is None or all(_image_layout(s) == "hwc" and s.dtype == np.uint8 for s in pixels.spaces.values()))
 
     def _preset(self, space: gym.Space, leaves: dict[str, gym.Space],
@@ -232,7 +239,7 @@ class ContractAdapter(gym.Wrapper):
         self._low, self._half = low, (high - low) / 2.0
         self._identity_action = bool(np.all(low == -1) and np.all(high == 1))
         self.action_space = gym.spaces.Box(-1.0, 1.0, space.shape, np.float32)
-        self.mapper = ObsMapper(env.observation_space, cfg.obs_map)
+        self.mapper = ObsMapper(env.observation_space, cfg.obs_map, cfg)
         self.observation_space = self.mapper.space
         self.cfg = cfg
         if not self.mapper.identity:  # a Dict mapped by rule: show the user what became of it

@@ -89,8 +89,10 @@ class ReplayBuffer:
 
     def add(self, obs: Mapping[str, Any], action: np.ndarray, reward: float, terminated: bool, truncated: bool,
             next_obs: Mapping[str, Any], *, source: str = "online", intervened: bool = False,
-            policy_version: int = 0, episode_id: int = 0, step: int = 0, stream: int = 0) -> None:
-        """Adds one transition. source: 'online' | 'demo' | 'intervention' (the latter also goes to online)."""
+            policy_version: int = 0, episode_id: int = 0, step: int = 0, stream: int = 0,
+            base_action: np.ndarray | None = None, chunk_index: int = -1) -> None:
+        """Adds one transition. source: 'online' | 'demo' | 'intervention' (the latter also goes to online).
+        ``base_action`` / ``chunk_index``: a base policy's proposal for this step and its index in its chunk."""
         targets = {"online": ("online",), "demo": ("demos",), "intervention": ("interventions", "online")}
         if source not in targets:
             raise ValueError(f"unknown transition source {source!r}; use one of {sorted(targets)}")
@@ -98,7 +100,7 @@ class ReplayBuffer:
         for name in targets[source]:
             self.partitions[name].add(obs, action, reward, terminated, truncated, next_obs, intervened=intervened,
                                       source=source, policy_version=policy_version, episode_id=episode_id,
-                                      step=step, stream=stream)
+                                      step=step, stream=stream, base_action=base_action, chunk_index=chunk_index)
 
     # ---------------------------------------------------------------- sampling
     def can_sample(self, mix: Mapping[str, float] | None = None) -> bool:
@@ -131,10 +133,11 @@ class ReplayBuffer:
                reuse_output: bool = False) -> dict[str, Any]:
         """A batch ``[B, ...]`` (or ``[utd, B, ...]``) of transitions, every minibatch holding the mix.
 
-        Returns nested numpy arrays: ``obs``/``next_obs`` (``state``, ``pixels/<cam>`` uint8), ``action``,
-        ``reward``, ``terminated``, ``truncated``, ``intervened``, ``source``, ``policy_version``,
-        ``episode_id``, ``step``. With ``reuse_output`` the arrays live in buffers reused by the next call of
-        the same shape (no page faults on large pixel batches; copy them if you keep them).
+        Returns nested numpy arrays: ``obs``/``next_obs`` (``state``, ``pixels/<cam>`` uint8, ``instruction``),
+        ``action``, ``base_action``, ``next_base_action``, ``chunk_index``, ``next_chunk_index``, ``reward``,
+        ``terminated``, ``truncated``, ``intervened``, ``source``, ``policy_version``, ``episode_id``, ``step``.
+        With ``reuse_output`` the arrays live in buffers reused by the next call of the same shape (no page faults
+        on large pixel batches; copy them if you keep them).
         """
         mix = mix if mix is not None else self.cfg.mix
         u = utd or 1
