@@ -2,12 +2,15 @@
 
     robot-rl train [CONFIG] [--resume RUN_DIR] [--field.sub value ...]
     robot-rl eval RUN_DIR [RUN_DIR ...] [--episodes N] [--video out.gif|mp4]
+    robot-rl eval POLICY [--tasks PickColor ...] [--execution.mode sync|async|future]   (a base policy per task)
     robot-rl learner --run-dir RUN [--resume]       (what `train` starts; run alone on another machine)
     robot-rl actor --run-dir RUN [--index I]        (likewise)
     robot-rl record-demos TASK [--device scripted] [-n 20] [--out PATH] [--noise 0.1] [--seed 0] [--image-size 0]
     robot-rl demos show PATH [--episode K] [--video out.gif|out.mp4]
     robot-rl record-frames TASK [--mode sim|keys] [--episodes 40] [--image-size 64] [--out PATH]  (reward frames)
     robot-rl train-reward FRAMES [FRAMES ...] [--out DIR] [--epochs N]   (success classifier for a learned reward)
+    robot-rl train-bc [CONFIG] [--datasets ...] [--out DIR] [--steps N]   (the small VLA by behaviour cloning)
+    robot-rl serve-policy POLICY [--host 127.0.0.1] [--port 8000]   (openpi's websocket protocol)
     robot-rl launch FILE [name:=value ...] [--print]   (ROS 2 YAML launch file, e.g. launch/sim_arm.launch.yaml)
     robot-rl ros-index PREFIX                        (ament index entries so `ros2 launch robot_rl ...` resolves)
 
@@ -22,12 +25,14 @@ import json
 import os
 import signal
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
 import tyro
 
+from robot_rl.config import JsonDict
+from robot_rl.policies.config import BasePolicyConfig, ExecutionConfig
 from robot_rl.utils.log import get_logger, pop_log_level, setup_logging
 
 log = get_logger("robot_rl.cli")
@@ -167,25 +172,42 @@ def cmd_actor(argv: list[str]) -> int:
 
 @dataclass(frozen=True)
 class EvalArgs:
-    """Deterministic evaluation of trained runs; several runs (seeds) also get the IQM with a stratified bootstrap
-    95 % CI."""
+    """Deterministic evaluation of trained runs (several runs, i.e. seeds, also get the IQM with a stratified
+    bootstrap 95 % CI) or of a base policy (a saved policy folder or a ws:// policy server) per task."""
 
     run_dirs: Annotated[tuple[str, ...], tyro.conf.Positional]
-    """Run folders (their latest checkpoint's policy)."""
+    """Run folders (their latest checkpoint's policy), or one base policy: a folder with policy.json or ws://HOST:PORT."""
     episodes: int = 10
-    """Episodes per run (the same placements for every run)."""
+    """Episodes per run (the same placements for every run) or per task."""
     video: str | None = None
-    """Write the first run's episodes to this .gif or .mp4 (several cameras side by side)."""
+    """Write the first run's episodes to this .gif or .mp4 (several cameras side by side); for a base policy, a
+    folder that gets one video per task."""
+    tasks: tuple[str, ...] = ()
+    """Base policy: the sim tasks to evaluate on (default: the tasks the policy was trained on)."""
+    env_kwargs: JsonDict = field(default_factory=dict)
+    """Base policy: env kwargs for ``tasks`` (default: those of its training data)."""
+    base_policy: BasePolicyConfig = field(default_factory=BasePolicyConfig)
+    """Base policy: how it is reached (its path is the positional argument)."""
+    execution: ExecutionConfig = field(default_factory=lambda: ExecutionConfig(mode="sync"))
+    """Base policy: how its chunks are executed."""
 
 
 def cmd_eval(argv: list[str]) -> int:
     from robot_rl.config import ConfigError, parse_command
+    from robot_rl.policies.evaluate import evaluate_base_policy, is_base_policy
     from robot_rl.runtime.evaluation import evaluate_runs
 
     args = parse_command(EvalArgs, argv, "robot-rl eval")
     if not args.run_dirs:
-        return fail("eval", "give at least one run folder")
+        return fail("eval", "give at least one run folder or a base policy")
     try:
+        if is_base_policy(args.run_dirs[0]):
+            if len(args.run_dirs) > 1:
+                return fail("eval", "a base policy is evaluated alone")
+            result = evaluate_base_policy(args.run_dirs[0], args.tasks, args.env_kwargs, args.episodes,
+                                          args.base_policy, args.execution, args.video)
+            print(json.dumps(result, indent=2))
+            return 0
         result = evaluate_runs(list(args.run_dirs), args.episodes, args.video)
     except (ConfigError, ValueError, FileNotFoundError) as exc:
         return fail("eval", exc)
@@ -194,6 +216,50 @@ def cmd_eval(argv: list[str]) -> int:
     print(json.dumps(result, indent=2))
     if args.video:
         log.info("video: %s", args.video)
+    return 0
+
+
+@dataclass(frozen=True)
+class ServePolicyArgs:
+    """Serve a base policy over openpi's websocket protocol (clients: base_policy.path ws://HOST:PORT, openpi's
+    websocket client). Binds 127.0.0.1 unless --host says otherwise; with a token in --token-env's variable,
+    clients must send it."""
+
+    policy: Annotated[str, tyro.conf.Positional]
+    """A saved policy folder (policy.json), lerobot:<type>:<folder>, or another server's ws:// URL (a relay)."""
+    host: str = "127.0.0.1"
+    """Address to bind (0.0.0.0 = every interface: set a token)."""
+    port: int = 8000
+    """TCP port."""
+    token_env: str = "ROBOT_RL_POLICY_TOKEN"
+    """Environment variable holding the token clients must send (unset = no token)."""
+    max_message_mb: float = 64.0
+    """Largest request accepted (MB); a larger one closes its connection."""
+    device: str = "cpu"
+    """Torch device of a local policy."""
+
+
+def cmd_serve_policy(argv: list[str]) -> int:
+    from robot_rl.config import parse_command
+    from robot_rl.policies.client import token_from_env
+    from robot_rl.policies.loader import load_policy
+    from robot_rl.policies.server import PolicyServer
+
+    args = parse_command(ServePolicyArgs, argv, "robot-rl serve-policy")
+    try:
+        policy = load_policy(BasePolicyConfig(path=args.policy, device=args.device))
+    except (ValueError, OSError) as exc:
+        return fail("serve-policy", exc)
+    token = token_from_env(args.token_env)
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not token:
+        log.warning("serving on %s without a token: anyone who can reach the port can drive this policy", args.host)
+    server = PolicyServer(policy, args.host, args.port, token, max_message_bytes=int(args.max_message_mb * 2**20))
+    log.info("serving %s on ws://%s:%d (health: http://%s:%d/healthz)%s", policy.metadata.name or args.policy,
+             args.host, args.port, args.host, args.port, " with a token" if token else "")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
     return 0
 
 
@@ -221,6 +287,28 @@ def cmd_train_reward(argv: list[str]) -> int:
     return train_reward_main(argv)
 
 
+def cmd_train_bc(argv: list[str]) -> int:
+    from robot_rl.config import ConfigError, parse
+    from robot_rl.vla.train import TrainBCConfig, train_bc
+
+    config_path = None
+    if argv and not argv[0].startswith("-"):
+        config_path, argv = argv[0], argv[1:]
+    try:
+        cfg = parse(TrainBCConfig, config_path, argv, prog="robot-rl train-bc",
+                    description="Train the small VLA by behaviour cloning on demo datasets, then evaluate it per task. "
+                                "CONFIG: a YAML file (optional). Precedence: defaults < CONFIG < flags.")
+        cfg.validate()
+    except (ConfigError, ValueError) as exc:
+        return fail("train-bc", exc)
+    try:
+        summary = train_bc(cfg)
+    except (ValueError, FileExistsError) as exc:
+        return fail("train-bc", exc)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
 def cmd_launch(argv: list[str]) -> int:
     from robot_rl.ros.launch import main as launch_main
 
@@ -235,7 +323,8 @@ def cmd_ros_index(argv: list[str]) -> int:
 
 COMMANDS = {"train": cmd_train, "learner": cmd_learner, "actor": cmd_actor, "eval": cmd_eval,
             "record-demos": cmd_record_demos, "demos": cmd_demos, "launch": cmd_launch, "ros-index": cmd_ros_index,
-            "record-frames": cmd_record_frames, "train-reward": cmd_train_reward}
+            "record-frames": cmd_record_frames, "train-reward": cmd_train_reward, "train-bc": cmd_train_bc,
+            "serve-policy": cmd_serve_policy}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -255,6 +255,19 @@ class ArmEnv(MujocoTaskEnv):
             left, right = left or s == 1, right or s == 2
         return left, right
 
+    def predict_state(self, state: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """The state expected after executing ``actions [k, A]`` from now (future-state-aware chunk execution): the
+        controller target rolled forward by the actions' position deltas (clipped to the workspace as
+        ``_apply_action`` does) moves the EE position of ``state`` by as much; the rest of ``state`` is kept (the
+        measured EE trails its target by about the same distance before and after)."""
+        out = np.array(state, np.float32, copy=True)
+        target = self.target_pos.copy()
+        start = target.copy()
+        for action in np.asarray(actions, np.float64):
+            target = np.clip(target + action[:3] * self.cfg.max_step, self.ws_low, self.ws_high)
+        out[:3] += (target - start).astype(np.float32)
+        return out
+
     def xyz_action(self, move: np.ndarray, noise: float, gripper: float, gain: float = 0.6) -> np.ndarray:
         """An expert action for moving the EE by ``move`` metres from where it is now: it steers the controller's
         target towards ``ee + move`` by ``gain`` of the remaining distance (scaled into [-1, 1]), plus Gaussian

@@ -142,6 +142,8 @@ def copy_obs(obs: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"state": np.array(obs["state"], np.float32)}
     if "pixels" in obs:
         out["pixels"] = {k: np.array(v) for k, v in obs["pixels"].items()}
+    if "instruction" in obs:
+        out["instruction"] = np.array(obs["instruction"], np.float32)
     return out
 
 

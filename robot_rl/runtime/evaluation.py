@@ -18,8 +18,11 @@ def rollout(agent: Any, env: gym.Env, episodes: int, seed: int = 10_000,
     ``lengths`` and ``successes`` (``info["is_success"]`` at the end, NaN when the env does not report it).
     With ``frames`` (a list; the env made with ``render_mode="rgb_array"``), appends every rendered frame."""
     returns, lengths, successes = [], [], []
+    begin = getattr(agent, "begin_episode", None)  # agents with per-episode state (base-policy executors)
     for i in range(episodes):
         obs, info = env.reset(seed=seed + i)
+        if begin is not None:
+            begin(info)
         done, ret, length = False, 0.0, 0
         if frames is not None:
             frames.append(env.render())

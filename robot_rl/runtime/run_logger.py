@@ -19,8 +19,9 @@ class RunLogger:
 
     CURVES = ("eval/return_mean", "eval/success_rate", "train/episode_return")
 
-    def __init__(self, run_dir: str | Path) -> None:
+    def __init__(self, run_dir: str | Path, curves: tuple[str, ...] | None = None, x_label: str = "env steps") -> None:
         self.run_dir = Path(run_dir)
+        self.curves, self.x_label = curves or self.CURVES, x_label
         self.writer = SummaryWriter(str(self.run_dir / "tb"))
         self.history: dict[str, list[tuple[int, float]]] = defaultdict(list)
         self._jsonl = open(self.run_dir / "metrics.jsonl", "a")
@@ -37,13 +38,13 @@ class RunLogger:
 
     def plot(self) -> Path:
         """Redraws the learning curve PNG from everything logged so far."""
-        keys = [k for k in self.CURVES if self.history.get(k)]
+        keys = [k for k in self.curves if self.history.get(k)]
         fig, axes = plt.subplots(1, max(1, len(keys)), figsize=(5 * max(1, len(keys)), 3.5), squeeze=False)
         for ax, key in zip(axes[0], keys):
             steps, values = zip(*self.history[key])
             ax.plot(steps, values, marker="o" if key.startswith("eval") else None, markersize=3)
             ax.set_title(key)
-            ax.set_xlabel("env steps")
+            ax.set_xlabel(self.x_label)
             ax.grid(alpha=0.3)
         fig.tight_layout()
         path = self.run_dir / "learning_curve.png"
