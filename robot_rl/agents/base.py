@@ -11,7 +11,11 @@ An agent is a class with
   run fails before any process starts;
 * ``sampling(cfg)`` (classmethod): :class:`Sampling`, what the learner draws from the replay for one ``update``;
 * ``act``, ``update``, ``prepare``, ``policy_state`` / ``load_policy_state`` and ``state_dict`` /
-  ``load_state_dict`` as in :class:`Agent` below.
+  ``load_state_dict`` as in :class:`Agent` below;
+* ``uses_base`` (class attribute, optional, default False): the agent acts on a base (generalist) policy's
+  proposals - the run must name one (``base_policy.path``), and the actor adds the proposal for each env to the
+  observation ``act`` gets (``base_action [N, A]``, ``chunk_index [N]``; see robot_rl.agents.base_rollout). The
+  replay stores them per transition (``base_action``, ``next_base_action``, ``chunk_index`` in a sample).
 
 Agents are usable without any process or transport: ``agent.update(replay.sample(...))`` is a training step.
 """

@@ -15,6 +15,7 @@ from robot_rl.utils.imports import import_object
 BUILTIN = {
     "sac": "robot_rl.agents.sac:SACAgent",
     "bc": "robot_rl.agents.behavior_cloning:BCAgent",
+    "base": "robot_rl.agents.base_rollout:BaseRolloutAgent",
 }
 _registered: dict[str, type] = {}
 
@@ -66,3 +67,8 @@ def make_agent(cfg: AgentConfig, obs_spec: ObsSpec, action_dim: int, seed: int =
     if not isinstance(cfg, cls.config_class):
         raise TypeError(f"agent {cfg.name!r} takes a {cls.config_class.__name__}, got {type(cfg).__name__}")
     return cls(obs_spec, action_dim, cfg, seed=seed)
+
+
+def uses_base(cfg: AgentConfig) -> bool:
+    """Whether the agent ``cfg.name`` acts on a base policy's proposals (``uses_base`` class attribute)."""
+    return bool(getattr(agent_class(cfg.name), "uses_base", False))

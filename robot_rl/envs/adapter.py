@@ -242,8 +242,10 @@ class ContractAdapter(gym.Wrapper):
         self.mapper = ObsMapper(env.observation_space, cfg.obs_map, cfg)
         self.observation_space = self.mapper.space
         self.cfg = cfg
-        if not self.mapper.identity:  # a Dict mapped by rule: show the user what became of it
-            (log.info if isinstance(env.observation_space, gym.spaces.Dict) else log.debug)(
+        if not self.mapper.identity:  # a foreign Dict mapped by rule: show the user what became of it
+            foreign = isinstance(env.observation_space, gym.spaces.Dict) and not ObsMapper._is_contract(
+                env.observation_space)
+            (log.info if foreign else log.debug)(
                 "env %s: %s", cfg.id, self.mapper.describe())
 
     def to_env_action(self, action: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ Failure behaviour (the executor calls ``infer`` off the control thread, so none 
 from __future__ import annotations
 
 import os
+import threading
 import time
 import urllib.request
 from collections.abc import Mapping
@@ -53,6 +54,7 @@ class RemotePolicy:
         self.server_metadata: dict[str, Any] = {}
         self.last_server_timing: dict[str, float] = {}
         self.reconnects = 0
+        self._lock = threading.Lock()
         self._connect()
         base = dict(self.server_metadata.get("robot_rl") or {})
         try:
@@ -88,6 +90,10 @@ class RemotePolicy:
             self._ws = None
 
     def infer(self, obs: Mapping[str, Any], instruction: str = "", noise: np.ndarray | None = None) -> np.ndarray:
+        with self._lock:  # one request in flight per connection (the protocol has no request ids)
+            return self._infer(obs, instruction, noise)
+
+    def _infer(self, obs: Mapping[str, Any], instruction: str, noise: np.ndarray | None) -> np.ndarray:
         noise = check_noise(noise, self.metadata, f"policy server {self.url}")
         if self._ws is None:
             self._connect()

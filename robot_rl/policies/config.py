@@ -103,7 +103,7 @@ class BasePolicyConfig:
 class ExecutionConfig:
     """How the actor executes a base policy's action chunks."""
 
-    mode: Literal["sync", "async", "future"] = "async"
+    mode: Literal["sync", "async", "future"] = "sync"
     """sync: at the end of a chunk the robot waits for the next inference. async: the next chunk is inferred while
     the current one runs, conditioned on the observation at launch. future: as async, but conditioned on the state
     the robot will be in when the new chunk starts (the controller target rolled forward by the actions still to

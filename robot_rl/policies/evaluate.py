@@ -39,6 +39,37 @@ class ExecutorAgent:
         self.executor.close()
 
 
+class ComposedAgent:
+    """An agent that acts on a base policy's proposals (``uses_base``) together with the base's executor: acts on
+    one observation like any agent, for evaluation (the actor does the same for its batch of envs)."""
+
+    def __init__(self, agent: Any, policy: BasePolicy, execution: ExecutionConfig, env: Any) -> None:
+        self.agent = agent
+        self.base = ExecutorAgent(policy, execution, env)
+
+    def begin_episode(self, info: Mapping[str, Any]) -> None:
+        self.base.begin_episode(info)
+
+    def act(self, obs: Mapping[str, Any], deterministic: bool = True) -> np.ndarray:
+        step = self.base.executor.step(obs, self.base.instruction)
+        return self.agent.act({**obs, "base_action": step.action, "chunk_index": np.int64(step.chunk_index)},
+                              deterministic)
+
+    def close(self) -> None:
+        self.base.close()
+
+
+def evaluation_agent(cfg: Any, agent: Any, env: Any) -> Any:
+    """What a run's evaluation acts with: the agent, composed with the run's base policy (executed
+    synchronously: evaluation measures the policy, not the latency) when the agent acts on one."""
+    from robot_rl.agents.registry import uses_base
+    from robot_rl.policies.loader import load_policy
+
+    if not uses_base(cfg.agent):
+        return agent
+    return ComposedAgent(agent, load_policy(cfg.base_policy), ExecutionConfig(mode="sync"), env)
+
+
 def evaluate_policy(policy: BasePolicy, env_id: str, env_kwargs: Mapping[str, Any], episodes: int,
                     execution: ExecutionConfig | None = None, seed: int = 10_000,
                     video: str | Path | None = None) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -105,12 +106,30 @@ class Actor:
         self._paused_us = 0
         self._stop = threading.Event()
         self._register()
+        self.base, self.executors = self._make_executors()
         self.obs = self.env.reset(seed=seeds.actor_env(index, incarnation))
         self._warm_obs = copy.deepcopy(self.obs)  # a batch the weights thread runs new policies on once
+        if self.executors:
+            self._warm_obs.update(base_action=np.zeros((self.n, self.action_dim), np.float32),
+                                  chunk_index=np.zeros(self.n, np.int64))
         self._thread = threading.Thread(target=self._weights_loop, name="weights", daemon=True)
         self._thread.start()
 
     # ----------------------------------------------------------------- set-up
+    def _make_executors(self) -> tuple[Any, list[Any]]:
+        """The base policy (``base_policy.path``) and one chunk executor per env, or (None, [])."""
+        if not self.cfg.base_policy.path:
+            return None, []
+        from robot_rl.policies.evaluate import state_predictor
+        from robot_rl.policies.executor import ChunkExecutor
+        from robot_rl.policies.loader import load_policy
+
+        base = load_policy(self.cfg.base_policy)
+        period = 1.0 / self.rt.control_hz if self.rt.control_hz else None
+        future = self.cfg.execution.mode == "future"
+        return base, [ChunkExecutor(base, self.cfg.execution, period, state_predictor(env) if future else None)
+                      for env in self.env.envs]
+
     def _register(self) -> None:
         path = actor_dir(self.run_dir) / f"{self.uid}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -187,18 +206,30 @@ class Actor:
     def should_stop(self) -> bool:
         return self.board is not None and self.board.status().stop
 
-    def _actions(self, steps: int) -> tuple[np.ndarray, int]:
+    def _base_steps(self) -> BaseSteps | None:
+        """Every env's base-policy step (its executor advances one control step), or None without a base."""
+        if not self.executors:
+            return None
+        steps = [ex.step(row(self.obs, i), self.env.instructions[i]) for i, ex in enumerate(self.executors)]
+        return BaseSteps(np.stack([s.action for s in steps]), np.array([s.chunk_index for s in steps], np.int64))
+
+    def _actions(self, steps: int) -> tuple[np.ndarray, int, BaseSteps | None]:
         warmup = steps < self.cfg.random_steps
         if warmup or self.version == 0:
             if not warmup:  # past warm-up without weights: wait for the learner rather than act randomly
-                return np.empty(0), -1
+                return np.empty(0), -1, None
+            base = self._base_steps()
+            if base is not None:  # warm-up with a base policy: its rollouts, not random motion
+                return base.action, 0, base
             if self.rt.warmup == "scripted":
-                return self.env.expert_actions(0.1), 0
-            return self.rng.uniform(-1, 1, (self.n, self.action_dim)).astype(np.float32), 0
+                return self.env.expert_actions(0.1), 0, None
+            return self.rng.uniform(-1, 1, (self.n, self.action_dim)).astype(np.float32), 0, None
+        base = self._base_steps()
+        obs = self.obs if base is None else {**self.obs, "base_action": base.action, "chunk_index": base.index}
         t0 = time.perf_counter()
-        actions = self.policy.act(self.obs)
+        actions = self.policy.act(obs)
         self._infer.append(time.perf_counter() - t0)
-        return actions.astype(np.float32, copy=False), self.version
+        return actions.astype(np.float32, copy=False), self.version, base
 
     def step(self) -> bool:
         """One control period: act, step, collect. False when it could not act (no weights yet / paused)."""
@@ -211,7 +242,7 @@ class Actor:
         if learner is not None and steps >= self.cfg.total_env_steps:
             self._flush()
             return False  # the run has all the data it asked for
-        actions, version = self._actions(steps)
+        actions, version, base = self._actions(steps)
         if version < 0:
             self._flush_if_due()
             return False
@@ -226,9 +257,12 @@ class Actor:
                                  bool(b.terminated[i]), bool(b.truncated[i]), nxt, policy_version=version,
                                  source="intervention" if b.intervened[i] else "online",
                                  episode_id=self._episode_base + int(self._ep_ids[i]), step=int(self._ep_step[i]),
-                                 success=bool(b.success[i]))
+                                 success=bool(b.success[i]), base_action=None if base is None else base.action[i],
+                                 chunk_index=-1 if base is None else int(base.index[i]))
             self._ep_step[i] += 1
             if done[i]:
+                if self.executors:
+                    self.executors[i].reset()
                 self._ep_ids[i], self._ep_step[i] = self._next_ep, 0
                 self._next_ep += 1
                 self.episodes += 1
@@ -265,9 +299,15 @@ class Actor:
             infer = int(np.mean(self._infer) * 1e6) if self._infer else 0
             self._timing = (jitter, period, infer)
         jitter, period, infer = self._timing
+        base = {}
+        if self.executors:
+            lat = [x for ex in self.executors for x in list(ex.latencies)]
+            base = {"base_missed": sum(ex.missed_steps for ex in self.executors),
+                    "base_late": sum(ex.late_chunks for ex in self.executors),
+                    "base_infer_us": int(np.median(lat) * 1e6) if lat else 0}
         self.ring.report(shm.ActorStats(env_steps=self.steps, version=self.version, jitter_p99_us=jitter,
                                         infer_us=infer, period_us=period, episodes=self.episodes,
-                                        next_seq=self.seq, paused_us=self._paused_us, sent=self._added))
+                                        next_seq=self.seq, paused_us=self._paused_us, sent=self._added, **base))
         self.ring.beat()
 
     def run(self, max_seconds: float | None = None) -> None:
@@ -315,7 +355,20 @@ class Actor:
             self.publish_stats()
             self.ring.mark_closed()
         self._thread.join(timeout=5)
+        for ex in self.executors:
+            ex.close()
+        if self.base is not None:
+            self.base.close()
         self.env.close()
+
+
+@dataclass(frozen=True)
+class BaseSteps:
+    """One control step of the base policy in every env: what runs (``action [N, A]``) and its index in its chunk
+    (``index [N]``, -1 where the robot held because the next chunk was late)."""
+
+    action: np.ndarray
+    index: np.ndarray
 
 
 def sleep_until(deadline: float) -> None:

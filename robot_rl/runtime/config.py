@@ -9,6 +9,7 @@ from typing import Any, Literal
 from robot_rl.agents.base import AgentConfig
 from robot_rl.agents.config import SACConfig
 from robot_rl.envs.config import EnvConfig
+from robot_rl.policies.config import BasePolicyConfig, ExecutionConfig
 from robot_rl.replay.buffer import ReplayConfig
 from robot_rl.rewards.wrapper import ClassifierRewardConfig
 from robot_rl.teleop.config import TeleopConfig
@@ -128,6 +129,12 @@ class TrainConfig:
     """Actor/learner processes, transport, rate limiting and crash safety."""
     teleop: TeleopConfig = field(default_factory=TeleopConfig)
     """Who may take over from the policy on the actor's env (a person's device, or the scripted human in sim)."""
+    base_policy: BasePolicyConfig = field(default_factory=BasePolicyConfig)
+    """A base (generalist) policy the actor runs (a saved policy folder or a ws:// policy server); an agent that
+    uses one (``agent.name: base``, the fine-tuning agents) acts on its proposals, and warm-up executes it
+    instead of random actions."""
+    execution: ExecutionConfig = field(default_factory=ExecutionConfig)
+    """How the actor executes the base policy's chunks (sync in a flat-out sim; async / future at a robot's rate)."""
     reward: ClassifierRewardConfig = field(default_factory=ClassifierRewardConfig)
     """Learned reward (HIL-SERL): with ``reward.path`` set, the actor's envs take reward, success and success
     termination from this classifier (``robot-rl train-reward``) instead of the env; robot_rl tasks are then made
@@ -162,6 +169,16 @@ class TrainConfig:
         self.replay.validate()
         self.runtime.validate()
         self.teleop.validate()
+        self.base_policy.validate()
+        self.execution.validate()
+        from robot_rl.agents.registry import uses_base
+
+        if uses_base(self.agent) and not self.base_policy.path:
+            raise ValueError(f"base_policy.path: agent {self.agent.name!r} acts on a base policy's proposals: name "
+                             "one (a saved policy folder or ws://HOST:PORT)")
+        if self.execution.mode != "sync" and not self.runtime.control_hz and self.base_policy.path:
+            raise ValueError(f"execution.mode: {self.execution.mode!r} overlaps inference with the robot's motion in "
+                             "real time: it needs runtime.control_hz > 0 (a flat-out sim runs 'sync')")
         if self.reward.path:
             self.reward.validate()
             from robot_rl.rewards.classifier import check_saved

@@ -81,6 +81,7 @@ def evaluate_runs(run_dirs: list[str | Path], episodes: int, video: str | Path |
     from robot_rl.agents.registry import make_agent
     from robot_rl.config import load_yaml
     from robot_rl.envs.make import make_env
+    from robot_rl.policies.evaluate import evaluation_agent
     from robot_rl.runtime.checkpoint import latest_checkpoint
     from robot_rl.runtime.config import TrainConfig
     from robot_rl.spaces import ObsSpec, action_dim_of
@@ -92,8 +93,11 @@ def evaluate_runs(run_dirs: list[str | Path], episodes: int, video: str | Path |
         env = make_env(cfg.env, render_mode="rgb_array" if video and i == 0 else None)
         agent = make_agent(cfg.agent, ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
         agent.load_policy_state(load_file(str(latest_checkpoint(run) / "policy.safetensors")))
+        actor = evaluation_agent(cfg, agent, env)
         frames: list[np.ndarray] | None = [] if video and i == 0 else None
-        episodes_out = rollout(agent, env, episodes, seed, frames)
+        episodes_out = rollout(actor, env, episodes, seed, frames)
+        if actor is not agent:
+            actor.close()
         if frames:
             write_video(frames, video, fps=env.metadata.get("render_fps", 20))
         env.close()

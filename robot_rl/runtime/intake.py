@@ -201,6 +201,10 @@ class Intake:
                 out[f"actor/{uid}/inference_ms"] = status.stats.infer_us / 1000
                 out[f"actor/{uid}/paused_s"] = status.stats.paused_us / 1e6
                 out[f"actor/{uid}/dropped_chunks"] = float(status.dropped)
+                if status.stats.base_infer_us:
+                    out[f"actor/{uid}/base_inference_ms"] = status.stats.base_infer_us / 1000
+                    out[f"actor/{uid}/base_missed_steps"] = float(status.stats.base_missed)
+                    out[f"actor/{uid}/base_late_chunks"] = float(status.stats.base_late)
         return out
 
     def close(self, unlink: bool = False) -> None:

@@ -22,10 +22,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from robot_rl.agents.base import Agent
 from robot_rl.agents.registry import make_agent
 from robot_rl.envs.make import make_env
+from robot_rl.policies.evaluate import evaluation_agent
 from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.runtime.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from robot_rl.runtime.config import TrainConfig
@@ -130,6 +132,7 @@ class Learner:
         self._started = self._perf[0]
         self.last_metrics: dict[str, float] = {}
         self.last_eval: dict[str, float] = {}
+        self._eval_agent: Any = None  # the agent, with the base policy when it acts on one (first evaluation)
         self.finished = False
         self.publisher.publish()
 
@@ -234,7 +237,9 @@ class Learner:
         if getattr(self.eval_env.unwrapped, "drives_hardware", False):
             return self.last_eval  # a robot is driven by its actor only; evaluate it with `robot-rl eval RUN_DIR`
         with self.publisher.keep_alive():
-            self.last_eval = evaluate(self.agent, self.eval_env, self.cfg.eval_episodes,
+            if self._eval_agent is None:
+                self._eval_agent = evaluation_agent(self.cfg, self.agent, self.eval_env)
+            self.last_eval = evaluate(self._eval_agent, self.eval_env, self.cfg.eval_episodes,
                                       seed=Seeds(self.cfg.seed).evaluation())
         row = {f"eval/{k}": v for k, v in self.last_eval.items()}
         row["eval/updates"] = self.counters.updates

@@ -34,6 +34,7 @@ def check_run(cfg: TrainConfig) -> None:
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"env.obs_map: {exc}") from None
         _check_agent(cfg, spec, action_dim)
+        _check_base_policy(cfg, spec, action_dim, env)
         _check_expert_uses(cfg, has_expert(env))
         _check_demos(cfg, spec, action_dim)
     finally:
@@ -61,6 +62,35 @@ def _check_agent(cfg: TrainConfig, spec: ObsSpec, action_dim: int) -> None:
             raise ConfigError(f"demos: agent {cfg.agent.name!r} learns from the replay's {group!r} data, which this "
                               "run never fills: give demos (e.g. demos: [scripted:20], or a dataset path) or a "
                               "teleop device")
+
+
+def _check_base_policy(cfg: TrainConfig, spec: ObsSpec, action_dim: int, env: object) -> None:
+    """The base policy loads (a server answers) and fits this env: action size, cameras, state size."""
+    if not cfg.base_policy.path:
+        return
+    from robot_rl.policies.base import PolicyError
+    from robot_rl.policies.evaluate import state_predictor
+    from robot_rl.policies.loader import load_policy
+
+    try:
+        policy = load_policy(cfg.base_policy)
+    except (ValueError, PolicyError, OSError) as exc:
+        raise ConfigError(f"base_policy.path: {exc}") from None
+    meta = policy.metadata
+    policy.close()
+    where = f"base_policy.path: {cfg.base_policy.path}"
+    if meta.action_dim != action_dim:
+        raise ConfigError(f"{where} acts in {meta.action_dim} dimensions, env {cfg.env.id!r} in {action_dim}")
+    missing = sorted(set(meta.cameras) - set(spec.cameras))
+    if missing:
+        raise ConfigError(f"{where} needs camera(s) {missing}; env {cfg.env.id!r} has {sorted(spec.cameras) or 'none'} "
+                          "(env.kwargs image_size / cameras)")
+    if meta.state_dim and meta.state_dim != spec.state_dim:
+        raise ConfigError(f"{where} takes a state of {meta.state_dim}, env {cfg.env.id!r} gives {spec.state_dim} "
+                          "(e.g. env.kwargs object_state: false)")
+    if cfg.execution.mode == "future" and state_predictor(env) is None:
+        raise ConfigError(f"execution.mode: 'future' needs the env to predict its state (predict_state); env "
+                          f"{cfg.env.id!r} has none: use 'async'")
 
 
 def _check_expert_uses(cfg: TrainConfig, expert: bool) -> None:

@@ -61,15 +61,16 @@ def unlink_shm(name: str) -> None:
 
 
 # Header words of a chunk ring (int64 each).
-# Written by the actor: HEAD, HEARTBEAT .. PAUSED_US, SENT (transitions in chunks so far);
+# Written by the actor: HEAD, HEARTBEAT .. PAUSED_US, SENT (transitions in chunks so far), BASE_* (base policy);
 # by the learner: TAIL, TAKEN_SEQ (next chunk sequence it expects).
 _HEAD, _TAIL, _SLOTS, _ROWS, _HEARTBEAT, _PID, _CLOSED, _ENV_STEPS, _VERSION, _DROPPED, _JITTER_P99_US, _INFER_US, \
-    _PERIOD_US, _EPISODES, _NEXT_SEQ, _PAUSED_US, _TAKEN_SEQ, _SENT = range(18)
+    _PERIOD_US, _EPISODES, _NEXT_SEQ, _PAUSED_US, _TAKEN_SEQ, _SENT, _BASE_MISSED, _BASE_LATE, \
+    _BASE_INFER_US = range(21)
 _HEADER_WORDS = 24
 
 
 _STAT_WORDS = np.array([_ENV_STEPS, _VERSION, _JITTER_P99_US, _INFER_US, _PERIOD_US, _EPISODES, _NEXT_SEQ,
-                        _PAUSED_US, _SENT])  # ActorStats' fields, in order
+                        _PAUSED_US, _SENT, _BASE_MISSED, _BASE_LATE, _BASE_INFER_US])  # ActorStats' fields, in order
 
 
 class ChunkRing:

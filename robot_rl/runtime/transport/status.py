@@ -29,6 +29,12 @@ class ActorStats:
     """Time spent paused by the rate limiter, microseconds."""
     sent: int = 0
     """Transitions sent in chunks so far."""
+    base_missed: int = 0
+    """Base policy: control steps the robot held or continued because the next chunk was late."""
+    base_late: int = 0
+    """Base policy: chunks that arrived after their planned start."""
+    base_infer_us: int = 0
+    """Base policy: median inference time (launch to chunk), microseconds (0 = no base policy)."""
 
 
     def values(self) -> list[int]:
