@@ -24,6 +24,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # must precede the first `import mujo
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
+from robot_rl.policies.future import roll_ee_target  # noqa: E402
 from robot_rl_controllers.impedance import ImpedanceGains, MujocoArmState  # noqa: E402
 from robot_rl_sim.arm_model import ARM_JOINTS, EE_SITE, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, build_arm_xml  # noqa
 from robot_rl_sim.base import MujocoTaskEnv, TaskConfig  # noqa: E402
@@ -256,17 +257,10 @@ class ArmEnv(MujocoTaskEnv):
         return left, right
 
     def predict_state(self, state: np.ndarray, actions: np.ndarray) -> np.ndarray:
-        """The state expected after executing ``actions [k, A]`` from now (future-state-aware chunk execution): the
-        controller target rolled forward by the actions' position deltas (clipped to the workspace as
-        ``_apply_action`` does) moves the EE position of ``state`` by as much; the rest of ``state`` is kept (the
-        measured EE trails its target by about the same distance before and after)."""
-        out = np.array(state, np.float32, copy=True)
-        target = self.target_pos.copy()
-        start = target.copy()
-        for action in np.asarray(actions, np.float64):
-            target = np.clip(target + action[:3] * self.cfg.max_step, self.ws_low, self.ws_high)
-        out[:3] += (target - start).astype(np.float32)
-        return out
+        """The state expected after ``actions [k, A]`` from now (future-state-aware chunk execution): the EE
+        position moved as the controller target moves (robot_rl.policies.future)."""
+        return roll_ee_target(state, actions, self.target_pos, self.cfg.max_step, self.ws_low, self.ws_high,
+                              self.cfg.max_target_lead, 1.0 / self.cfg.control_hz)
 
     def xyz_action(self, move: np.ndarray, noise: float, gripper: float, gain: float = 0.6) -> np.ndarray:
         """An expert action for moving the EE by ``move`` metres from where it is now: it steers the controller's

@@ -38,6 +38,7 @@ from robot_rl.cameras.base import wall_to_monotonic
 from robot_rl.cameras.config import RigConfig
 from robot_rl.cameras.rig import CameraRig, pixels_space
 from robot_rl.config import from_dict
+from robot_rl.policies.future import roll_ee_target
 from robot_rl.safety.limits import ArmLimits, check_action, filter_arm_target
 
 HOME_POS = (0.5295, 0.0, 0.2793)
@@ -302,6 +303,13 @@ class RosArmEnv(gym.Env):
         hold = np.zeros(4, np.float32)
         hold[3] = self.gripper
         return hold
+
+    def predict_state(self, state: np.ndarray, actions: np.ndarray) -> np.ndarray:
+        """The state expected after ``actions [k, 4]`` from now (future-state-aware chunk execution): the EE
+        position moved as this env's target moves (robot_rl.policies.future)."""
+        lim = self.cfg.limits
+        return roll_ee_target(state, actions, self.target_pos, lim.max_step, np.asarray(lim.workspace_low),
+                              np.asarray(lim.workspace_high), lim.max_target_lead, self.period)
 
     def step(self, action: np.ndarray) -> tuple[dict, float, bool, bool, dict]:
         if self.link is None:
