@@ -186,6 +186,8 @@ class EvalArgs:
     """Base policy: the sim tasks to evaluate on (default: the tasks the policy was trained on)."""
     env_kwargs: JsonDict = field(default_factory=dict)
     """Base policy: env kwargs for ``tasks`` (default: those of its training data)."""
+    instruction: str = ""
+    """Base policy: the instruction for tasks that report none (e.g. a robot env)."""
     base_policy: BasePolicyConfig = field(default_factory=BasePolicyConfig)
     """Base policy: how it is reached (its path is the positional argument)."""
     execution: ExecutionConfig = field(default_factory=lambda: ExecutionConfig(mode="sync"))
@@ -205,7 +207,7 @@ def cmd_eval(argv: list[str]) -> int:
             if len(args.run_dirs) > 1:
                 return fail("eval", "a base policy is evaluated alone")
             result = evaluate_base_policy(args.run_dirs[0], args.tasks, args.env_kwargs, args.episodes,
-                                          args.base_policy, args.execution, args.video)
+                                          args.base_policy, args.execution, args.video, args.instruction)
             print(json.dumps(result, indent=2))
             return 0
         result = evaluate_runs(list(args.run_dirs), args.episodes, args.video)

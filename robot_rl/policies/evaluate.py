@@ -72,7 +72,7 @@ def evaluation_agent(cfg: Any, agent: Any, env: Any) -> Any:
 
 def evaluate_policy(policy: BasePolicy, env_id: str, env_kwargs: Mapping[str, Any], episodes: int,
                     execution: ExecutionConfig | None = None, seed: int = 10_000,
-                    video: str | Path | None = None) -> dict[str, Any]:
+                    video: str | Path | None = None, instruction: str = "") -> dict[str, Any]:
     """Success, return and cycle time of ``policy`` on ``episodes`` episodes of one task (episode i seeded
     ``seed + i``), plus the executor's counts."""
     from robot_rl.envs.config import EnvConfig
@@ -80,7 +80,8 @@ def evaluate_policy(policy: BasePolicy, env_id: str, env_kwargs: Mapping[str, An
     from robot_rl.runtime.evaluation import rollout, summarize
     from robot_rl.utils.video import write_video
 
-    env = make_env(EnvConfig(id=env_id, kwargs=dict(env_kwargs)), render_mode="rgb_array" if video else None)
+    env = make_env(EnvConfig(id=env_id, kwargs=dict(env_kwargs), instruction=instruction),
+                   render_mode="rgb_array" if video else None)
     agent = ExecutorAgent(policy, execution or ExecutionConfig(mode="sync"), env)
     frames: list[np.ndarray] | None = [] if video else None
     try:
@@ -100,7 +101,8 @@ def is_base_policy(path: str) -> bool:
 
 
 def evaluate_base_policy(path: str, tasks: tuple[str, ...], env_kwargs: Mapping[str, Any], episodes: int,
-                         base: Any, execution: ExecutionConfig, video_dir: str | None = None) -> dict[str, Any]:
+                         base: Any, execution: ExecutionConfig, video_dir: str | None = None,
+                         instruction: str = "") -> dict[str, Any]:
     """``robot-rl eval POLICY``: per task, the base policy's evaluation (the tasks it was trained on unless
     ``tasks`` names others)."""
     import dataclasses
@@ -127,7 +129,8 @@ def evaluate_base_policy(path: str, tasks: tuple[str, ...], env_kwargs: Mapping[
             video = Path(video_dir) / f"{name}.mp4" if video_dir else None
             if video is not None:
                 video.parent.mkdir(parents=True, exist_ok=True)
-            result = evaluate_policy(policy, env_id, kwargs, episodes, execution, video=video)
+            result = evaluate_policy(policy, env_id, kwargs, episodes, execution, video=video,
+                                     instruction=instruction)
             result.pop("successes")
             out[name] = result
     finally:
