@@ -163,9 +163,9 @@ class SmallVLA(nn.Module):
         if self.cfg.head in ("flow", "both"):
             b = actions.shape[0]
             noise = torch.randn(actions.shape, device=actions.device, generator=generator)
-            # Flow time from a Beta(1.5, 1) leaning towards the data end, as pi0 does (there the noise is hardest).
+            # Flow time (0 = noise, 1 = data) weighted towards the noisy end, as pi0 samples it: 1 - Beta(1.5, 1).
             u = torch.rand(b, device=actions.device, generator=generator)
-            t = u ** (1 / 1.5)
+            t = 0.999 * (1.0 - u ** (1 / 1.5))
             x_t = t[:, None, None] * actions + (1 - t[:, None, None]) * noise
             v = self.velocity(context, x_t, t)
             flow = (((v - (actions - noise)) ** 2) * weight).sum() / denom

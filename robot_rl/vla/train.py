@@ -128,8 +128,11 @@ def evaluate_tasks(policy: Any, tasks: list[dict[str, Any]], episodes: int, exec
     results = {}
     for task in tasks:
         name = task["env_id"].split("/")[-1]
-        video = video_dir / f"{name}.mp4" if video_dir is not None else None
-        results[name] = evaluate_policy(policy, task["env_id"], task["env_kwargs"], episodes, execution, video=video)
+        results[name] = evaluate_policy(policy, task["env_id"], task["env_kwargs"], episodes, execution)
+        if video_dir is not None:  # the first episodes again, rendered (rendering every step of all is slow)
+            video_dir.mkdir(parents=True, exist_ok=True)
+            evaluate_policy(policy, task["env_id"], task["env_kwargs"], min(3, episodes), execution,
+                            video=video_dir / f"{name}.mp4")
     return results
 
 

@@ -1,0 +1,60 @@
+"""What every benchmark result records besides its figures: the command, the commit, the date and the machine
+(CPU model, cores, torch / mujoco versions, GPU if any). ``write_result`` saves them as JSON under
+``benchmarks/results/`` (the docs' benchmark pages are rendered from these files)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def machine() -> dict[str, Any]:
+    import torch
+
+    cpu = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    out: dict[str, Any] = {"cpu": cpu, "cores": os.cpu_count(), "torch": torch.__version__,
+                           "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+                           "python": platform.python_version()}
+    try:
+        import mujoco
+
+        out["mujoco"] = mujoco.__version__
+    except ImportError:
+        pass
+    if torch.cuda.is_available():
+        out["gpu"] = torch.cuda.get_device_name(0)
+    return out
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).parent, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def write_result(name: str, figures: Any, out: str | Path | None = None) -> Path:
+    """``benchmarks/results/<name>.json`` (or ``out``): the figures with command, commit, date and machine."""
+    path = Path(out) if out else RESULTS / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"benchmark": name, "command": "python " + " ".join([os.path.relpath(sys.argv[0]), *sys.argv[1:]]),
+              "commit": commit(), "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+              "machine": machine(), "figures": figures}
+    path.write_text(json.dumps(record, indent=1))
+    return path
