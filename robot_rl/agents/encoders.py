@@ -66,7 +66,8 @@ def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator | No
 
 
 class ObservationEncoder(nn.Module):
-    """Encodes a Dict observation ``{"state": [B, D], "pixels": {cam: [B, H, W, 3] uint8}}`` to ``[B, Z]``."""
+    """Encodes a Dict observation ``{"state": [B, D], "pixels": {cam: [B, H, W, 3] uint8}, "instruction": [B, E]}``
+    to ``[B, Z]``."""
 
     def __init__(self, spec: ObsSpec, cfg: EncoderConfig, generator: torch.Generator | None = None) -> None:
         """``generator``: draws the initial weights (see :func:`~robot_rl.agents.networks.init_parameters`);
@@ -81,7 +82,9 @@ class ObservationEncoder(nn.Module):
             cam: ConvEncoder(spec.cameras[cam][:2], cfg.conv_channels, cfg.conv_strides, cfg.latent_dim)
             for cam in self.cameras
         })
-        self.out_dim = state_out + cfg.latent_dim * len(self.cameras)
+        # A language-conditioned task's instruction embedding joins the features as it is (it is fixed per episode).
+        self.instruction_dim = spec.instruction_dim
+        self.out_dim = state_out + cfg.latent_dim * len(self.cameras) + self.instruction_dim
         # State standardisation (identity until fit_state_normalizer); buffers, so they travel with the policy.
         self.register_buffer("state_shift", torch.zeros(spec.state_dim))
         self.register_buffer("state_scale", torch.ones(spec.state_dim))
@@ -104,6 +107,8 @@ class ObservationEncoder(nn.Module):
             if augment:
                 x = random_shift(x, self.cfg.augment_pad, generator)
             parts.append(self.convs[cam](x))
+        if self.instruction_dim:
+            parts.append(obs["instruction"].reshape(-1, self.instruction_dim).float())
         return torch.cat(parts, dim=-1) if len(parts) > 1 else parts[0]
 
     def normalize(self, state: torch.Tensor) -> torch.Tensor:

@@ -161,10 +161,9 @@ class ManualSACStep:
     def _compute_grads(self, mb: Batch, alpha: torch.Tensor, members: torch.Tensor, update_actor: bool,
                        eps: torch.Tensor | None) -> dict[str, torch.Tensor]:
         cfg, buf = self.cfg, self._buf
-        obs = mb["obs"]["state"]
-        next_obs = mb["next_obs"]["state"]
-        obs = self.agent.encoder.normalize(obs.reshape(-1, obs.shape[-1]))
-        next_obs = self.agent.encoder.normalize(next_obs.reshape(-1, next_obs.shape[-1]))
+        # The encoder has no trainable part here: the standardised state (and the instruction embedding, if any).
+        obs = self.agent.encoder(mb["obs"])
+        next_obs = self.agent.encoder(mb["next_obs"])
         n, d = obs.shape
         a_dim = self.agent.action_dim
         rows = 2 * n if update_actor else n

@@ -28,6 +28,8 @@ def batch(utd: int | None = 1, spec: ObsSpec = STATE, seed: int = 0) -> dict:
         o = {"state": rng.standard_normal((*lead, spec.state_dim)).astype(np.float32)}
         if spec.cameras:
             o["pixels"] = {c: rng.integers(0, 256, (*lead, *s), dtype=np.uint8) for c, s in spec.cameras.items()}
+        if spec.instruction_dim:
+            o["instruction"] = rng.standard_normal((*lead, spec.instruction_dim)).astype(np.float32)
         return o
     return {"obs": obs(), "next_obs": obs(), "action": rng.uniform(-1, 1, (*lead, A)).astype(np.float32),
             "reward": rng.standard_normal(lead).astype(np.float32), "terminated": rng.random(lead) < 0.1,
@@ -286,3 +288,28 @@ def test_manual_path_learns_like_autograd():
             assert out[0][k] == pytest.approx(out[1][k], rel=1e-4, abs=1e-5), k
     for a, r in zip(agents[0].critic.parameters(), agents[1].critic.parameters()):
         torch.testing.assert_close(a, r, atol=1e-5, rtol=1e-4)
+
+
+def test_instruction_embedding_is_an_input_and_manual_gradients_still_match():
+    """A language-conditioned task: the instruction embedding joins the state features (acting and learning), and
+    the hand-derived update equals autograd's with it."""
+    spec = ObsSpec(D, instruction_dim=5)
+    agent = SACAgent(spec, A, small())
+    assert agent._manual is not None and agent.encoder.out_dim == D + 5
+    obs = {"state": np.zeros(D, np.float32), "instruction": np.eye(5, dtype=np.float32)[0]}
+    other = {**obs, "instruction": np.eye(5, dtype=np.float32)[1]}
+    assert not np.allclose(agent.act(obs, deterministic=True), agent.act(other, deterministic=True))
+    from robot_rl.agents.sac import to_torch
+    tb = to_torch({k: index_tree_np(v) for k, v in batch(spec=spec).items()}, agent.device)
+    alpha, members = torch.tensor(0.3), torch.tensor([3, 0])
+    state = agent.generator.get_state()
+    eps = torch.stack([torch.randn(B, A, generator=agent.generator) for _ in range(2)])
+    agent.generator.set_state(state)
+    loss, _ = agent._compute_losses(tb, alpha, members, True)
+    agent.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    params = [*agent.critic.parameters(), *agent.actor.parameters(), agent.log_alpha]
+    ref = [p.grad.clone() for p in params]
+    agent._manual.compute_grads(tb, alpha, members, True, eps=eps)
+    for p, r in zip(params, ref):
+        torch.testing.assert_close(p.grad, r, atol=1e-6, rtol=1e-4)
