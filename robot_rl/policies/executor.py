@@ -139,7 +139,9 @@ class ChunkExecutor:
         """A new episode: forget the chunks (an inference still running for the old episode is discarded)."""
         with self._cond:
             self.episode += 1
-            self._request = self._result = None
+            if self._request is not None:  # not picked up by the worker yet: it never will be
+                self._request, self._pending = None, False
+            self._result = None
         self.chunks.clear()
         self.t = 0
         self.last_action = None
@@ -159,13 +161,12 @@ class ChunkExecutor:
 
     def _launch(self, obs: Mapping[str, Any], instruction: str) -> None:
         current = self.chunks[-1]
-        start = current.start + self.execute
-        remaining = start - self.t
-        if self._pending or remaining > self.lead() or remaining < 0:
+        start = max(current.start + self.execute, self.t)  # now, when the last chunk ran out (a failed inference)
+        if self._pending or start - self.t > self.lead():
             return
         obs = copy.deepcopy(dict(obs))  # the env's buffers are reused by the next steps
         if self.cfg.mode == "future":
-            done = self.t - current.start
+            done = min(self.t - current.start, self.execute)
             obs["state"] = np.asarray(self.predict_state(np.asarray(obs["state"]), current.actions[done:self.execute]),
                                       np.float32)
         with self._cond:

@@ -36,8 +36,8 @@ log = get_logger(__name__)
 class TrainBCConfig:
     """Behaviour cloning of the small VLA (``robot-rl train-bc``)."""
 
-    datasets: tuple[str, ...] = ("scripted:PickColor:60", "scripted:Reach:30", "scripted:PickCube:30",
-                                 "scripted:PegInsert:30")
+    datasets: tuple[str, ...] = ("scripted:PickColor:200", "scripted:Reach:100", "scripted:PickCube:100",
+                                 "scripted:PegInsert:100")
     """Demo datasets: paths, or ``scripted:<task>:<episodes>[:<noise>]`` recorded on first use into ``demo_dir``."""
     out: str = "policies/vla"
     """Output folder (the saved policy and the training logs)."""
@@ -45,7 +45,7 @@ class TrainBCConfig:
     """Where ``scripted:`` datasets are recorded."""
     demo_env_kwargs: JsonDict = field(default_factory=lambda: {"object_state": False, "instruction": True})
     """Env kwargs of ``scripted:`` recordings (the cameras and image size come from the model config)."""
-    steps: int = 4000
+    steps: int = 6000
     """Gradient steps."""
     batch_size: int = 64
     """Samples per step."""

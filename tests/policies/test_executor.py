@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from robot_rl.policies.base import PolicyError
 from robot_rl.policies.config import ExecutionConfig
 from robot_rl.policies.executor import ChunkExecutor
 
@@ -161,3 +162,29 @@ def test_noise_source_is_called_per_inference_and_reaches_the_policy():
     for _ in range(8):
         ex.step({"state": np.zeros(2, np.float32)}, "go")
     assert calls == ["go", "go"] and [float(n[0, 0]) for n in policy.noises] == [1.0, 2.0]
+
+
+def test_a_failed_inference_holds_the_robot_and_the_next_one_is_launched_at_once():
+    class Flaky(GoalPolicy):
+        def infer(self, obs, instruction="", noise=None):
+            if len(self.seen) == 1:  # the second inference fails (a server gone for a moment)
+                self.seen.append(np.asarray(obs["state"]))
+                raise PolicyError("server gone")
+            return super().infer(obs, instruction, noise)
+
+    policy = Flaky(horizon=4, latency_s=0.02)
+    ex = ChunkExecutor(policy, ExecutionConfig(mode="async", lead_steps=1), period_s=0.05)
+    _, steps = run(ex, 20, period_s=0.05)
+    ex.close()
+    assert ex.failures == 1 and ex.inferences >= 4, ex.stats()
+    assert any(s.missed for s in steps) and not steps[-1].missed  # held, then running chunks again
+
+
+def test_reset_while_a_request_waits_does_not_stall_later_launches():
+    policy = GoalPolicy(horizon=4, latency_s=0.0)
+    ex = ChunkExecutor(policy, ExecutionConfig(mode="async", lead_steps=4), period_s=0.05)
+    for _ in range(3):
+        run(ex, 6)  # resets at every call, possibly with a request queued
+    _, steps = run(ex, 12, period_s=0.05)
+    ex.close()
+    assert not any(s.missed for s in steps[4:]), [s.chunk_index for s in steps]
