@@ -3,8 +3,9 @@ injected inference latency, side by side in one run.
 
 The sim is stepped by a 20 Hz loop (sleep-then-spin, as the actor's); the policy's inference runs on the
 executor's worker thread (async modes) or inline (sync: the loop, and the sim, wait for it). Per cell: success,
-episode wall time, control-period jitter p99 (|period - 50 ms|), steps the robot held because a chunk was late,
-and inference latency.
+episode wall time (successful episodes), control-period jitter p99 (|period - 50 ms|: a sync inference stretches
+one period by its latency; the first period of an episode, whose inference every mode waits for, is left out),
+steps the robot held because a chunk was late, and inference latency.
 
     MUJOCO_GL=egl python benchmarks/chunk_execution.py --policy policies/vla_bench --episodes 20
 """
@@ -38,12 +39,15 @@ def run_cell(policy, env, mode: str, episodes: int, hz: float, seed: int) -> dic
             obs, info = env.reset(seed=seed + i)
             ex.reset()
             instruction = info.get(INSTRUCTION, "")
-            start = scheduled = time.perf_counter()
+            start = scheduled = last = time.perf_counter()
             done, steps = False, 0
             while not done:
                 now = time.perf_counter()
-                if steps:
-                    jitter.append(abs(now - scheduled))
+                # How far this control period was from the nominal one (a sync stall shows here); the episode's first
+                # period holds its first inference, synchronous in every mode (the robot is at rest after a reset).
+                if steps > 1:
+                    jitter.append(abs((now - last) - period))
+                last = now
                 step = ex.step(obs, instruction)
                 obs, _, terminated, truncated, info = env.step(step.action)
                 done = terminated or truncated
