@@ -73,6 +73,18 @@ class ReplayBuffer:
         self.rng = np.random.default_rng(seed)
         self._out: dict[tuple[int, int], dict[str, np.ndarray]] = {}
 
+    @property
+    def with_base(self) -> bool:
+        """Whether samples carry the base policy's proposals (``base_action``, ``next_base_action``,
+        ``chunk_index``, ``next_chunk_index``): on for runs with a base policy; off, samples skip four gathers."""
+        return self.partitions["online"].base_fields
+
+    @with_base.setter
+    def with_base(self, value: bool) -> None:
+        for part in self.partitions.values():
+            part.base_fields = bool(value)
+        self._out.clear()
+
     def __len__(self) -> int:
         return sum(p.num_transitions for p in self.partitions.values())
 
@@ -134,8 +146,9 @@ class ReplayBuffer:
         """A batch ``[B, ...]`` (or ``[utd, B, ...]``) of transitions, every minibatch holding the mix.
 
         Returns nested numpy arrays: ``obs``/``next_obs`` (``state``, ``pixels/<cam>`` uint8, ``instruction``),
-        ``action``, ``base_action``, ``next_base_action``, ``chunk_index``, ``next_chunk_index``, ``reward``,
-        ``terminated``, ``truncated``, ``intervened``, ``source``, ``policy_version``, ``episode_id``, ``step``.
+        ``action``, ``reward``, ``terminated``, ``truncated``, ``intervened``, ``source``, ``policy_version``,
+        ``episode_id``, ``step`` (and with :attr:`with_base` ``base_action``, ``next_base_action``,
+        ``chunk_index``, ``next_chunk_index``).
         With ``reuse_output`` the arrays live in buffers reused by the next call of the same shape (no page faults
         on large pixel batches; copy them if you keep them).
         """

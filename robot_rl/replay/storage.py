@@ -87,6 +87,7 @@ class RingStorage:
         for name, value in ROW_DEFAULTS.items():
             self.arrays[name].fill(value)
         self._obs_names = tuple(spec.obs_arrays())
+        self.base_fields = False  # samples carry the base policy's proposals (ReplayBuffer.with_base)
         self.cursor = 0  # next row to write
         self.size = 0  # rows in use
         self.num_transitions = 0  # valid rows currently stored
@@ -183,13 +184,16 @@ class RingStorage:
         for name in self._obs_names:
             put(f"obs/{name}", self.arrays[name], rows)
             put(f"next_obs/{name}", self.arrays[name], nxt)
-        for name in ("action", "base_action", *META_FIELDS):
-            if name not in ("next_row", "valid"):
+        for name in ("action", *META_FIELDS):
+            if name not in ("next_row", "valid", "chunk_index"):
                 put(name, self.arrays[name], rows)
-        # The base policy's proposal at the next observation (what a residual agent's critic target needs); a row
-        # whose next transition has not arrived yet reads chunk_index -1.
-        put("next_base_action", self.arrays["base_action"], nxt)
-        put("next_chunk_index", self.arrays["chunk_index"], nxt)
+        if self.base_fields:
+            # The base policy's proposals at this and at the next observation (a residual agent's critic target
+            # needs the latter); a row whose next transition has not arrived yet reads chunk_index -1.
+            put("base_action", self.arrays["base_action"], rows)
+            put("chunk_index", self.arrays["chunk_index"], rows)
+            put("next_base_action", self.arrays["base_action"], nxt)
+            put("next_chunk_index", self.arrays["chunk_index"], nxt)
         return result
 
     def append_rows(self, arrays: Mapping[str, np.ndarray]) -> None:

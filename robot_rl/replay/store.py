@@ -163,6 +163,8 @@ def load_buffer(path: str | Path, cfg: ReplayConfig | None = None, expected_spec
         buffer.partitions[name].restore(arrays, counters)
     if "sampler" in commit:
         buffer.load_state(commit["sampler"])
+    # A store holding a base policy's proposals samples them (a run with a base sets this itself).
+    buffer.with_base = any(bool(np.any(p.arrays["chunk_index"][: p.size] >= 0)) for p in buffer.partitions.values())
     return buffer
 
 

@@ -122,6 +122,7 @@ class Learner:
             self.replay = ReplayBuffer(self.spec, self.action_dim, cfg.replay, seed=seeds.replay())
             for entry in cfg.demos:
                 self.replay.add_dataset(str(self._demo_path(entry)), "demos")
+        self.replay.with_base = bool(cfg.base_policy.path)
         self.publisher = Publisher(self.run_dir, self.agent, self.counters, cfg)
         self.intake = Intake(self.run_dir, self.spec, self.action_dim, self.replay, self.counters, self.rt.spool,
                              announce=self.publisher.beat)

@@ -71,6 +71,8 @@ def test_chunk_spool_and_replay_carry_instruction_and_base_proposals(tmp_path):
     assert all(np.array_equal(back[k], chunk[k]) for k in chunk)
     replay = ReplayBuffer(SPEC, 2, CFG)
     assert ingest_chunk(replay, back) == 8
+    assert "base_action" not in replay.sample(4)  # a run without a base policy skips those gathers
+    replay.with_base = True
     check_replay(replay, [1, 2])
     save_buffer(replay, tmp_path / "replay.zarr")
     check_replay(load_buffer(tmp_path / "replay.zarr"), [1, 2])
@@ -103,7 +105,9 @@ def test_store_written_before_base_proposals_existed_loads_with_none(tmp_path):
     (tmp_path / "old.zarr" / "zarr.json").write_text(json.dumps(meta))
     loaded = load_buffer(tmp_path / "old.zarr")
     assert loaded.spec == spec and len(loaded) == 3
-    batch = loaded.sample(8)
+    assert not loaded.with_base and "base_action" not in loaded.sample(8)
+    loaded.with_base = True
+    batch = loaded.sample(8, utd=2, reuse_output=True)
     assert np.all(batch["chunk_index"] == -1) and np.all(batch["base_action"] == 0)
 
 
