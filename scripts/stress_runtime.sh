@@ -8,6 +8,7 @@ shift || true
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
 for i in $(seq 1 "$rounds"); do
   start=$(date +%s)
-  .venv/bin/python -m pytest -q tests/runtime --cpu-hogs 2 -p no:randomly "$@" | tail -n 1
+  # the failing tests' names and the summary line
+  .venv/bin/python -m pytest -q -rfE tests/runtime --cpu-hogs 2 -p no:randomly "$@" | grep -E "^(FAILED|ERROR) |passed|failed"
   echo "round $i/$rounds passed in $(( $(date +%s) - start )) s"
 done
