@@ -52,3 +52,16 @@ def cpu_hogs(request: pytest.FixtureRequest):
     for proc in procs:
         proc.kill()
         proc.wait()
+
+
+@pytest.fixture(scope="session")
+def tiny_vla(tmp_path_factory: pytest.TempPathFactory):
+    """A tiny VLA trained for a few steps on 2 scripted PickColor demos (32x32 cameras, chunks of 5): a real base
+    policy for runtime tests, built once per session. Returns its folder."""
+    from robot_rl.vla.train import TrainBCConfig, train_bc
+    from tests.policies.toy import TINY_VLA
+
+    root = tmp_path_factory.mktemp("base")
+    train_bc(TrainBCConfig(datasets=("scripted:PickColor:2",), out=str(root / "vla"), demo_dir=str(root / "demos"),
+                           steps=10, batch_size=8, warmup_steps=2, eval_episodes=0, progress=False, model=TINY_VLA))
+    return root / "vla"

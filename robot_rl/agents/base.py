@@ -67,6 +67,10 @@ class Sampling:
     utd: int = 1
     mix: Mapping[str, float] | None = None
     """Groups and their shares (replay.mix when None); e.g. ``{"prior": 1.0}`` for demonstrations only."""
+    n_step: int = 1
+    """Transitions summed into each sample's reward (n-step returns; see ReplayBuffer.set_n_step)."""
+    discount: float = 1.0
+    """The discount of those sums (only read when ``n_step > 1``)."""
     needs: tuple[str, ...] = field(default=())
     """Replay groups that must hold data before the first update (e.g. ``("prior",)`` for behaviour cloning);
     a run whose config cannot fill them fails before it starts."""

@@ -16,6 +16,7 @@ BUILTIN = {
     "sac": "robot_rl.agents.sac:SACAgent",
     "bc": "robot_rl.agents.behavior_cloning:BCAgent",
     "base": "robot_rl.agents.base_rollout:BaseRolloutAgent",
+    "residual": "robot_rl.agents.residual:ResidualAgent",
 }
 _registered: dict[str, type] = {}
 

@@ -85,6 +85,17 @@ class ReplayBuffer:
             part.base_fields = bool(value)
         self._out.clear()
 
+    def set_n_step(self, n: int, discount: float) -> None:
+        """Samples carry ``n``-step returns: ``reward`` is the discounted sum over up to ``n`` transitions of the
+        episode, ``next_obs`` (and ``next_base_action``) the observation after them, ``terminated`` whether the
+        episode ended inside, and ``discount`` the bootstrap factor ``discount ** k`` for the ``k`` transitions
+        summed. ``n = 1`` (the default) is the plain one-step sample, without ``discount``."""
+        if n < 1 or not 0.0 <= discount <= 1.0:
+            raise ValueError(f"n-step sampling needs n >= 1 and discount in [0, 1], got {n}, {discount}")
+        for part in self.partitions.values():
+            part.n_step, part.discount = int(n), float(discount)
+        self._out.clear()
+
     def __len__(self) -> int:
         return sum(p.num_transitions for p in self.partitions.values())
 
@@ -148,7 +159,7 @@ class ReplayBuffer:
         Returns nested numpy arrays: ``obs``/``next_obs`` (``state``, ``pixels/<cam>`` uint8, ``instruction``),
         ``action``, ``reward``, ``terminated``, ``truncated``, ``intervened``, ``source``, ``policy_version``,
         ``episode_id``, ``step`` (and with :attr:`with_base` ``base_action``, ``next_base_action``,
-        ``chunk_index``, ``next_chunk_index``).
+        ``chunk_index``, ``next_chunk_index``; with :meth:`set_n_step` n-step ``reward`` and ``discount``).
         With ``reuse_output`` the arrays live in buffers reused by the next call of the same shape (no page faults
         on large pixel batches; copy them if you keep them).
         """

@@ -88,6 +88,7 @@ class RingStorage:
             self.arrays[name].fill(value)
         self._obs_names = tuple(spec.obs_arrays())
         self.base_fields = False  # samples carry the base policy's proposals (ReplayBuffer.with_base)
+        self.n_step, self.discount = 1, 1.0  # n-step returns in samples (ReplayBuffer.set_n_step)
         self.cursor = 0  # next row to write
         self.size = 0  # rows in use
         self.num_transitions = 0  # valid rows currently stored
@@ -165,7 +166,12 @@ class RingStorage:
                offset: int = 0) -> dict[str, np.ndarray]:
         """Transitions at ``rows`` as flat arrays. With ``out`` (flat preallocated arrays), writes into
         ``out[name][offset:offset + len(rows)]`` instead of allocating."""
-        nxt = self.arrays["next_row"][rows]
+        a = self.arrays
+        if self.n_step > 1:
+            end, ret, disc, term = self.n_step_chain(rows)
+        else:
+            end = rows
+        nxt = a["next_row"][end]
         result = out if out is not None else {}
         sel = slice(offset, offset + len(rows))
 
@@ -187,14 +193,45 @@ class RingStorage:
         for name in ("action", *META_FIELDS):
             if name not in ("next_row", "valid", "chunk_index"):
                 put(name, self.arrays[name], rows)
+        if self.n_step > 1:
+            for key, value in (("reward", ret), ("terminated", term), ("discount", disc)):
+                if out is None:
+                    result[key] = value
+                else:
+                    out[key][sel] = value
         if self.base_fields:
             # The base policy's proposals at this and at the next observation (a residual agent's critic target
-            # needs the latter); a row whose next transition has not arrived yet reads chunk_index -1.
-            put("base_action", self.arrays["base_action"], rows)
-            put("chunk_index", self.arrays["chunk_index"], rows)
-            put("next_base_action", self.arrays["base_action"], nxt)
-            put("next_chunk_index", self.arrays["chunk_index"], nxt)
+            # needs the latter). Where the base never saw the next observation (an episode's final one, or a
+            # transition not arrived yet) the last proposal stands in for it, and next_chunk_index reads -1.
+            put("base_action", a["base_action"], rows)
+            put("chunk_index", a["chunk_index"], rows)
+            stand_in = np.where(a["valid"][nxt], nxt, end)
+            put("next_base_action", a["base_action"], stand_in)
+            put("next_chunk_index", a["chunk_index"], nxt)
         return result
+
+    def n_step_chain(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Follows each row's episode up to ``n_step`` transitions: the last row of the chain, the discounted
+        reward sum, the discount of the bootstrap (``discount ** k`` for k transitions) and whether the chain
+        ended in a termination. A chain stops at a terminal, a truncation or a transition not stored (yet)."""
+        a = self.arrays
+        end = rows.copy()
+        ret = a["reward"][rows].astype(np.float32)
+        term = a["terminated"][rows].copy()
+        disc = np.full(len(rows), self.discount, np.float32)
+        going = ~(term | a["truncated"][rows])
+        for _ in range(self.n_step - 1):
+            nxt = a["next_row"][end]
+            going &= (nxt >= 0) & a["valid"][np.maximum(nxt, 0)]
+            if not going.any():
+                break
+            step = nxt[going]
+            ret[going] += disc[going] * a["reward"][step]
+            disc[going] *= self.discount
+            term[going] = a["terminated"][step]
+            end[going] = step
+            going[going] = ~(a["terminated"][step] | a["truncated"][step])
+        return end, ret, disc, term
 
     def append_rows(self, arrays: Mapping[str, np.ndarray]) -> None:
         """Bulk-appends rows read from a store (e.g. a demo dataset); ``next_row`` is relative to ``arrays``."""

@@ -24,8 +24,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from robot_rl.agents.base import Agent
-from robot_rl.agents.registry import make_agent
+from robot_rl.agents.registry import make_agent, uses_base
 from robot_rl.envs.make import make_env
 from robot_rl.policies.evaluate import evaluation_agent
 from robot_rl.replay.buffer import ReplayBuffer
@@ -120,9 +122,15 @@ class Learner:
             self.counters = LearnerCounters.from_json(saved)
         else:
             self.replay = ReplayBuffer(self.spec, self.action_dim, cfg.replay, seed=seeds.replay())
+            added = []
             for entry in cfg.demos:
-                self.replay.add_dataset(str(self._demo_path(entry)), "demos")
+                path, before = str(self._demo_path(entry)), self.replay.partitions["demos"].size
+                self.replay.add_dataset(path, "demos")
+                added.append((path, np.arange(before, self.replay.partitions["demos"].size)))
+            if added and uses_base(cfg.agent):
+                self._label_demos(added)
         self.replay.with_base = bool(cfg.base_policy.path)
+        self.replay.set_n_step(self.sampling.n_step, self.sampling.discount)
         self.publisher = Publisher(self.run_dir, self.agent, self.counters, cfg)
         self.intake = Intake(self.run_dir, self.spec, self.action_dim, self.replay, self.counters, self.rt.spool,
                              announce=self.publisher.beat)
@@ -136,6 +144,21 @@ class Learner:
         self._eval_agent: Any = None  # the agent, with the base policy when it acts on one (first evaluation)
         self.finished = False
         self.publisher.publish()
+
+    def _label_demos(self, added: list[tuple[str, np.ndarray]]) -> None:
+        """The base policy's proposals on every demo step (what it would have done there; ``added``: each
+        dataset's rows), for agents acting on a base (robot_rl.policies.relabel). Checkpoints keep the labels."""
+        from robot_rl.policies.loader import load_policy
+        from robot_rl.policies.relabel import dataset_instructions, label_base_proposals
+
+        policy = load_policy(self.cfg.base_policy)
+        try:
+            labelled = sum(label_base_proposals(self.replay.partitions["demos"], policy, rows,
+                                                dataset_instructions(path), self.cfg.execution.execute_steps)
+                           for path, rows in added)
+        finally:
+            policy.close()
+        log.info("labelled %d demo transitions with the base policy's proposals", labelled)
 
     def _demo_path(self, entry: str) -> Path:
         """A demo dataset path, or ``scripted:N``: N scripted-expert demos of this task, recorded on first use."""

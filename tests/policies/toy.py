@@ -8,8 +8,13 @@ import time
 import numpy as np
 
 from robot_rl.policies.base import PolicyMetadata
+from robot_rl.vla.model import VLAConfig
 
 GAIN = 0.1
+# A VLA small enough to train in seconds (tests/conftest.py's tiny_vla; its envs: PickColor with TINY_ENV_KWARGS)
+TINY_VLA = VLAConfig(image_size=32, channels=(8, 16, 32), width=32, depth=1, head_depth=1, heads=2, chunk_length=5,
+                     flow_steps=2)
+TINY_ENV_KWARGS = {"image_size": 32, "object_state": False}
 
 
 def roll(state: np.ndarray, actions: np.ndarray) -> np.ndarray:

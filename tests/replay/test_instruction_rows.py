@@ -51,10 +51,11 @@ def check_replay(replay: ReplayBuffer, episodes: list[int]) -> None:
     assert np.all(batch["obs"]["state"][:, 0] == 10 * k + t)
     assert np.all(batch["base_action"][:, 0] == 100 * k + t) and np.all(batch["action"][:, 0] == -(100 * k + t))
     assert np.all(batch["chunk_index"] == t % 3)
-    last = t == 3  # the final observation's row holds no transition: its proposal reads as none
+    last = t == 3  # the final observation's row holds no transition: the last proposal stands in, index -1
     assert np.all(batch["next_base_action"][~last, 0] == 100 * k[~last] + t[~last] + 1)
     assert np.all(batch["next_chunk_index"][~last] == (t[~last] + 1) % 3)
-    assert np.all(batch["next_chunk_index"][last] == -1) and np.all(batch["next_base_action"][last] == 0)
+    assert np.all(batch["next_chunk_index"][last] == -1)
+    assert np.all(batch["next_base_action"][last] == batch["base_action"][last])
 
 
 def test_chunk_spool_and_replay_carry_instruction_and_base_proposals(tmp_path):

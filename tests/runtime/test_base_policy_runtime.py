@@ -17,21 +17,15 @@ from robot_rl.policies.client import wait_for_server
 from robot_rl.replay.store import load_buffer
 from robot_rl.runtime.checkpoint import latest_checkpoint
 from robot_rl.text import make_text_encoder
-from robot_rl.vla.model import VLAConfig
-from robot_rl.vla.train import TrainBCConfig, train_bc
+from tests.policies.toy import TINY_ENV_KWARGS
 
 CLI = [sys.executable, "-m", "robot_rl.cli"]
-TINY = VLAConfig(image_size=32, channels=(8, 16, 32), width=32, depth=1, head_depth=1, heads=2, chunk_length=5,
-                 flow_steps=2)
-ENV_KWARGS = {"image_size": 32, "object_state": False}
+ENV_KWARGS = TINY_ENV_KWARGS
 
 
 @pytest.fixture(scope="module")
-def vla(tmp_path_factory):
-    root = tmp_path_factory.mktemp("base")
-    train_bc(TrainBCConfig(datasets=("scripted:PickColor:2",), out=str(root / "vla"), demo_dir=str(root / "demos"),
-                           steps=10, batch_size=8, warmup_steps=2, eval_episodes=0, progress=False, model=TINY))
-    return root / "vla"
+def vla(tiny_vla):
+    return tiny_vla
 
 
 def free_port() -> int:

@@ -1,0 +1,238 @@
+"""Residual off-policy RL on a frozen base policy (``agent.name: residual``; ResFiT, Policy Decorator).
+
+The base (a generalist policy run by the actor's chunk executor, local or behind a policy server) proposes an
+action each control step; this agent adds a bounded residual:
+
+    executed = clip(base + residual, -1, 1),   residual = bound * tanh(f(state, instruction, base, phase))
+
+``f``'s output layer starts at zero, so the untrained agent executes the base exactly. The critics (a LayerNorm
+ensemble, RLPD's subset-min target) score the executed action next to the base's proposal and the step's phase
+in its chunk, trained on n-step returns; the residual actor is deterministic (TD3-style) with small fixed
+exploration noise, trained after a critic-only warm-up, with its bound optionally annealed in. Demo and
+intervention rows enter as they are (the executed action); the base's proposals on demo observations are
+labelled when the run starts (robot_rl.policies.relabel), so their residual is ``a - base``.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from robot_rl.agents.base import Sampling, index_tree, keep_global_rng, obs_batch, seeded_generator, utd_batch
+from robot_rl.agents.bc import bc_term
+from robot_rl.agents.encoders import ObservationEncoder
+from robot_rl.agents.networks import EnsembleCritic, init_parameters, mlp
+from robot_rl.agents.residual_config import ResidualConfig
+from robot_rl.agents.torch_compat import foreach_lerp_
+from robot_rl.spaces import ObsSpec
+
+if TYPE_CHECKING:
+    from robot_rl.replay.buffer import ReplayBuffer
+
+
+class ResidualActor(nn.Module):
+    """``bound * tanh(mlp(x))`` with a zero-initialised output layer; the bound is a buffer (it ships with the
+    policy, so actors use the annealed bound of the weights they run)."""
+
+    def __init__(self, in_dim: int, action_dim: int, hidden_dims: tuple[int, ...], layer_norm: bool) -> None:
+        super().__init__()
+        self.net = mlp(in_dim, hidden_dims, action_dim, layer_norm)
+        self.register_buffer("bound", torch.zeros(1))  # 1-D: the weight board has no 0-d slots
+
+    def zero_output(self) -> None:
+        with torch.no_grad():
+            self.net[-1].weight.zero_()
+            self.net[-1].bias.zero_()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.bound * torch.tanh(self.net(x))
+
+
+class ResidualAgent:
+    """See the module docstring and :class:`ResidualConfig`."""
+
+    name: ClassVar[str] = "residual"
+    config_class: ClassVar[type[ResidualConfig]] = ResidualConfig
+    uses_base: ClassVar[bool] = True
+
+    def __init__(self, obs_spec: ObsSpec, action_dim: int, cfg: ResidualConfig | None = None, seed: int = 0) -> None:
+        self.cfg = cfg = cfg or ResidualConfig()
+        cfg.validate()
+        self.check_spaces(obs_spec, action_dim, cfg)
+        self.obs_spec, self.action_dim = obs_spec, action_dim
+        self.device = torch.device(cfg.device)
+        seen = obs_spec if cfg.use_cameras else ObsSpec(obs_spec.state_dim, {}, obs_spec.instruction_dim)
+        init = seeded_generator(seed)
+        with keep_global_rng():
+            self.encoder = ObservationEncoder(seen, cfg.encoder, generator=init).to(self.device)
+            x_dim = self.encoder.out_dim + action_dim + cfg.chunk_phases
+            self.critic = EnsembleCritic(cfg.num_critics, x_dim + action_dim, cfg.hidden_dims, 1, True)
+            self.actor = ResidualActor(x_dim, action_dim, cfg.hidden_dims, cfg.actor_layer_norm)
+        init_parameters(self.critic, init)
+        init_parameters(self.actor, init)
+        self.actor.zero_output()
+        self.critic, self.actor = self.critic.to(self.device), self.actor.to(self.device)
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        critic_params = list(self.critic.parameters()) + [p for p in self.encoder.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.Adam([
+            {"params": critic_params, "lr": cfg.critic_lr, "name": "critic"},
+            {"params": list(self.actor.parameters()), "lr": cfg.actor_lr, "name": "actor"},
+        ], fused=self.device.type in ("cpu", "cuda"))
+        self._online, self._target = list(self.critic.parameters()), list(self.target_critic.parameters())
+        self.generator = seeded_generator(seed + 1, self.device)
+        self.act_generator = seeded_generator(seed + 2, self.device)
+        self.update_step = 0
+        self.critic_step = 0
+        self._set_bound()
+
+    # ---------------------------------------------------------------- contract
+    @classmethod
+    def check_spaces(cls, obs_spec: ObsSpec, action_dim: int, cfg: ResidualConfig) -> None:
+        if action_dim < 1:
+            raise ValueError(f"agent residual needs a continuous action of at least 1 dimension, got {action_dim}")
+        if obs_spec.state_dim < 1 and not (cfg.use_cameras and obs_spec.cameras):
+            raise ValueError("agent residual needs a state vector (or use_cameras with cameras in the observation)")
+
+    @classmethod
+    def sampling(cls, cfg: ResidualConfig) -> Sampling:
+        """``utd`` critic steps per update on n-step samples in the replay's mix (online vs prior data)."""
+        return Sampling(batch_size=cfg.batch_size, utd=cfg.utd, n_step=cfg.n_step, discount=cfg.discount)
+
+    def prepare(self, replay: ReplayBuffer) -> None:
+        """Before the first update: fit the state standardisation on the replay's contents (then frozen)."""
+        if self.cfg.encoder.normalize_state and not self.encoder.normalizer_fitted:
+            self.encoder.fit_state_normalizer(replay.valid_states())
+
+    # ------------------------------------------------------------------ acting
+    @property
+    def bound(self) -> float:
+        """The residual's current bound (0 during the critic warm-up)."""
+        return float(self.actor.bound)
+
+    def _features(self, z: torch.Tensor, base: torch.Tensor, chunk_index: torch.Tensor) -> torch.Tensor:
+        parts = [z, base.reshape(z.shape[0], -1).float()]
+        phases = self.cfg.chunk_phases
+        if phases:
+            index = chunk_index.reshape(-1).long()
+            one_hot = F.one_hot(index.clamp(0, phases - 1), phases).float()
+            parts.append(one_hot * (index >= 0).unsqueeze(-1).float())
+        return torch.cat(parts, dim=-1)
+
+    @torch.no_grad()
+    def act(self, obs: Mapping[str, Any], deterministic: bool = False) -> np.ndarray:
+        """``clip(base + residual)`` for one observation or a batch; needs ``base_action`` and ``chunk_index``
+        (the actor and evaluation add them: see robot_rl.agents.base)."""
+        if "base_action" not in obs:
+            raise ValueError("agent 'residual' acts on a base policy's proposal: set base_policy.path")
+        tobs, single = obs_batch({**obs, "chunk_index": np.asarray(obs.get("chunk_index", -1))}, self.device)
+        x = self._features(self.encoder(tobs), tobs["base_action"], tobs["chunk_index"])
+        residual = self.actor(x)
+        if not deterministic and self.cfg.exploration_std > 0:
+            noise = torch.randn(residual.shape, device=self.device, generator=self.act_generator)
+            residual = (residual + self.cfg.exploration_std * noise).clamp(-self.actor.bound, self.actor.bound)
+        action = (tobs["base_action"].reshape(residual.shape).float() + residual).clamp(-1.0, 1.0)
+        action = action.cpu().numpy()
+        return action[0] if single else action
+
+    # ---------------------------------------------------------------- learning
+    def _set_bound(self) -> None:
+        cfg = self.cfg
+        past = self.update_step - cfg.critic_warmup_updates
+        if past < 0:
+            share = 0.0
+        else:
+            share = 1.0 if cfg.scale_anneal_updates == 0 else min(1.0, past / cfg.scale_anneal_updates)
+        self.actor.bound.fill_(cfg.residual_scale * share)
+
+    def update(self, batch: Mapping[str, Any]) -> dict[str, float]:
+        """``utd`` critic steps on a ``[utd, B, ...]`` sample; the last also trains the residual actor (once the
+        critic warm-up is over). Returns the last step's metrics."""
+        tb = utd_batch(batch, self.device)
+        if "base_action" not in tb:
+            raise ValueError("agent 'residual' needs the base's proposals in replay samples (ReplayBuffer.with_base)")
+        utd = tb["action"].shape[0]
+        train_actor = self.update_step >= self.cfg.critic_warmup_updates
+        metrics: dict[str, torch.Tensor] = {}
+        for i in range(utd):
+            metrics = self._train_step(index_tree(tb, i), update_actor=train_actor and i == utd - 1)
+        self.update_step += 1
+        self._set_bound()
+        out = {k: float(v) for k, v in metrics.items()}
+        out["residual_bound"] = self.bound
+        return out
+
+    def _train_step(self, mb: Mapping[str, Any], update_actor: bool) -> dict[str, torch.Tensor]:
+        cfg, bound = self.cfg, self.actor.bound
+        members = torch.randperm(cfg.num_critics, device=self.device, generator=self.generator)[: cfg.num_min_critics]
+        augment = self.encoder.has_pixels and cfg.encoder.augment_pad > 0
+        x = self._features(self.encoder(mb["obs"], augment, self.generator), mb["base_action"], mb["chunk_index"])
+        with torch.no_grad():
+            z_next = self.encoder(mb["next_obs"], augment, self.generator)
+            x_next = self._features(z_next, mb["next_base_action"], mb["next_chunk_index"])
+            noise = torch.randn(mb["action"].shape, device=self.device, generator=self.generator)
+            clip = cfg.target_noise_clip * bound
+            noise = (cfg.target_noise_std * bound * noise).clamp(-clip, clip)
+            residual_next = (self.actor(x_next) + noise).clamp(-bound, bound)
+            next_action = (mb["next_base_action"].float() + residual_next).clamp(-1.0, 1.0)
+            q_next = self.target_critic(x_next, next_action, members=members).squeeze(-1).min(0).values
+            discount = mb["discount"].float() if "discount" in mb else cfg.discount
+            target = mb["reward"].float() + discount * (1.0 - mb["terminated"].float()) * q_next
+        q = self.critic(x, mb["action"].float()).squeeze(-1)
+        critic_loss = (q - target).pow(2).mean()
+        loss = critic_loss
+        metrics = {"critic_loss": critic_loss.detach(), "q_mean": q.detach().mean()}
+        if update_actor:
+            xd = x.detach()
+            base = mb["base_action"].float()
+            residual = self.actor(xd)
+            action = (base + residual).clamp(-1.0, 1.0)
+            q_pi = self.critic(xd, action, detach_params=True).squeeze(-1).mean(0)
+            actor_loss = -q_pi.mean()
+            if cfg.bc_weight > 0:
+                relabelled = {**mb, "action": (base + (mb["action"].float() - base).clamp(-bound, bound)).clamp(-1, 1)}
+                bc_loss, bc_rows, _ = bc_term(action, relabelled, q.detach().mean(0), q_pi.detach(), cfg.bc_q_filter)
+                actor_loss = actor_loss + cfg.bc_weight * bc_loss
+                metrics.update(bc_loss=bc_loss.detach(), bc_rows=bc_rows)
+            loss = loss + actor_loss
+            metrics.update(actor_loss=actor_loss.detach(), residual_abs=residual.detach().abs().mean())
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        with torch.no_grad():
+            foreach_lerp_(self._target, self._online, cfg.tau)
+        self.critic_step += 1
+        return metrics
+
+    # ------------------------------------------------------------ state / io
+    def policy_state(self) -> dict[str, torch.Tensor]:
+        """What an actor needs: the residual actor (with its current bound) and the encoder."""
+        out = {f"actor.{k}": v for k, v in self.actor.state_dict().items()}
+        out.update({f"encoder.{k}": v for k, v in self.encoder.state_dict().items()})
+        return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in out.items()}
+
+    def load_policy_state(self, state: Mapping[str, torch.Tensor]) -> None:
+        self.actor.load_state_dict({k[6:]: v for k, v in state.items() if k.startswith("actor.")})
+        self.encoder.load_state_dict({k[8:]: v for k, v in state.items() if k.startswith("encoder.")})
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume learning exactly."""
+        return {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
+                "target_critic": self.target_critic.state_dict(), "encoder": self.encoder.state_dict(),
+                "optimizer": self.optimizer.state_dict(), "generator": self.generator.get_state(),
+                "update_step": self.update_step, "critic_step": self.critic_step}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.actor.load_state_dict(state["actor"])
+        self.critic.load_state_dict(state["critic"])
+        self.target_critic.load_state_dict(state["target_critic"])
+        self.encoder.load_state_dict(state["encoder"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
+        self.update_step = int(state["update_step"])
+        self.critic_step = int(state["critic_step"])

@@ -1,0 +1,89 @@
+"""Configuration of the residual fine-tuning agent (``agent.name: residual``). Every field is documented; all are
+overridable from CLI and YAML."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from robot_rl.agents.base import AgentConfig
+from robot_rl.agents.config import EncoderConfig
+
+
+@dataclass(frozen=True)
+class ResidualConfig(AgentConfig):
+    """Off-policy residual RL on a frozen base policy (ResFiT / Policy Decorator): the executed action is
+    ``clip(base + residual, -1, 1)`` with ``|residual| <= residual_scale`` per dimension."""
+
+    name: str = "residual"
+    """Which agent (``residual`` here; see AgentConfig)."""
+    residual_scale: float = 0.2
+    """Bound of the residual per action dimension, in normalised action units ([-1, 1] is the full range)."""
+    scale_anneal_updates: int = 0
+    """Updates (after the critic warm-up) over which the bound grows linearly from 0 to residual_scale; 0 = the
+    full bound at once."""
+    critic_warmup_updates: int = 0
+    """Updates that train only the critics; the residual stays zero (the base acts alone) until then, so a
+    still-random critic cannot steer the robot away from what the base does."""
+    exploration_std: float = 0.05
+    """Std of the Gaussian noise added to the residual when acting (fixed, not learned; clipped to the bound)."""
+    target_noise_std: float = 0.1
+    """Std of the noise on the next residual in the critic target (target policy smoothing), as a fraction of
+    the bound."""
+    target_noise_clip: float = 0.25
+    """Clip of that noise, as a fraction of the bound."""
+    n_step: int = 3
+    """Transitions summed into each critic target (n-step returns; 1 = one-step TD)."""
+    chunk_phases: int = 16
+    """The step's index in the base's action chunk enters the actor and critics one-hot over this many phases
+    (later indices share the last one; a held step, index -1, is all zeros); 0 leaves the phase out."""
+    use_cameras: bool = False
+    """Encode the env's cameras too (a conv net per camera). Off: the residual sees the state, the instruction
+    embedding and the base's proposal (the base has already read the pixels)."""
+    hidden_dims: tuple[int, ...] = (256, 256)
+    """Hidden layer sizes of the residual actor and of every critic."""
+    actor_layer_norm: bool = True
+    """LayerNorm in the residual actor's hidden layers."""
+    num_critics: int = 10
+    """Critic ensemble size (RLPD: 10)."""
+    num_min_critics: int = 2
+    """Target = min over a random subset of this many target critics (RLPD: 2)."""
+    utd: int = 20
+    """Update-to-data ratio: critic updates per environment step; the residual actor updates once."""
+    batch_size: int = 256
+    """Transitions per gradient step."""
+    discount: float = 0.99
+    """Discount factor gamma."""
+    tau: float = 0.005
+    """Polyak rate of the target critics."""
+    actor_lr: float = 1e-4
+    """Adam learning rate of the residual actor."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critics and the encoder."""
+    bc_weight: float = 0.0
+    """Weight of a behaviour-cloning term on demo and intervention rows, relabelled as residuals against the
+    base's proposal there (``clip(a - base, -bound, bound)``); 0 = off."""
+    bc_q_filter: bool = True
+    """Apply that term only where the critics value the stored action above the agent's own."""
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    """Observation encoder (state MLP; conv nets when use_cameras)."""
+
+    def validate(self) -> None:
+        """Raises ValueError naming the offending field."""
+        checks = [
+            (0.0 < self.residual_scale <= 2.0, "residual_scale must be in (0, 2]"),
+            (self.scale_anneal_updates >= 0 and self.critic_warmup_updates >= 0,
+             "scale_anneal_updates and critic_warmup_updates must be >= 0"),
+            (self.exploration_std >= 0 and self.target_noise_std >= 0 and self.target_noise_clip >= 0,
+             "exploration_std, target_noise_std and target_noise_clip must be >= 0"),
+            (self.n_step >= 1, "n_step must be >= 1"),
+            (self.chunk_phases >= 0, "chunk_phases must be >= 0"),
+            (self.num_critics >= 1, "num_critics must be >= 1"),
+            (1 <= self.num_min_critics <= self.num_critics, "num_min_critics must be in [1, num_critics]"),
+            (self.utd >= 1 and self.batch_size >= 1, "utd and batch_size must be >= 1"),
+            (0.0 <= self.discount <= 1.0, "discount must be in [0, 1]"),
+            (0.0 < self.tau <= 1.0, "tau must be in (0, 1]"),
+            (self.bc_weight >= 0, "bc_weight must be >= 0"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"agent config (residual): {message}")

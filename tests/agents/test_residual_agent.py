@@ -1,0 +1,105 @@
+"""The residual agent on its own: exactly the base before it learns, bounded always, critic-only warm-up and the
+annealed bound, learning a correction of a biased base on real replay samples, exact resume."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from robot_rl.agents import make_agent
+from robot_rl.agents.residual import ResidualAgent
+from robot_rl.agents.residual_config import ResidualConfig
+from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
+from robot_rl.spaces import ObsSpec
+
+SPEC = ObsSpec(3)
+SMALL = dict(hidden_dims=(64, 64), num_critics=4, batch_size=64, utd=2)
+
+
+def batch_obs(rng, n: int) -> dict:
+    return {"state": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
+            "base_action": rng.uniform(-1, 1, (n, 2)).astype(np.float32),
+            "chunk_index": rng.integers(-1, 8, n)}
+
+
+def test_the_untrained_residual_executes_the_base_exactly() -> None:
+    rng = np.random.default_rng(0)
+    agent = make_agent(ResidualConfig(**SMALL), SPEC, 2, seed=3)
+    obs = batch_obs(rng, 32)
+    assert np.array_equal(agent.act(obs, deterministic=True), obs["base_action"])
+    one = {"state": obs["state"][0], "base_action": obs["base_action"][0], "chunk_index": np.int64(2)}
+    assert np.array_equal(agent.act(one, deterministic=True), obs["base_action"][0])
+    explore = agent.act(obs)  # fixed exploration noise, inside the bound
+    gap = np.abs(explore - obs["base_action"])
+    assert 0 < gap.max() <= 0.2 + 1e-6
+    with pytest.raises(ValueError, match="base_policy.path"):
+        agent.act({"state": obs["state"]})
+
+
+def fill(replay: ReplayBuffer, rng, n: int, target: np.ndarray, source: str = "online", explore: float = 0.5) -> None:
+    """One-step episodes of a bandit: reward -||a - target||^2; the base proposes target + 0.3 (a biased base)."""
+    for _ in range(n):
+        s = rng.uniform(-1, 1, 3).astype(np.float32)
+        base = np.clip(target + 0.3, -1, 1).astype(np.float32)
+        a = np.clip(base + rng.uniform(-explore, explore, 2), -1, 1).astype(np.float32)
+        replay.add({"state": s}, a, -float(np.sum((a - target) ** 2)), True, False, {"state": s}, source=source,
+                   base_action=base, chunk_index=0)
+
+
+def test_residual_learns_to_correct_a_biased_base_within_its_bound() -> None:
+    rng = np.random.default_rng(0)
+    target = np.array([0.2, -0.4], np.float32)
+    replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=4000, demos_capacity=10, interventions_capacity=10))
+    replay.with_base = True
+    fill(replay, rng, 2000, target)
+    cfg = ResidualConfig(**SMALL, residual_scale=0.2, critic_warmup_updates=20, scale_anneal_updates=40, n_step=1)
+    agent = ResidualAgent(SPEC, 2, cfg, seed=0)
+    s = agent.sampling(cfg)
+    replay.set_n_step(s.n_step, s.discount)
+    obs = {"state": rng.uniform(-1, 1, (16, 3)).astype(np.float32),
+           "base_action": np.tile(np.clip(target + 0.3, -1, 1), (16, 1)).astype(np.float32),
+           "chunk_index": np.zeros(16, np.int64)}
+    bounds = []
+    for i in range(300):
+        agent.prepare(replay)
+        metrics = agent.update(replay.sample(s.batch_size, mix={"online": 1.0}, utd=s.utd))
+        bounds.append(metrics["residual_bound"])
+        if i < 19:  # critic-only warm-up: the base acts alone
+            assert np.array_equal(agent.act(obs, deterministic=True), obs["base_action"])
+            assert "actor_loss" not in metrics
+    assert bounds[18] == 0.0 and bounds[39] == pytest.approx(0.1) and bounds[-1] == pytest.approx(0.2)
+    action = agent.act(obs, deterministic=True)
+    assert np.all(np.abs(action - obs["base_action"]) <= 0.2 + 1e-6)
+    # the base misses by +0.3 per dim; the bound allows 0.2 of correction, and the residual takes over half of it
+    assert np.all(obs["base_action"] - action > 0.1), action[:2]
+
+
+def test_resume_restores_the_agent_exactly() -> None:
+    rng = np.random.default_rng(1)
+    replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=600, demos_capacity=10, interventions_capacity=10))
+    replay.with_base = True
+    fill(replay, rng, 300, np.zeros(2, np.float32))
+    cfg = ResidualConfig(**SMALL)
+    agent = ResidualAgent(SPEC, 2, cfg, seed=0)
+    for _ in range(5):
+        agent.prepare(replay)
+        agent.update(replay.sample(64, mix={"online": 1.0}, utd=2))
+    twin = ResidualAgent(SPEC, 2, cfg, seed=9)
+    twin.load_state_dict(copy.deepcopy(agent.state_dict()))
+    batch = replay.sample(64, mix={"online": 1.0}, utd=2)
+    assert agent.update(copy.deepcopy(batch)) == twin.update(copy.deepcopy(batch))
+    for k, v in agent.policy_state().items():
+        assert torch.equal(v, twin.policy_state()[k]), k
+    actor = ResidualAgent(SPEC, 2, cfg, seed=5)  # an actor process: policy weights only
+    actor.load_policy_state(agent.policy_state())
+    obs = batch_obs(rng, 8)
+    assert np.array_equal(actor.act(obs, deterministic=True), agent.act(obs, deterministic=True))
+
+
+def test_bad_residual_configs_are_refused() -> None:
+    for bad in ({"residual_scale": 0.0}, {"n_step": 0}, {"num_min_critics": 20}):
+        with pytest.raises(ValueError, match="residual"):
+            ResidualConfig(**bad).validate()

@@ -1,0 +1,132 @@
+"""Residual fine-tuning through the real runtime: the tiny VLA behind `robot-rl serve-policy`, actor and learner as
+processes, demo rows labelled with the base's proposals, the executed action inside the residual's bound, SIGKILL
+then resume with the base reference and the agent's state; interventions recorded with what ran."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from robot_rl.agents.residual import ResidualAgent
+from robot_rl.config import from_dict, load_yaml
+from robot_rl.envs.make import EnvConfig
+from robot_rl.policies.client import wait_for_server
+from robot_rl.policies.config import BasePolicyConfig
+from robot_rl.replay.store import load_buffer
+from robot_rl.runtime.actor import Actor
+from robot_rl.runtime.checkpoint import latest_checkpoint
+from robot_rl.runtime.config import RuntimeConfig, TrainConfig
+from robot_rl.runtime.learner import Learner
+from robot_rl.spaces import ObsSpec
+from robot_rl.teleop.config import TeleopConfig
+from robot_rl.teleop.scripted import ScriptedHumanConfig
+from tests.policies.toy import TINY_ENV_KWARGS
+from tests.runtime.test_base_policy_runtime import free_port
+from tests.runtime.test_processes import wait_for
+
+CLI = [sys.executable, "-m", "robot_rl.cli"]
+BOUND = 0.3
+
+
+@pytest.mark.timeout(600)
+def test_residual_on_a_served_base_through_processes_survives_sigkill(tiny_vla, tmp_path):
+    port = free_port()
+    url = f"ws://127.0.0.1:{port}"
+    server = subprocess.Popen([*CLI, "serve-policy", str(tiny_vla), "--port", str(port)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    run = tmp_path / "runs" / "r"
+    train = None
+    try:
+        wait_for_server(url, 60)
+        train = subprocess.Popen(
+            [*CLI, "train", "--env.id", "robot_rl/PickColor-v0", "--env.kwargs", json.dumps(TINY_ENV_KWARGS),
+             "--agent.name", "residual", "--agent.residual-scale", str(BOUND), "--agent.critic-warmup-updates", "20",
+             "--agent.utd", "2", "--agent.batch-size", "32", "--agent.hidden-dims", "64", "64",
+             "--agent.num-critics", "4", "--base-policy.path", url, "--demos", "scripted:2",
+             "--total-env-steps", "100000", "--random-steps", "60", "--learning-starts", "60",
+             "--checkpoint-every", "150", "--eval-every", "0", "--name", "r", "--runs-dir", str(tmp_path / "runs"),
+             "--no-progress"],
+            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+            env={**os.environ, "MUJOCO_GL": "egl"})
+        wait_for(lambda: (run / "checkpoints" / "latest").is_file() or train.poll() is not None, 400,
+                 "a first checkpoint")
+        assert train.poll() is None, train.stderr.read()[-3000:]
+        time.sleep(1.0)
+        os.killpg(train.pid, signal.SIGKILL)  # the whole run: launcher, learner and actor
+        train.wait(timeout=30)
+
+        ckpt = latest_checkpoint(run)
+        saved = json.loads((ckpt / "counters.json").read_text())
+        replay = load_buffer(ckpt / "replay.zarr")
+        demos, online = replay.partitions["demos"], replay.partitions["online"]
+        d = {k: v[: demos.size] for k, v in demos.arrays.items()}
+        assert d["valid"].sum() > 20 and np.all(d["chunk_index"][d["valid"]] >= 0)  # labelled at start
+        o = {k: v[: online.size] for k, v in online.arrays.items()}
+        valid = o["valid"]
+        gap = np.abs(o["action"][valid] - o["base_action"][valid]).max(axis=1)
+        assert np.all(gap <= BOUND + 1e-5), gap.max()
+        base_only = o["policy_version"][valid] == 0  # warm-up: the base's rollouts
+        assert base_only.any() and np.all(gap[base_only] == 0)
+
+        cfg = load_yaml(TrainConfig, run / "config.yaml")
+        assert cfg.base_policy.path == url and cfg.agent.name == "residual"
+        resumed = Learner(cfg, run, resume=True)
+        try:  # the agent as checkpointed: updates, bound, residual weights; the demo labels kept
+            agent = resumed.agent
+            assert isinstance(agent, ResidualAgent) and agent.update_step == saved["updates"] > 20
+            assert agent.bound == pytest.approx(BOUND)
+            policy = load_file(str(ckpt / "policy.safetensors"))
+            assert all(torch.equal(agent.policy_state()[k], v) for k, v in policy.items())
+            assert policy["actor.net.4.weight"].abs().sum() > 0  # trained past its zero start
+            part = resumed.replay.partitions["demos"]
+            assert np.all(part.arrays["chunk_index"][: part.size][part.arrays["valid"][: part.size]] >= 0)
+        finally:
+            resumed.close(unlink=True)
+    finally:
+        if train is not None and train.poll() is None:
+            os.killpg(train.pid, signal.SIGKILL)
+        server.terminate()
+        _, err = server.communicate(timeout=30)
+    assert "Traceback" not in err, err
+
+
+@pytest.mark.timeout(300)
+def test_interventions_override_the_residual_and_are_recorded_as_executed(tiny_vla, tmp_path):
+    human = ScriptedHumanConfig(noise=0.0, takeover_steps=6, max_takeovers=0)  # exact expert actions
+    cfg = TrainConfig(env=EnvConfig(id="robot_rl/PickColor-v0", kwargs=TINY_ENV_KWARGS, max_episode_steps=40),
+                      random_steps=0, agent=from_dict(TrainConfig, {"agent": {"name": "residual",
+                                                                             "residual_scale": BOUND}}).agent,
+                      base_policy=BasePolicyConfig(path=str(tiny_vla)),
+                      runtime=RuntimeConfig(num_envs=1, chunk_steps=1000, flush_seconds=1e6, spool=False),
+                      teleop=TeleopConfig(device="scripted", scripted=human))
+    actor = Actor(cfg, tmp_path)
+    try:
+        residual = ResidualAgent(ObsSpec.from_space(actor.env.single_observation_space), 4, cfg.agent, seed=0)
+        with torch.no_grad():  # a residual that moves: random output layer at the full bound
+            residual.actor.net[-1].weight.normal_(0, 1.0)
+        actor.policy.load_policy_state(residual.policy_state())
+        actor.version = 1
+        for _ in range(120):
+            assert actor.step()
+        chunk = {k: v.copy() for k, v in actor.builder.take().items()}
+    finally:
+        actor.close()
+    valid = chunk["valid"]
+    human_rows, policy_rows = valid & chunk["intervened"], valid & ~chunk["intervened"]
+    assert human_rows.sum() >= 6 and policy_rows.sum() >= 6, (human_rows.sum(), policy_rows.sum())
+    gap = np.abs(chunk["action"] - chunk["base_action"]).max(axis=1)
+    # the policy's steps ran base + residual (inside the bound, and not the base alone) ...
+    assert np.all(gap[policy_rows] <= BOUND + 1e-5) and gap[policy_rows].mean() > 0.01
+    # ... the human's steps ran, and are stored as, the expert's command (gripper exactly +-1), the base's
+    # proposal kept beside it
+    assert np.all(np.abs(chunk["action"][human_rows, -1]) == 1.0)
+    assert np.all(chunk["chunk_index"][valid] >= -1) and set(chunk["source"][human_rows]) == {2}
