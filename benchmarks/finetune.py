@@ -1,0 +1,145 @@
+"""Fine-tuning a base (generalist) policy with off-policy RL: base success -> success after fine-tuning, env steps
+to >= 90 %, the worst evaluation after the first 2k steps against the base, several seeds (IQM with a bootstrap
+95 % CI).
+
+    python benchmarks/finetune.py --base policies/vla_bench --task PickColor --methods residual \
+        --seeds 0 1 2 --env-steps 10000 --eval-every 1000 --eval-episodes 50
+
+Every run: the base (``--base``, a saved policy folder) executed synchronously by the actor, ``--demos`` scripted
+demos in the prior partition (labelled with the base's proposals), ``--warmup`` steps of the base's own rollouts
+before learning, actor and learner in lock-step in one process (the figures measure learning, not timing).
+The base alone is evaluated on the same evaluation seeds (same placements and instructions) as each run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from common import write_result
+
+# what the small VLA's demos were recorded with
+ENV_KWARGS = {"cameras": ["front", "wrist"], "image_size": 64, "object_state": False, "instruction": True}
+
+
+def agent_section(method: str, args: argparse.Namespace) -> dict:
+    if method == "residual":
+        return {"name": "residual", "utd": args.utd, "batch_size": args.batch_size,
+                "residual_scale": args.residual_scale, "critic_warmup_updates": args.critic_warmup,
+                "scale_anneal_updates": args.anneal}
+    raise ValueError(f"unknown method {method!r}")
+
+
+def base_only(args: argparse.Namespace, seed: int) -> float:
+    """The base's success on the evaluation episodes every run of ``seed`` is scored on."""
+    from robot_rl.envs.config import EnvConfig
+    from robot_rl.envs.make import make_env
+    from robot_rl.policies.config import BasePolicyConfig, ExecutionConfig
+    from robot_rl.policies.evaluate import ExecutorAgent
+    from robot_rl.policies.loader import load_policy
+    from robot_rl.runtime.evaluation import evaluate
+    from robot_rl.runtime.seeds import Seeds
+
+    env = make_env(EnvConfig(id=f"robot_rl/{args.task}-v0", kwargs=ENV_KWARGS))
+    agent = ExecutorAgent(load_policy(BasePolicyConfig(path=args.base)), ExecutionConfig(mode="sync"), env)
+    try:
+        return float(evaluate(agent, env, args.eval_episodes, seed=Seeds(seed).evaluation())["success_rate"])
+    finally:
+        agent.close()
+        env.close()
+
+
+def run_one(args: argparse.Namespace, method: str, seed: int) -> dict:
+    from robot_rl.config import from_dict
+    from robot_rl.runtime.supervisor import train
+
+    data = {"name": f"{method}-{seed}", "runs_dir": args.runs_dir, "seed": seed,
+            "total_env_steps": args.env_steps, "random_steps": args.warmup, "learning_starts": args.warmup,
+            "eval_every": args.eval_every, "eval_episodes": args.eval_episodes, "checkpoint_every": 0,
+            "log_every": 500, "progress": False, "demos": [f"scripted:{args.demos}"] if args.demos else [],
+            "env": {"id": f"robot_rl/{args.task}-v0", "kwargs": ENV_KWARGS},
+            "agent": agent_section(method, args), "base_policy": {"path": args.base},
+            "runtime": {"processes": False},
+            "replay": {"online_capacity": args.env_steps * 11 // 10 + 2000, "demos_capacity": 200 * args.demos + 1000,
+                       "interventions_capacity": 100}}
+    from robot_rl.runtime.config import TrainConfig
+
+    start = time.perf_counter()
+    run_dir, final = train(from_dict(TrainConfig, data))
+    rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
+    curve = [(int(r["step"]), float(r["eval/success_rate"])) for r in rows if "eval/success_rate" in r]
+    return {"curve": curve, "final": float(final["success_rate"]), "wall_s": time.perf_counter() - start,
+            "base": base_only(args, seed)}
+
+
+def summarise(method: str, runs: list[dict]) -> dict:
+    from robot_rl.runtime.stats import iqm_ci
+
+    finals = np.array([r["final"] for r in runs])
+    bases = np.array([r["base"] for r in runs])
+    mid, lo, hi = iqm_ci(finals)
+    to90 = [next((s for s, v in r["curve"] if v >= 0.9), None) for r in runs]
+    drops = [min([v for s, v in r["curve"] if s > 2000] or [r["base"]]) - r["base"] for r in runs]
+    return {"method": method, "base_mean": float(bases.mean()), "final_iqm": mid, "final_ci": [lo, hi],
+            "finals": finals.tolist(), "bases": bases.tolist(), "steps_to_90": to90, "worst_drop": drops,
+            "wall_min": [round(r["wall_s"] / 60, 1) for r in runs], "curves": [r["curve"] for r in runs]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base", default="policies/vla_bench")
+    parser.add_argument("--task", default="PickColor")
+    parser.add_argument("--methods", nargs="+", default=["residual"])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--env-steps", type=int, default=10_000)
+    parser.add_argument("--warmup", type=int, default=1000, help="env steps of base rollouts before learning")
+    parser.add_argument("--demos", type=int, default=20, help="scripted demos in the prior partition")
+    parser.add_argument("--eval-every", type=int, default=1000)
+    parser.add_argument("--eval-episodes", type=int, default=50)
+    parser.add_argument("--utd", type=int, default=4)
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--residual-scale", type=float, default=0.3)
+    parser.add_argument("--critic-warmup", type=int, default=500, help="updates before the residual acts")
+    parser.add_argument("--anneal", type=int, default=1000, help="updates over which the bound grows in")
+    parser.add_argument("--runs-dir", default="")
+    parser.add_argument("--out", default=None)
+    parser.add_argument("--child", nargs=2, metavar=("METHOD", "SEED"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    args.runs_dir = args.runs_dir or tempfile.mkdtemp(prefix="finetune_")
+    if args.child:
+        print("RESULT " + json.dumps(run_one(args, args.child[0], int(args.child[1]))), flush=True)
+        return
+    table = []
+    for method in args.methods:
+        runs = []
+        for seed in args.seeds:  # one run at a time: each takes both cores
+            argv = [sys.executable, __file__, *sys.argv[1:], "--runs-dir", args.runs_dir, "--child", method, str(seed)]
+            proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "MUJOCO_GL": "egl"})
+            lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+            if proc.returncode or not lines:
+                raise SystemExit(f"{method} seed {seed} failed:\n{proc.stderr[-3000:]}")
+            runs.append(json.loads(lines[-1][7:]))
+            print(f"{method} seed {seed}: base {runs[-1]['base']:.2f} -> {runs[-1]['final']:.2f} "
+                  f"({runs[-1]['wall_s'] / 60:.1f} min) curve {runs[-1]['curve']}", flush=True)
+        table.append(summarise(method, runs))
+    print(f"\n{args.task}, {args.env_steps} env steps, {len(args.seeds)} seeds, {args.eval_episodes} evaluation "
+          f"episodes per point")
+    print(f"{'method':<10} {'base':>6} {'final IQM':>10} {'95 % CI':>12} {'steps to 90 %':>16} {'worst drop':>11}")
+    for row in table:
+        to90 = ",".join("-" if s is None else str(s) for s in row["steps_to_90"])
+        print(f"{row['method']:<10} {row['base_mean']:>6.2f} {row['final_iqm']:>10.2f} "
+              f"{row['final_ci'][0]:>5.2f}-{row['final_ci'][1]:<5.2f} {to90:>16} {min(row['worst_drop']):>+11.2f}")
+    path = write_result(f"finetune_{args.task.lower()}", {"task": args.task, "env_steps": args.env_steps,
+                                                           "seeds": args.seeds, "methods": table}, args.out)
+    print(f"results: {path}")
+
+
+if __name__ == "__main__":
+    main()
