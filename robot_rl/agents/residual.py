@@ -115,6 +115,10 @@ class ResidualAgent:
         """The residual's current bound (0 during the critic warm-up)."""
         return float(self.actor.bound)
 
+    def _seen(self, obs: Mapping[str, Any]) -> dict[str, Any]:
+        """The observation without the cameras when the agent does not encode them (no copy of their frames)."""
+        return dict(obs) if self.cfg.use_cameras else {k: v for k, v in obs.items() if k != "pixels"}
+
     def _features(self, z: torch.Tensor, base: torch.Tensor, chunk_index: torch.Tensor) -> torch.Tensor:
         parts = [z, base.reshape(z.shape[0], -1).float()]
         phases = self.cfg.chunk_phases
@@ -130,7 +134,10 @@ class ResidualAgent:
         (the actor and evaluation add them: see robot_rl.agents.base)."""
         if "base_action" not in obs:
             raise ValueError("agent 'residual' acts on a base policy's proposal: set base_policy.path")
-        tobs, single = obs_batch({**obs, "chunk_index": np.asarray(obs.get("chunk_index", -1))}, self.device)
+        index = obs.get("chunk_index")
+        if index is None:  # no phase known: a held step's encoding
+            index = np.full(np.shape(obs["state"])[:-1], -1, np.int64)
+        tobs, single = obs_batch({**self._seen(obs), "chunk_index": np.asarray(index)}, self.device)
         x = self._features(self.encoder(tobs), tobs["base_action"], tobs["chunk_index"])
         residual = self.actor(x)
         if not deterministic and self.cfg.exploration_std > 0:
@@ -153,9 +160,13 @@ class ResidualAgent:
     def update(self, batch: Mapping[str, Any]) -> dict[str, float]:
         """``utd`` critic steps on a ``[utd, B, ...]`` sample; the last also trains the residual actor (once the
         critic warm-up is over). Returns the last step's metrics."""
-        tb = utd_batch(batch, self.device)
-        if "base_action" not in tb:
+        if "base_action" not in batch:
             raise ValueError("agent 'residual' needs the base's proposals in replay samples (ReplayBuffer.with_base)")
+        if self.cfg.n_step > 1 and "discount" not in batch:
+            raise ValueError(f"agent 'residual' (n_step {self.cfg.n_step}) needs n-step samples: call "
+                             "replay.set_n_step(s.n_step, s.discount) with s = ResidualAgent.sampling(cfg)")
+        batch = {**batch, "obs": self._seen(batch["obs"]), "next_obs": self._seen(batch["next_obs"])}
+        tb = utd_batch(batch, self.device)
         utd = tb["action"].shape[0]
         train_actor = self.update_step >= self.cfg.critic_warmup_updates
         metrics: dict[str, torch.Tensor] = {}

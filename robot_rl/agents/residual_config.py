@@ -18,10 +18,10 @@ class ResidualConfig(AgentConfig):
     """Which agent (``residual`` here; see AgentConfig)."""
     residual_scale: float = 0.2
     """Bound of the residual per action dimension, in normalised action units ([-1, 1] is the full range)."""
-    scale_anneal_updates: int = 0
+    scale_anneal_updates: int = 1000
     """Updates (after the critic warm-up) over which the bound grows linearly from 0 to residual_scale; 0 = the
     full bound at once."""
-    critic_warmup_updates: int = 0
+    critic_warmup_updates: int = 500
     """Updates that train only the critics; the residual stays zero (the base acts alone) until then, so a
     still-random critic cannot steer the robot away from what the base does."""
     exploration_std: float = 0.05

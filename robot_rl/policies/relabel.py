@@ -34,8 +34,9 @@ def episode_starts(part: RingStorage, rows: np.ndarray) -> np.ndarray:
 def label_base_proposals(part: RingStorage, policy: BasePolicy, rows: np.ndarray,
                          instructions: Mapping[int, str] | None = None, execute_steps: int = 0) -> int:
     """Writes the base's proposal and chunk index into every transition of the episodes starting among ``rows``
-    that has none yet (``chunk_index < 0``); returns how many were labelled. ``instructions``: episode id ->
-    instruction text (the dataset's metadata); ``execute_steps``: actions per chunk (0 = the whole chunk)."""
+    whose first transition has none yet (``chunk_index < 0``); returns how many were labelled. ``instructions``:
+    episode id -> instruction text (the dataset's metadata); ``execute_steps``: actions per chunk (0 = the whole
+    chunk). Labels follow the synchronous executor's timing (no temporal ensembling, no late chunks)."""
     meta = policy.metadata
     per_chunk = min(execute_steps or meta.chunk_length, meta.chunk_length)
     noise = np.zeros(meta.noise_shape, np.float32) if meta.accepts_noise else None

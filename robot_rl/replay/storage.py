@@ -213,7 +213,8 @@ class RingStorage:
     def n_step_chain(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Follows each row's episode up to ``n_step`` transitions: the last row of the chain, the discounted
         reward sum, the discount of the bootstrap (``discount ** k`` for k transitions) and whether the chain
-        ended in a termination. A chain stops at a terminal, a truncation or a transition not stored (yet)."""
+        ended in a termination. A chain stops at a terminal, a truncation, a transition not stored (yet) or one
+        that is not the episode's next step."""
         a = self.arrays
         end = rows.copy()
         ret = a["reward"][rows].astype(np.float32)
@@ -222,7 +223,11 @@ class RingStorage:
         going = ~(term | a["truncated"][rows])
         for _ in range(self.n_step - 1):
             nxt = a["next_row"][end]
-            going &= (nxt >= 0) & a["valid"][np.maximum(nxt, 0)]
+            safe = np.maximum(nxt, 0)
+            # the next row's transition continues this one (a stream that stopped and restarted from an equal
+            # observation shares the row, but its next transition is not the next step)
+            going &= ((nxt >= 0) & a["valid"][safe] & (a["step"][safe] == a["step"][end] + 1)
+                      & (a["episode_id"][safe] == a["episode_id"][end]))
             if not going.any():
                 break
             step = nxt[going]

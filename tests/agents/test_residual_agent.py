@@ -27,7 +27,7 @@ def batch_obs(rng, n: int) -> dict:
 
 def test_the_untrained_residual_executes_the_base_exactly() -> None:
     rng = np.random.default_rng(0)
-    agent = make_agent(ResidualConfig(**SMALL), SPEC, 2, seed=3)
+    agent = make_agent(ResidualConfig(**SMALL, critic_warmup_updates=0, scale_anneal_updates=0), SPEC, 2, seed=3)
     obs = batch_obs(rng, 32)
     assert np.array_equal(agent.act(obs, deterministic=True), obs["base_action"])
     one = {"state": obs["state"][0], "base_action": obs["base_action"][0], "chunk_index": np.int64(2)}
@@ -35,6 +35,8 @@ def test_the_untrained_residual_executes_the_base_exactly() -> None:
     explore = agent.act(obs)  # fixed exploration noise, inside the bound
     gap = np.abs(explore - obs["base_action"])
     assert 0 < gap.max() <= 0.2 + 1e-6
+    no_phase = agent.act({"state": obs["state"], "base_action": obs["base_action"]}, deterministic=True)
+    assert np.array_equal(no_phase, obs["base_action"])  # no chunk index: encoded as a held step
     with pytest.raises(ValueError, match="base_policy.path"):
         agent.act({"state": obs["state"]})
 
@@ -82,10 +84,14 @@ def test_resume_restores_the_agent_exactly() -> None:
     replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=600, demos_capacity=10, interventions_capacity=10))
     replay.with_base = True
     fill(replay, rng, 300, np.zeros(2, np.float32))
-    cfg = ResidualConfig(**SMALL)
+    cfg = ResidualConfig(**SMALL, critic_warmup_updates=2, scale_anneal_updates=4)
     agent = ResidualAgent(SPEC, 2, cfg, seed=0)
+    agent.prepare(replay)
+    with pytest.raises(ValueError, match="needs n-step samples"):  # n_step 3 without n-step sampling
+        agent.update(replay.sample(64, mix={"online": 1.0}, utd=2))
+    s = ResidualAgent.sampling(cfg)
+    replay.set_n_step(s.n_step, s.discount)
     for _ in range(5):
-        agent.prepare(replay)
         agent.update(replay.sample(64, mix={"online": 1.0}, utd=2))
     twin = ResidualAgent(SPEC, 2, cfg, seed=9)
     twin.load_state_dict(copy.deepcopy(agent.state_dict()))

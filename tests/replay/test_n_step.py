@@ -17,7 +17,7 @@ def episode(replay: ReplayBuffer, rewards, terminated_last: bool, stream: int = 
         last = t == len(rewards) - 1
         replay.add({"state": np.array([start + t], np.float32)}, np.zeros(1, np.float32), r, last and terminated_last,
                    last and not terminated_last, {"state": np.array([start + t + 1], np.float32)}, stream=stream,
-                   base_action=np.array([0.1 * (t + 1)], np.float32), chunk_index=t % 2)
+                   base_action=np.array([0.1 * (t + 1)], np.float32), chunk_index=t % 2, step=t)
 
 
 def by_state(sample) -> dict[float, dict]:
@@ -60,3 +60,15 @@ def test_a_chain_stops_where_the_next_transition_has_not_arrived() -> None:
     assert np.all(sample["next_obs"]["state"] == 1.0)
     with pytest.raises(ValueError, match="n >= 1"):
         replay.set_n_step(0, 0.9)
+
+
+def test_a_chain_does_not_cross_a_gap_in_a_stream() -> None:
+    """A stream that stopped and restarted from an equal observation (a held robot) shares the row; the
+    transition from it is not the episode's next step, so the chain ends there."""
+    replay = ReplayBuffer(ObsSpec(1), 1, CFG, seed=0)
+    s = [np.array([v], np.float32) for v in (0.0, 1.0, 2.0)]
+    replay.add({"state": s[0]}, np.zeros(1, np.float32), 1.0, False, False, {"state": s[1]}, step=0)
+    replay.add({"state": s[1]}, np.zeros(1, np.float32), 5.0, False, False, {"state": s[2]}, step=4)
+    replay.set_n_step(3, 0.5)
+    rows = by_state(replay.sample(100, mix={"online": 1.0}))
+    assert rows[0.0]["reward"] == 1.0 and rows[0.0]["discount"] == 0.5 and rows[0.0]["next_obs"] == 1.0

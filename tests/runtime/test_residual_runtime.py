@@ -50,6 +50,7 @@ def test_residual_on_a_served_base_through_processes_survives_sigkill(tiny_vla, 
         train = subprocess.Popen(
             [*CLI, "train", "--env.id", "robot_rl/PickColor-v0", "--env.kwargs", json.dumps(TINY_ENV_KWARGS),
              "--agent.name", "residual", "--agent.residual-scale", str(BOUND), "--agent.critic-warmup-updates", "20",
+             "--agent.scale-anneal-updates", "0",
              "--agent.utd", "2", "--agent.batch-size", "32", "--agent.hidden-dims", "64", "64",
              "--agent.num-critics", "4", "--base-policy.path", url, "--demos", "scripted:2",
              "--total-env-steps", "100000", "--random-steps", "60", "--learning-starts", "60",
@@ -113,6 +114,7 @@ def test_interventions_override_the_residual_and_are_recorded_as_executed(tiny_v
         residual = ResidualAgent(ObsSpec.from_space(actor.env.single_observation_space), 4, cfg.agent, seed=0)
         with torch.no_grad():  # a residual that moves: random output layer at the full bound
             residual.actor.net[-1].weight.normal_(0, 1.0)
+            residual.actor.bound.fill_(BOUND)
         actor.policy.load_policy_state(residual.policy_state())
         actor.version = 1
         for _ in range(120):
