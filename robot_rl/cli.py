@@ -10,6 +10,7 @@
     robot-rl record-frames TASK [--mode sim|keys] [--episodes 40] [--image-size 64] [--out PATH]  (reward frames)
     robot-rl train-reward FRAMES [FRAMES ...] [--out DIR] [--epochs N]   (success classifier for a learned reward)
     robot-rl train-bc [CONFIG] [--datasets ...] [--out DIR] [--steps N]   (the small VLA by behaviour cloning)
+    robot-rl distill [CONFIG] --run RUN [--episodes N] [--out DIR] [--train.datasets ...]   (RL -> generalist)
     robot-rl serve-policy POLICY [--host 127.0.0.1] [--port 8000]   (openpi's websocket protocol)
     robot-rl launch FILE [name:=value ...] [--print]   (ROS 2 YAML launch file, e.g. launch/sim_arm.launch.yaml)
     robot-rl ros-index PREFIX                        (ament index entries so `ros2 launch robot_rl ...` resolves)
@@ -311,6 +312,29 @@ def cmd_train_bc(argv: list[str]) -> int:
     return 0
 
 
+def cmd_distill(argv: list[str]) -> int:
+    from robot_rl.config import ConfigError, parse
+    from robot_rl.vla.distill import DistillConfig, distill
+
+    config_path = None
+    if argv and not argv[0].startswith("-"):
+        config_path, argv = argv[0], argv[1:]
+    try:
+        cfg = parse(DistillConfig, config_path, argv, prog="robot-rl distill",
+                    description="Collect a fine-tuning run's successful episodes and re-train the generalist (small "
+                                "VLA) on them mixed with its original data; evaluate it per task before and after. "
+                                "CONFIG: a YAML file (optional). Precedence: defaults < CONFIG < flags.")
+        cfg.validate()
+    except (ConfigError, ValueError) as exc:
+        return fail("distill", exc)
+    try:
+        summary = distill(cfg)
+    except (ValueError, FileExistsError, RuntimeError) as exc:
+        return fail("distill", exc)
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
 def cmd_launch(argv: list[str]) -> int:
     from robot_rl.ros.launch import main as launch_main
 
@@ -326,7 +350,7 @@ def cmd_ros_index(argv: list[str]) -> int:
 COMMANDS = {"train": cmd_train, "learner": cmd_learner, "actor": cmd_actor, "eval": cmd_eval,
             "record-demos": cmd_record_demos, "demos": cmd_demos, "launch": cmd_launch, "ros-index": cmd_ros_index,
             "record-frames": cmd_record_frames, "train-reward": cmd_train_reward, "train-bc": cmd_train_bc,
-            "serve-policy": cmd_serve_policy}
+            "serve-policy": cmd_serve_policy, "distill": cmd_distill}
 
 
 def main(argv: list[str] | None = None) -> int:

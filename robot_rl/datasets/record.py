@@ -162,7 +162,7 @@ def is_complete(path: str | Path, n: int | None = None) -> bool:
 
 def record_demos(env_id: str, n: int, out_path: str | Path, noise: float = DEFAULT_NOISE, seed: int = 0,
                  only_successes: bool = True, env_kwargs: Mapping[str, Any] | None = None, progress: bool = True,
-                 *, device: str = "scripted", max_attempts: int | None = None, overwrite: bool = False,
+                 *, device: Any = "scripted", max_attempts: int | None = None, overwrite: bool = False,
                  teleop: TeleopConfig | None = None, rate_hz: float | None = None, success_reward: float = 1.0,
                  on_event: EventHook | None = None) -> RecordStats:
     """Records ``n`` episodes of ``device`` acting in ``env_id`` into a new dataset at ``out_path``.
@@ -171,6 +171,9 @@ def record_demos(env_id: str, n: int, out_path: str | Path, noise: float = DEFAU
     (scripted: default ``2 n + 10``, which raises RuntimeError; human devices: unlimited) is reached.
     ``out_path`` must not exist unless ``overwrite``; the dataset appears there only when complete.
 
+    ``device``: a device name, or an action source object of your own (``name``, ``human``, ``start(env)``,
+    ``reset()``, ``step(env) -> Step``, ``close()``; optional ``observe(obs, info, first)``, told every observation,
+    e.g. a policy: robot_rl.vla.distill.PolicyDevice).
     Human devices (``keyboard | gamepad | spacemouse | ros``, configured by ``teleop``) are paced at ``rate_hz``
     (default: the env's control rate; 0 = as fast as possible); a success label sets the last reward to
     ``success_reward``. ``on_event(kind, info)`` is told ``episode_start``, ``episode_end``, ``hold`` and
@@ -179,7 +182,7 @@ def record_demos(env_id: str, n: int, out_path: str | Path, noise: float = DEFAU
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
-    dev = make_device(device, noise, teleop)
+    dev = make_device(device, noise, teleop) if isinstance(device, str) else device
     env_id = resolve_env_id(env_id)
     kwargs = _kwargs_json(env_kwargs)
     out = Path(out_path)

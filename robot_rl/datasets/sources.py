@@ -168,6 +168,9 @@ def run_episode(dev: ScriptedDevice | HumanDevice, env: Any, reset_seed: int, pe
     """One attempt: the device steps the env until the env ends it or the operator labels / discards it."""
     obs, info = env.reset(seed=reset_seed)
     dev.reset()
+    observe = getattr(dev, "observe", None)  # sources that act on observations (a policy)
+    if observe is not None:
+        observe(obs, info, True)
     ep = Episode([copy_obs(obs)], instruction=str(info.get(INSTRUCTION, "")))
     hardware = bool(getattr(env.unwrapped, "drives_hardware", False))
     holding, tick = False, time.monotonic()
@@ -194,6 +197,8 @@ def run_episode(dev: ScriptedDevice | HumanDevice, env: Any, reset_seed: int, pe
                     return ep
         else:
             obs, reward, term, trunc, info = env.step(step.action)
+            if observe is not None:
+                observe(obs, info, False)
             ep.observations.append(copy_obs(obs))
             ep.actions.append(np.asarray(step.action, np.float32))
             ep.rewards.append(float(reward))

@@ -75,6 +75,9 @@ class TrainBCConfig:
     """Show a progress bar."""
     model: VLAConfig = field(default_factory=VLAConfig)
     """The model's architecture."""
+    init: str = ""
+    """A saved small-VLA folder to start from: its weights, architecture (``model`` is then ignored) and state
+    normalisation (e.g. re-training the generalist on a fine-tuned specialist's episodes: ``robot-rl distill``)."""
     execution: ExecutionConfig = field(default_factory=lambda: ExecutionConfig(mode="sync"))
     """How evaluation executes the chunks."""
 
@@ -142,7 +145,7 @@ def train_bc(cfg: TrainBCConfig) -> dict[str, Any]:
     from robot_rl.runtime.run_logger import RunLogger
     from robot_rl.text import make_text_encoder
     from robot_rl.vla.data import ChunkDataset
-    from robot_rl.vla.policy import VLAPolicy
+    from robot_rl.vla.policy import VLAPolicy, load_vla
 
     cfg.validate()
     if cfg.threads:
@@ -150,14 +153,23 @@ def train_bc(cfg: TrainBCConfig) -> dict[str, Any]:
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     paths = resolve_datasets(cfg, cfg.progress)
-    data = ChunkDataset(paths, cfg.model.chunk_length, cfg.model.text_encoder, cfg.model.cameras)
-    model_cfg = dataclasses.replace(cfg.model, state_dim=data.spec.state_dim, action_dim=data.action_dim,
-                                    text_dim=make_text_encoder(cfg.model.text_encoder).dim)
+    start = load_vla(cfg.init) if cfg.init else None
+    model_cfg = start.cfg if start is not None else cfg.model
+    data = ChunkDataset(paths, model_cfg.chunk_length, model_cfg.text_encoder, model_cfg.cameras)
+    if start is not None and (model_cfg.state_dim, model_cfg.action_dim) != (data.spec.state_dim, data.action_dim):
+        raise ValueError(f"train-bc: init {cfg.init} takes state {model_cfg.state_dim} / action "
+                         f"{model_cfg.action_dim}, the datasets have {data.spec.state_dim} / {data.action_dim}")
+    model_cfg = dataclasses.replace(model_cfg, state_dim=data.spec.state_dim, action_dim=data.action_dim,
+                                    text_dim=make_text_encoder(model_cfg.text_encoder).dim)
     cfg = dataclasses.replace(cfg, model=model_cfg)
     save_yaml(cfg, out / "config.yaml")
     torch.manual_seed(cfg.seed)  # the model's initial weights (a training script, not a library constructor)
-    model = SmallVLA(model_cfg)
-    mean, std = data.state_stats()
+    if start is not None:
+        model = start.model.train()
+        mean, std = start.state_mean.cpu().numpy(), start.state_std.cpu().numpy()
+    else:
+        model = SmallVLA(model_cfg)
+        mean, std = data.state_stats()
     tasks = data.tasks()
     info = {"tasks": tasks, "train": {"steps": cfg.steps, "batch_size": cfg.batch_size, "seed": cfg.seed,
                                       "transitions": data.transitions}}
