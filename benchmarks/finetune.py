@@ -9,6 +9,9 @@ Every run: the base (``--base``, a saved policy folder) executed synchronously b
 demos in the prior partition (labelled with the base's proposals), ``--warmup`` steps of the base's own rollouts
 before learning, actor and learner in lock-step in one process (the figures measure learning, not timing).
 The base alone is evaluated on the same evaluation seeds (same placements and instructions) as each run.
+Methods: ``residual`` (agent residual on the base), ``steer`` (SAC in the base's noise space through the
+LatentSteering wrapper; no demos: they have no noise), ``rlpd`` (SAC with the RLPD recipe from scratch on the same
+demos and cameras).
 """
 
 from __future__ import annotations
@@ -29,12 +32,31 @@ from common import write_result
 ENV_KWARGS = {"cameras": ["front", "wrist"], "image_size": 64, "object_state": False, "instruction": True}
 
 
-def agent_section(method: str, args: argparse.Namespace) -> dict:
+METHODS = ("residual", "steer", "rlpd")
+
+
+def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
+    """The run's config sections for ``method`` and the control steps one of its env steps stands for.
+
+    residual: a bounded residual on the base (agent residual); steer: SAC in the base's noise space (the
+    LatentSteering wrapper; one env step = one chunk); rlpd: SAC with the RLPD recipe from scratch on the same demos
+    and cameras, no base."""
+    sac = {"name": "sac", "utd": args.utd, "batch_size": args.batch_size}
+    env = {"id": f"robot_rl/{args.task}-v0", "kwargs": ENV_KWARGS}
     if method == "residual":
-        return {"name": "residual", "utd": args.utd, "batch_size": args.batch_size,
-                "residual_scale": args.residual_scale, "critic_warmup_updates": args.critic_warmup,
-                "scale_anneal_updates": args.anneal}
-    raise ValueError(f"unknown method {method!r}")
+        return {"env": env, "base_policy": {"path": args.base},
+                "agent": {"name": "residual", "utd": args.utd, "batch_size": args.batch_size,
+                          "residual_scale": args.residual_scale, "critic_warmup_updates": args.critic_warmup,
+                          "scale_anneal_updates": args.anneal}}, 1
+    if method == "steer":
+        from robot_rl.vla.policy import read_policy_json
+
+        chunk = int(read_policy_json(args.base)["config"]["chunk_length"])
+        wrapper = {"target": "robot_rl.policies.steering:LatentSteering", "kwargs": {"path": args.base}}
+        return {"env": {**env, "wrappers": [wrapper]}, "agent": sac}, chunk
+    if method == "rlpd":
+        return {"env": env, "agent": sac}, 1
+    raise ValueError(f"unknown method {method!r} (methods: {', '.join(METHODS)})")
 
 
 def base_only(args: argparse.Namespace, seed: int) -> float:
@@ -60,12 +82,13 @@ def run_one(args: argparse.Namespace, method: str, seed: int) -> dict:
     from robot_rl.config import from_dict
     from robot_rl.runtime.supervisor import train
 
+    sections, per_step = method_config(method, args)
+    # steering's env steps are chunks: its budget, warm-up and evaluation marks are divided by the chunk length
     data = {"name": f"{method}-{seed}", "runs_dir": args.runs_dir, "seed": seed,
-            "total_env_steps": args.env_steps, "random_steps": args.warmup, "learning_starts": args.warmup,
-            "eval_every": args.eval_every, "eval_episodes": args.eval_episodes, "checkpoint_every": 0,
-            "log_every": 500, "progress": False, "demos": [f"scripted:{args.demos}"] if args.demos else [],
-            "env": {"id": f"robot_rl/{args.task}-v0", "kwargs": ENV_KWARGS},
-            "agent": agent_section(method, args), "base_policy": {"path": args.base},
+            "total_env_steps": args.env_steps // per_step, "random_steps": args.warmup // per_step,
+            "learning_starts": args.warmup // per_step, "eval_every": args.eval_every // per_step,
+            "eval_episodes": args.eval_episodes, "checkpoint_every": 0, "log_every": 500, "progress": False,
+            "demos": [f"scripted:{args.demos}"] if args.demos and per_step == 1 else [], **sections,
             "runtime": {"processes": False},
             "replay": {"online_capacity": args.env_steps * 11 // 10 + 2000, "demos_capacity": 200 * args.demos + 1000,
                        "interventions_capacity": 100}}
@@ -74,7 +97,7 @@ def run_one(args: argparse.Namespace, method: str, seed: int) -> dict:
     start = time.perf_counter()
     run_dir, final = train(from_dict(TrainConfig, data))
     rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
-    curve = [(int(r["step"]), float(r["eval/success_rate"])) for r in rows if "eval/success_rate" in r]
+    curve = [(int(r["step"]) * per_step, float(r["eval/success_rate"])) for r in rows if "eval/success_rate" in r]
     return {"curve": curve, "final": float(final["success_rate"]), "wall_s": time.perf_counter() - start,
             "base": base_only(args, seed)}
 
