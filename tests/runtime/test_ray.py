@@ -210,13 +210,14 @@ def finish(proc: subprocess.Popen, tmp_path: Path, timeout: float) -> str:
     return err
 
 
-def ray_cfg(tmp_path: Path, name: str, address: str, **runtime):
+def ray_cfg(tmp_path: Path, name: str, address: str, num_actors: int = 2, **runtime):
     # max_update_lag 100: the actors wait for the learner's updates (a slow learner start on a loaded 2-core machine
     # let them finish all 800 steps on the first weights), so they must act with weights published while learning.
     # heartbeat_timeout: the default 10 s (with 3 s, two CPU hogs on 2 cores delayed the gateway's answers past it:
     # scripts/stress_runtime.sh). A killed actor is seen at once through Ray, not through the heartbeat.
     runtime = {"max_update_lag": 100, **runtime}
-    cfg = tiny(tmp_path, name, transport="ray", ray_address=address, num_actors=2, heartbeat_timeout=10.0, **runtime)
+    cfg = tiny(tmp_path, name, transport="ray", ray_address=address, num_actors=num_actors, heartbeat_timeout=10.0,
+               **runtime)
     return replace(cfg, {"total_env_steps": 800})
 
 
@@ -250,10 +251,10 @@ def test_ray_run_with_two_remote_actors_completes(cluster, tmp_path):
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_ray_remote_actor_killed_then_a_replacement_joins(cluster, tmp_path):
-    # Robot-like: after the kill the other actor alone needs 2 min for the rest, so the replacement joins and
-    # finishes cleanly even where starting a Ray actor takes a minute (two CPU hogs on 2 cores); ~1 min unloaded.
-    cfg = ray_cfg(tmp_path, "rayk", cluster, control_hz=10.0)
-    cfg = replace(cfg, {"total_env_steps": 1400})
+    # One robot-like actor: the run can only complete through its replacement, however long a Ray actor takes to
+    # start (with two CPU hogs on 2 cores, longer than a second actor took to finish the run alone).
+    cfg = ray_cfg(tmp_path, "rayk", cluster, num_actors=1, control_hz=50.0)
+    cfg = replace(cfg, {"total_env_steps": 1000})
     proc = train_cli(cfg, tmp_path)
     run = tmp_path / "rayk"
     try:
@@ -267,5 +268,6 @@ def test_ray_remote_actor_killed_then_a_replacement_joins(cluster, tmp_path):
     err = finish(proc, tmp_path, timeout=400)
     assert "starting a replacement" in err
     counters = check_run(run, cfg.total_env_steps)
-    assert first in counters["ingested"] and len(counters["ingested"]) == 3, counters["ingested"]
-    assert any(u.startswith("actor0-1-") for u in counters["ingested"])
+    assert first in counters["ingested"] and len(counters["ingested"]) == 2, counters["ingested"]
+    replacement = [u for u in counters["ingested"] if u.startswith("actor0-1-")]
+    assert replacement and counters["ingested"][replacement[0]] > 0
