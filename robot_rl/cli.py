@@ -28,7 +28,7 @@ import signal
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import tyro
 
@@ -290,49 +290,41 @@ def cmd_train_reward(argv: list[str]) -> int:
     return train_reward_main(argv)
 
 
-def cmd_train_bc(argv: list[str]) -> int:
+def _config_job(name: str, cls: type, job: Any, description: str, argv: list[str]) -> int:
+    """``robot-rl <name> [CONFIG] [--field value ...]``: parse and check a config, run ``job(cfg)``, print its JSON
+    summary; a refused config or a job's ValueError is one message and exit code 2."""
     from robot_rl.config import ConfigError, parse
-    from robot_rl.vla.train import TrainBCConfig, train_bc
 
     config_path = None
     if argv and not argv[0].startswith("-"):
         config_path, argv = argv[0], argv[1:]
     try:
-        cfg = parse(TrainBCConfig, config_path, argv, prog="robot-rl train-bc",
-                    description="Train the small VLA by behaviour cloning on demo datasets, then evaluate it per task. "
-                                "CONFIG: a YAML file (optional). Precedence: defaults < CONFIG < flags.")
+        cfg = parse(cls, config_path, argv, prog=f"robot-rl {name}",
+                    description=f"{description} CONFIG: a YAML file (optional). Precedence: defaults < CONFIG < flags.")
         cfg.validate()
     except (ConfigError, ValueError) as exc:
-        return fail("train-bc", exc)
+        return fail(name, exc)
     try:
-        summary = train_bc(cfg)
-    except (ValueError, FileExistsError) as exc:
-        return fail("train-bc", exc)
+        summary = job(cfg)
+    except (ValueError, FileExistsError, RuntimeError) as exc:
+        return fail(name, exc)
     print(json.dumps(summary, indent=2))
     return 0
+
+
+def cmd_train_bc(argv: list[str]) -> int:
+    from robot_rl.vla.train import TrainBCConfig, train_bc
+
+    return _config_job("train-bc", TrainBCConfig, train_bc, "Train the small VLA by behaviour cloning on demo "
+                       "datasets, then evaluate it per task.", argv)
 
 
 def cmd_distill(argv: list[str]) -> int:
-    from robot_rl.config import ConfigError, parse
     from robot_rl.vla.distill import DistillConfig, distill
 
-    config_path = None
-    if argv and not argv[0].startswith("-"):
-        config_path, argv = argv[0], argv[1:]
-    try:
-        cfg = parse(DistillConfig, config_path, argv, prog="robot-rl distill",
-                    description="Collect a fine-tuning run's successful episodes and re-train the generalist (small "
-                                "VLA) on them mixed with its original data; evaluate it per task before and after. "
-                                "CONFIG: a YAML file (optional). Precedence: defaults < CONFIG < flags.")
-        cfg.validate()
-    except (ConfigError, ValueError) as exc:
-        return fail("distill", exc)
-    try:
-        summary = distill(cfg)
-    except (ValueError, FileExistsError, RuntimeError) as exc:
-        return fail("distill", exc)
-    print(json.dumps(summary, indent=2))
-    return 0
+    return _config_job("distill", DistillConfig, distill, "Collect a fine-tuning run's successful episodes and "
+                       "re-train the generalist (small VLA) on them mixed with its original data; evaluate it per "
+                       "task before and after.", argv)
 
 
 def cmd_launch(argv: list[str]) -> int:
