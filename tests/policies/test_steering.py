@@ -13,13 +13,11 @@ import pytest
 
 from robot_rl.envs.config import EnvConfig, WrapperConfig
 from robot_rl.envs.make import make_env
-from robot_rl.policies.client import wait_for_server
 from robot_rl.policies.config import BasePolicyConfig
 from robot_rl.policies.loader import load_policy
 from robot_rl.replay.store import load_buffer
 from robot_rl.runtime.checkpoint import latest_checkpoint
-from tests.policies.toy import TINY_ENV_KWARGS
-from tests.runtime.test_base_policy_runtime import free_port
+from tests.policies.toy import TINY_ENV_KWARGS, served
 
 ENV_ID = "robot_rl/PickColor-v0"
 CLI = [sys.executable, "-m", "robot_rl.cli"]
@@ -64,12 +62,7 @@ def test_bad_steering_settings_are_refused(tiny_vla):
 
 @pytest.mark.timeout(600)
 def test_sac_steers_a_served_base_through_processes(tiny_vla, tmp_path):
-    port = free_port()
-    url = f"ws://127.0.0.1:{port}"
-    server = subprocess.Popen([*CLI, "serve-policy", str(tiny_vla), "--port", str(port)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for_server(url, 60)
+    with served(tiny_vla) as url:
         wrappers = [{"target": "robot_rl.policies.steering:LatentSteering", "kwargs": {"path": url}}]
         proc = subprocess.run(
             [*CLI, "train", "--env.id", ENV_ID, "--env.kwargs", json.dumps(TINY_ENV_KWARGS), "--env.wrappers",
@@ -78,10 +71,6 @@ def test_sac_steers_a_served_base_through_processes(tiny_vla, tmp_path):
              "--eval-episodes", "2", "--name", "s", "--runs-dir", str(tmp_path / "runs"), "--no-progress"],
             cwd=tmp_path, capture_output=True, text=True, timeout=500, env={**os.environ, "MUJOCO_GL": "egl"})
         assert proc.returncode == 0, proc.stderr[-3000:]
-    finally:
-        server.terminate()
-        _, err = server.communicate(timeout=30)
-    assert "Traceback" not in err, err
     replay = load_buffer(latest_checkpoint(tmp_path / "runs" / "s") / "replay.zarr")
     online = replay.partitions["online"]
     actions = online.arrays["action"][: online.size][online.arrays["valid"][: online.size]]

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
 from robot_rl.policies.base import PolicyMetadata
+from robot_rl.policies.client import wait_for_server
 from robot_rl.vla.model import VLAConfig
 
 GAIN = 0.1
@@ -53,3 +60,26 @@ class GoalPolicy:
 
     def close(self):
         pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def served(policy: str | Path) -> Iterator[str]:
+    """``robot-rl serve-policy POLICY`` in its own process on a free local port for the block; yields its URL.
+    A block that ends normally also checks that the server printed no traceback."""
+    port = free_port()
+    url = f"ws://127.0.0.1:{port}"
+    server = subprocess.Popen([sys.executable, "-m", "robot_rl.cli", "serve-policy", str(policy), "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_server(url, 60)
+        yield url
+    finally:
+        server.terminate()
+        _, err = server.communicate(timeout=30)
+    assert "Traceback" not in err, err

@@ -6,18 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from robot_rl.policies.client import wait_for_server
 from robot_rl.replay.store import load_buffer
 from robot_rl.runtime.checkpoint import latest_checkpoint
 from robot_rl.text import make_text_encoder
-from tests.policies.toy import TINY_ENV_KWARGS
+from tests.policies.toy import TINY_ENV_KWARGS, served
 
 CLI = [sys.executable, "-m", "robot_rl.cli"]
 ENV_KWARGS = TINY_ENV_KWARGS
@@ -26,12 +24,6 @@ ENV_KWARGS = TINY_ENV_KWARGS
 @pytest.fixture(scope="module")
 def vla(tiny_vla):
     return tiny_vla
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def train(tmp_path, base_path: str, *flags: str) -> tuple[subprocess.CompletedProcess, object]:
@@ -76,19 +68,10 @@ def test_base_policy_runs_in_the_actor_and_its_proposals_reach_the_replay(vla, t
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_base_policy_behind_a_server_with_future_aware_async_execution_at_20hz(vla, tmp_path):
-    port = free_port()
-    server = subprocess.Popen([*CLI, "serve-policy", str(vla), "--port", str(port)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
-    url = f"ws://127.0.0.1:{port}"
-    try:
-        wait_for_server(url, 60)
+    with served(vla) as url:
         proc, run = train(tmp_path, url, "--runtime.control-hz", "20", "--execution.mode", "future",
                           "--base-policy.latency-s", "0.1", "--runtime.max-update-lag", "0")
         assert proc.returncode == 0, proc.stderr[-3000:]
-    finally:
-        server.terminate()
-        _, err = server.communicate(timeout=30)
-    assert "Traceback" not in err, err
     check_rows(run, 5)
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     latency = [v for r in rows for k, v in r.items() if k.endswith("/base_inference_ms")]

@@ -19,7 +19,6 @@ from safetensors.torch import load_file
 from robot_rl.agents.residual import ResidualAgent
 from robot_rl.config import from_dict, load_yaml
 from robot_rl.envs.make import EnvConfig
-from robot_rl.policies.client import wait_for_server
 from robot_rl.policies.config import BasePolicyConfig
 from robot_rl.replay.store import load_buffer
 from robot_rl.runtime.actor import Actor
@@ -29,8 +28,7 @@ from robot_rl.runtime.learner import Learner
 from robot_rl.spaces import ObsSpec
 from robot_rl.teleop.config import TeleopConfig
 from robot_rl.teleop.scripted import ScriptedHumanConfig
-from tests.policies.toy import TINY_ENV_KWARGS
-from tests.runtime.test_base_policy_runtime import free_port
+from tests.policies.toy import TINY_ENV_KWARGS, served
 from tests.runtime.test_processes import wait_for
 
 CLI = [sys.executable, "-m", "robot_rl.cli"]
@@ -39,65 +37,58 @@ BOUND = 0.3
 
 @pytest.mark.timeout(600)
 def test_residual_on_a_served_base_through_processes_survives_sigkill(tiny_vla, tmp_path):
-    port = free_port()
-    url = f"ws://127.0.0.1:{port}"
-    server = subprocess.Popen([*CLI, "serve-policy", str(tiny_vla), "--port", str(port)], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
     run = tmp_path / "runs" / "r"
     train = None
-    try:
-        wait_for_server(url, 60)
-        train = subprocess.Popen(
-            [*CLI, "train", "--env.id", "robot_rl/PickColor-v0", "--env.kwargs", json.dumps(TINY_ENV_KWARGS),
-             "--agent.name", "residual", "--agent.residual-scale", str(BOUND), "--agent.critic-warmup-updates", "20",
-             "--agent.scale-anneal-updates", "0",
-             "--agent.utd", "2", "--agent.batch-size", "32", "--agent.hidden-dims", "64", "64",
-             "--agent.num-critics", "4", "--base-policy.path", url, "--demos", "scripted:2",
-             "--total-env-steps", "100000", "--random-steps", "60", "--learning-starts", "60",
-             "--checkpoint-every", "150", "--eval-every", "0", "--name", "r", "--runs-dir", str(tmp_path / "runs"),
-             "--no-progress"],
-            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-            env={**os.environ, "MUJOCO_GL": "egl"})
-        wait_for(lambda: (run / "checkpoints" / "latest").is_file() or train.poll() is not None, 400,
-                 "a first checkpoint")
-        assert train.poll() is None, train.stderr.read()[-3000:]
-        time.sleep(1.0)
-        os.killpg(train.pid, signal.SIGKILL)  # the whole run: launcher, learner and actor
-        train.wait(timeout=30)
+    with served(tiny_vla) as url:
+        try:
+            train = subprocess.Popen(
+                [*CLI, "train", "--env.id", "robot_rl/PickColor-v0", "--env.kwargs", json.dumps(TINY_ENV_KWARGS),
+                 "--agent.name", "residual", "--agent.residual-scale", str(BOUND),
+                 "--agent.critic-warmup-updates", "20", "--agent.scale-anneal-updates", "0", "--agent.utd", "2",
+                 "--agent.batch-size", "32", "--agent.hidden-dims", "64", "64",
+                 "--agent.num-critics", "4", "--base-policy.path", url, "--demos", "scripted:2",
+                 "--total-env-steps", "100000", "--random-steps", "60", "--learning-starts", "60",
+                 "--checkpoint-every", "150", "--eval-every", "0", "--name", "r", "--runs-dir", str(tmp_path / "runs"),
+                 "--no-progress"],
+                cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                env={**os.environ, "MUJOCO_GL": "egl"})
+            wait_for(lambda: (run / "checkpoints" / "latest").is_file() or train.poll() is not None, 400,
+                     "a first checkpoint")
+            assert train.poll() is None, train.stderr.read()[-3000:]
+            time.sleep(1.0)
+            os.killpg(train.pid, signal.SIGKILL)  # the whole run: launcher, learner and actor
+            train.wait(timeout=30)
 
-        ckpt = latest_checkpoint(run)
-        saved = json.loads((ckpt / "counters.json").read_text())
-        replay = load_buffer(ckpt / "replay.zarr")
-        demos, online = replay.partitions["demos"], replay.partitions["online"]
-        d = {k: v[: demos.size] for k, v in demos.arrays.items()}
-        assert d["valid"].sum() > 20 and np.all(d["chunk_index"][d["valid"]] >= 0)  # labelled at start
-        o = {k: v[: online.size] for k, v in online.arrays.items()}
-        valid = o["valid"]
-        gap = np.abs(o["action"][valid] - o["base_action"][valid]).max(axis=1)
-        assert np.all(gap <= BOUND + 1e-5), gap.max()
-        base_only = o["policy_version"][valid] == 0  # warm-up: the base's rollouts
-        assert base_only.any() and np.all(gap[base_only] == 0)
+            ckpt = latest_checkpoint(run)
+            saved = json.loads((ckpt / "counters.json").read_text())
+            replay = load_buffer(ckpt / "replay.zarr")
+            demos, online = replay.partitions["demos"], replay.partitions["online"]
+            d = {k: v[: demos.size] for k, v in demos.arrays.items()}
+            assert d["valid"].sum() > 20 and np.all(d["chunk_index"][d["valid"]] >= 0)  # labelled at start
+            o = {k: v[: online.size] for k, v in online.arrays.items()}
+            valid = o["valid"]
+            gap = np.abs(o["action"][valid] - o["base_action"][valid]).max(axis=1)
+            assert np.all(gap <= BOUND + 1e-5), gap.max()
+            base_only = o["policy_version"][valid] == 0  # warm-up: the base's rollouts
+            assert base_only.any() and np.all(gap[base_only] == 0)
 
-        cfg = load_yaml(TrainConfig, run / "config.yaml")
-        assert cfg.base_policy.path == url and cfg.agent.name == "residual"
-        resumed = Learner(cfg, run, resume=True)
-        try:  # the agent as checkpointed: updates, bound, residual weights; the demo labels kept
-            agent = resumed.agent
-            assert isinstance(agent, ResidualAgent) and agent.update_step == saved["updates"] > 20
-            assert agent.bound == pytest.approx(BOUND)
-            policy = load_file(str(ckpt / "policy.safetensors"))
-            assert all(torch.equal(agent.policy_state()[k], v) for k, v in policy.items())
-            assert policy["actor.net.4.weight"].abs().sum() > 0  # trained past its zero start
-            part = resumed.replay.partitions["demos"]
-            assert np.all(part.arrays["chunk_index"][: part.size][part.arrays["valid"][: part.size]] >= 0)
+            cfg = load_yaml(TrainConfig, run / "config.yaml")
+            assert cfg.base_policy.path == url and cfg.agent.name == "residual"
+            resumed = Learner(cfg, run, resume=True)
+            try:  # the agent as checkpointed: updates, bound, residual weights; the demo labels kept
+                agent = resumed.agent
+                assert isinstance(agent, ResidualAgent) and agent.update_step == saved["updates"] > 20
+                assert agent.bound == pytest.approx(BOUND)
+                policy = load_file(str(ckpt / "policy.safetensors"))
+                assert all(torch.equal(agent.policy_state()[k], v) for k, v in policy.items())
+                assert policy["actor.net.4.weight"].abs().sum() > 0  # trained past its zero start
+                part = resumed.replay.partitions["demos"]
+                assert np.all(part.arrays["chunk_index"][: part.size][part.arrays["valid"][: part.size]] >= 0)
+            finally:
+                resumed.close(unlink=True)
         finally:
-            resumed.close(unlink=True)
-    finally:
-        if train is not None and train.poll() is None:
-            os.killpg(train.pid, signal.SIGKILL)
-        server.terminate()
-        _, err = server.communicate(timeout=30)
-    assert "Traceback" not in err, err
+            if train is not None and train.poll() is None:
+                os.killpg(train.pid, signal.SIGKILL)
 
 
 @pytest.mark.timeout(300)
