@@ -190,8 +190,9 @@ class RingStorage:
         for name in self._obs_names:
             put(f"obs/{name}", self.arrays[name], rows)
             put(f"next_obs/{name}", self.arrays[name], nxt)
+        summed = ("reward", "terminated") if self.n_step > 1 else ()  # written below from the n-step chain
         for name in ("action", *META_FIELDS):
-            if name not in ("next_row", "valid", "chunk_index"):
+            if name not in ("next_row", "valid", "chunk_index", *summed):
                 put(name, self.arrays[name], rows)
         if self.n_step > 1:
             for key, value in (("reward", ret), ("terminated", term), ("discount", disc)):
