@@ -136,8 +136,10 @@ def test_learner_sigkill_then_resume_loses_no_transition_and_never_publishes_a_f
 
 
 def test_actor_sigkill_learner_keeps_running_and_a_replacement_joins(tmp_path):
-    cfg = tiny(tmp_path, "replace", control_hz=150.0)
-    cfg = replace(cfg, {"total_env_steps": 1500})
+    # 30 s of stepping at 100 Hz, killed after 300 steps: under load the learner's status.json lags the actor, and
+    # the actor must still be running when it is killed (a shorter run could finish first, and nothing is replaced)
+    cfg = tiny(tmp_path, "replace", control_hz=100.0)
+    cfg = replace(cfg, {"total_env_steps": 3000})
     from robot_rl.config import save_yaml
 
     path = tmp_path / "replace.yaml"
