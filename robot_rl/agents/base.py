@@ -71,6 +71,9 @@ class Sampling:
     """Transitions summed into each sample's reward (n-step returns; see ReplayBuffer.set_n_step)."""
     discount: float = 1.0
     """The discount of those sums (only read when ``n_step > 1``)."""
+    pixels: bool = True
+    """Whether samples carry the camera frames (False: the replay skips gathering them; an agent that reads only
+    the state saves the largest copies)."""
     needs: tuple[str, ...] = field(default=())
     """Replay groups that must hold data before the first update (e.g. ``("prior",)`` for behaviour cloning);
     a run whose config cannot fill them fails before it starts."""

@@ -154,3 +154,10 @@ def init_parameters(module: nn.Module, generator: torch.Generator) -> None:
             bound = 1.0 / math.sqrt(m.weight.shape[1])
             m.weight.uniform_(-bound, bound, generator=generator)
             m.bias.uniform_(-bound, bound, generator=generator)
+
+
+def phase_one_hot(chunk_index: torch.Tensor, phases: int) -> torch.Tensor:
+    """``[B]`` indices of steps in their base-policy chunk -> ``[B, phases]`` one-hot (later indices share the last
+    phase; -1, a step the robot held, is all zeros)."""
+    index = chunk_index.reshape(-1).long()
+    return F.one_hot(index.clamp(0, phases - 1), phases).float() * (index >= 0).unsqueeze(-1).float()

@@ -21,13 +21,12 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from robot_rl.agents.base import Sampling, index_tree, keep_global_rng, obs_batch, seeded_generator, utd_batch
 from robot_rl.agents.bc import bc_term
 from robot_rl.agents.encoders import ObservationEncoder
-from robot_rl.agents.networks import EnsembleCritic, init_parameters, mlp
+from robot_rl.agents.networks import EnsembleCritic, init_parameters, mlp, phase_one_hot
 from robot_rl.agents.residual_config import ResidualConfig
 from robot_rl.agents.torch_compat import foreach_lerp_
 from robot_rl.spaces import ObsSpec
@@ -102,7 +101,8 @@ class ResidualAgent:
     @classmethod
     def sampling(cls, cfg: ResidualConfig) -> Sampling:
         """``utd`` critic steps per update on n-step samples in the replay's mix (online vs prior data)."""
-        return Sampling(batch_size=cfg.batch_size, utd=cfg.utd, n_step=cfg.n_step, discount=cfg.discount)
+        return Sampling(batch_size=cfg.batch_size, utd=cfg.utd, n_step=cfg.n_step, discount=cfg.discount,
+                        pixels=cfg.use_cameras)
 
     def prepare(self, replay: ReplayBuffer) -> None:
         """Before the first update: fit the state standardisation on the replay's contents (then frozen)."""
@@ -121,11 +121,8 @@ class ResidualAgent:
 
     def _features(self, z: torch.Tensor, base: torch.Tensor, chunk_index: torch.Tensor) -> torch.Tensor:
         parts = [z, base.reshape(z.shape[0], -1).float()]
-        phases = self.cfg.chunk_phases
-        if phases:
-            index = chunk_index.reshape(-1).long()
-            one_hot = F.one_hot(index.clamp(0, phases - 1), phases).float()
-            parts.append(one_hot * (index >= 0).unsqueeze(-1).float())
+        if self.cfg.chunk_phases:
+            parts.append(phase_one_hot(chunk_index, self.cfg.chunk_phases))
         return torch.cat(parts, dim=-1)
 
     @torch.no_grad()

@@ -67,7 +67,9 @@ def evaluation_agent(cfg: Any, agent: Any, env: Any) -> Any:
 
     if not uses_base(cfg.agent):
         return agent
-    return ComposedAgent(agent, load_policy(cfg.base_policy), ExecutionConfig(mode="sync"), env)
+    # an agent that fine-tunes the base's weights acts with its own, current base
+    base = agent.base_policy() if getattr(agent, "trains_base", False) else load_policy(cfg.base_policy)
+    return ComposedAgent(agent, base, ExecutionConfig(mode="sync"), env)
 
 
 def evaluate_policy(policy: BasePolicy, env_id: str, env_kwargs: Mapping[str, Any], episodes: int,

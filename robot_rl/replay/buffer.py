@@ -71,7 +71,8 @@ class ReplayBuffer:
         self.partitions = {name: RingStorage(spec, action_dim, getattr(cfg, f"{name}_capacity"))
                            for name in PARTITIONS}
         self.rng = np.random.default_rng(seed)
-        self._out: dict[tuple[int, int], dict[str, np.ndarray]] = {}
+        self._out: dict[tuple[int, int, bool], dict[str, np.ndarray]] = {}
+        self._pixels = True
 
     @property
     def with_base(self) -> bool:
@@ -84,6 +85,16 @@ class ReplayBuffer:
         for part in self.partitions.values():
             part.base_fields = bool(value)
         self._out.clear()
+
+    @property
+    def with_pixels(self) -> bool:
+        """Whether samples carry the camera frames (default on); an agent that reads none turns them off
+        (``Sampling.pixels``), which skips the largest gathers. ``sample(pixels=True)`` still asks for them."""
+        return self._pixels
+
+    @with_pixels.setter
+    def with_pixels(self, value: bool) -> None:
+        self._pixels = bool(value)
 
     def set_n_step(self, n: int, discount: float) -> None:
         """Samples carry ``n``-step returns: ``reward`` is the discounted sum over up to ``n`` transitions of the
@@ -153,7 +164,7 @@ class ReplayBuffer:
         return per_partition
 
     def sample(self, batch_size: int, mix: Mapping[str, float] | None = None, utd: int | None = None,
-               reuse_output: bool = False) -> dict[str, Any]:
+               reuse_output: bool = False, pixels: bool | None = None) -> dict[str, Any]:
         """A batch ``[B, ...]`` (or ``[utd, B, ...]``) of transitions, every minibatch holding the mix.
 
         Returns nested numpy arrays: ``obs``/``next_obs`` (``state``, ``pixels/<cam>`` uint8, ``instruction``),
@@ -161,17 +172,19 @@ class ReplayBuffer:
         ``episode_id``, ``step`` (and with :attr:`with_base` ``base_action``, ``next_base_action``,
         ``chunk_index``, ``next_chunk_index``; with :meth:`set_n_step` n-step ``reward`` and ``discount``).
         With ``reuse_output`` the arrays live in buffers reused by the next call of the same shape (no page faults
-        on large pixel batches; copy them if you keep them).
+        on large pixel batches; copy them if you keep them). ``pixels``: include the camera frames (default
+        :attr:`with_pixels`).
         """
         mix = mix if mix is not None else self.cfg.mix
+        px = self._pixels if pixels is None else bool(pixels)
         u = utd or 1
         counts = self._counts(batch_size, mix)
         # Rows laid out partition-major inside each minibatch: [u, B] with partition p in columns [a_p, b_p).
         rows_by_partition = {p: self.partitions[p].sample_rows(u * n, self.rng).reshape(u, n)
                              for p, n in counts.items() if n > 0}
-        out = self._output_buffers(u, batch_size) if reuse_output else None
+        out = self._output_buffers(u, batch_size, px) if reuse_output else None
         if out is None:
-            parts = [self.partitions[p].gather(r.reshape(-1)) for p, r in rows_by_partition.items()]
+            parts = [self.partitions[p].gather(r.reshape(-1), pixels=px) for p, r in rows_by_partition.items()]
             flat = {k: np.concatenate([x[k].reshape(u, -1, *x[k].shape[1:]) for x in parts], axis=1)
                     for k in parts[0]}
         else:
@@ -181,12 +194,13 @@ class ReplayBuffer:
             for p, r in rows_by_partition.items():
                 n = r.shape[1]
                 if u == 1:
-                    self.partitions[p].gather(r.reshape(-1), {k: v[0] for k, v in out.items()}, offset=col)
+                    self.partitions[p].gather(r.reshape(-1), {k: v[0] for k, v in out.items()}, offset=col,
+                                              pixels=px)
                 elif len(rows_by_partition) == 1:
                     self.partitions[p].gather(r.reshape(-1), {k: v.reshape(u * n, *v.shape[2:])
-                                                              for k, v in out.items()})
+                                                              for k, v in out.items()}, pixels=px)
                 else:
-                    block = self.partitions[p].gather(r.reshape(-1))
+                    block = self.partitions[p].gather(r.reshape(-1), pixels=px)
                     for k, v in block.items():
                         out[k][:, col:col + n] = v.reshape(u, n, *v.shape[1:])
                 col += n
@@ -195,10 +209,10 @@ class ReplayBuffer:
             flat = {k: v[0] for k, v in flat.items()}
         return nest(flat)
 
-    def _output_buffers(self, u: int, batch_size: int) -> dict[str, np.ndarray]:
-        key = (u, batch_size)
+    def _output_buffers(self, u: int, batch_size: int, pixels: bool) -> dict[str, np.ndarray]:
+        key = (u, batch_size, pixels)
         if key not in self._out:
-            probe = self.partitions["online"].gather(np.zeros(1, np.int64))
+            probe = self.partitions["online"].gather(np.zeros(1, np.int64), pixels=pixels)
             self._out[key] = {k: np.empty((u, batch_size, *v.shape[1:]), v.dtype) for k, v in probe.items()}
         return self._out[key]
 

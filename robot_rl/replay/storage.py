@@ -163,9 +163,10 @@ class RingStorage:
         return rows
 
     def gather(self, rows: np.ndarray, out: dict[str, np.ndarray] | None = None,
-               offset: int = 0) -> dict[str, np.ndarray]:
+               offset: int = 0, pixels: bool = True) -> dict[str, np.ndarray]:
         """Transitions at ``rows`` as flat arrays. With ``out`` (flat preallocated arrays), writes into
-        ``out[name][offset:offset + len(rows)]`` instead of allocating."""
+        ``out[name][offset:offset + len(rows)]`` instead of allocating. ``pixels=False`` leaves the camera frames
+        out (an agent that reads none skips the largest gathers)."""
         a = self.arrays
         if self.n_step > 1:
             end, ret, disc, term = self.n_step_chain(rows)
@@ -188,6 +189,8 @@ class RingStorage:
                 out[key][sel] = src[index]
 
         for name in self._obs_names:
+            if not pixels and name.startswith("pixels/"):
+                continue
             put(f"obs/{name}", self.arrays[name], rows)
             put(f"next_obs/{name}", self.arrays[name], nxt)
         summed = ("reward", "terminated") if self.n_step > 1 else ()  # written below from the n-step chain

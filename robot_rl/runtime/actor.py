@@ -107,6 +107,7 @@ class Actor:
         self._stop = threading.Event()
         self._register()
         self.base, self.executors = self._make_executors()
+        self.base_loads = 0  # fine-tuned base weights loaded into the base (agents that train it)
         self.obs = self.env.reset(seed=seeds.actor_env(index, incarnation))
         self._warm_obs = copy.deepcopy(self.obs)  # a batch the weights thread runs new policies on once
         if self.executors:
@@ -167,6 +168,9 @@ class Actor:
             if got is not None:
                 with self._lock:
                     self._standby.load_policy_state(got[1])
+                    if self.base is not None and getattr(self._standby, "trains_base", False):
+                        self.base.load_weights(self._standby.base_weights())  # the learner fine-tunes the base
+                        self.base_loads += 1
                     self._standby.act(self._warm_obs, deterministic=True)  # first-call costs here (no RNG draw)
                     self._standby_version = got[0]
 

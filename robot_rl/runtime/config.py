@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -140,6 +141,11 @@ class TrainConfig:
     termination from this classifier (``robot-rl train-reward``) instead of the env; robot_rl tasks are then made
     with ``terminate_on_success=False``. Evaluation keeps the env's own success check, so eval figures stay
     ground truth in sim."""
+
+    def __post_init__(self) -> None:
+        # An agent that fine-tunes the base's weights (agent.base_path) trains the run's base policy.
+        if self.base_policy.path and getattr(self.agent, "base_path", None) not in (None, self.base_policy.path):
+            object.__setattr__(self, "agent", dataclasses.replace(self.agent, base_path=self.base_policy.path))
 
     @classmethod
     def prepare_raw(cls, data: dict[str, Any], base: Path) -> dict[str, Any]:

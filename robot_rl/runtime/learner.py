@@ -131,6 +131,7 @@ class Learner:
                 self._label_demos(added)
         self.replay.with_base = bool(cfg.base_policy.path)
         self.replay.set_n_step(self.sampling.n_step, self.sampling.discount)
+        self.replay.with_pixels = self.sampling.pixels
         self.publisher = Publisher(self.run_dir, self.agent, self.counters, cfg)
         self.intake = Intake(self.run_dir, self.spec, self.action_dim, self.replay, self.counters, self.rt.spool,
                              announce=self.publisher.beat)

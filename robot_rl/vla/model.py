@@ -154,16 +154,19 @@ class SmallVLA(nn.Module):
         return self.l1_out(self.l1_head(q, context))
 
     def loss(self, context: torch.Tensor, actions: torch.Tensor, mask: torch.Tensor,
-             generator: torch.Generator | None = None) -> tuple[torch.Tensor, dict[str, float]]:
+             generator: torch.Generator | None = None,
+             noise: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, float]]:
         """Training loss for target chunks ``actions [B, H, A]`` with ``mask [B, H]`` (steps past an episode's end
-        are 0)."""
+        are 0; other values weight the steps). ``noise``: the flow's starting points paired with the targets
+        (default: fresh standard normal draws; fine-tuning pairs each chunk with the noise it was decoded from)."""
         weight = mask[..., None].float()
         denom = weight.sum().clamp_min(1.0) * actions.shape[-1]
         total = actions.new_zeros(())
         metrics: dict[str, float] = {}
         if self.cfg.head in ("flow", "both"):
             b = actions.shape[0]
-            noise = torch.randn(actions.shape, device=actions.device, generator=generator)
+            if noise is None:
+                noise = torch.randn(actions.shape, device=actions.device, generator=generator)
             # Flow time (0 = noise, 1 = data) weighted towards the noisy end, as pi0 samples it: 1 - Beta(1.5, 1).
             u = torch.rand(b, device=actions.device, generator=generator)
             t = 0.999 * (1.0 - u ** (1 / 1.5))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ class VLAPolicy:
         self.text = make_text_encoder(self.cfg.text_encoder)
         self.metadata = metadata_of(self.cfg)
         self.info = dict(info or {})
+        self._lock = threading.Lock()  # an inference thread decodes while new weights may arrive (load_weights)
 
     def inputs(self, obs: Mapping[str, Any], instruction: str) -> tuple[dict, torch.Tensor, torch.Tensor]:
         """Model inputs (a batch of one) from an observation and an instruction."""
@@ -57,10 +59,16 @@ class VLAPolicy:
     @torch.no_grad()
     def infer(self, obs: Mapping[str, Any], instruction: str = "", noise: np.ndarray | None = None) -> np.ndarray:
         noise = check_noise(noise, self.metadata, "small VLA")
-        context = self.model.encode(*self.inputs(obs, instruction))
         x0 = None if noise is None else torch.as_tensor(noise, device=self.device)[None]
-        chunk = self.model.decode(context, x0)[0].float().cpu().numpy()
+        with self._lock:
+            context = self.model.encode(*self.inputs(obs, instruction))
+            chunk = self.model.decode(context, x0)[0].float().cpu().numpy()
         return check_chunk(chunk, self.metadata, "small VLA")
+
+    def load_weights(self, state: Mapping[str, torch.Tensor]) -> None:
+        """New model weights (e.g. from a learner that fine-tunes this policy), applied between two inferences."""
+        with self._lock:
+            self.model.load_state_dict(state)
 
     def reset(self) -> None:
         pass
@@ -72,7 +80,8 @@ class VLAPolicy:
         """Writes ``policy.json`` + ``model.safetensors`` (each atomically)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        weights = {k: v.detach().cpu().contiguous() for k, v in self.model.state_dict().items()}
+        with self._lock:
+            weights = {k: v.detach().cpu().clone().contiguous() for k, v in self.model.state_dict().items()}
         tmp = folder / ".model.safetensors.tmp"
         save_file(weights, str(tmp))
         tmp.replace(folder / "model.safetensors")

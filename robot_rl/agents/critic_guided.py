@@ -1,0 +1,291 @@
+"""Critic-guided fine-tuning of a base policy's weights (``agent.name: critic_guided``; PA-RL / ConRFT style).
+
+The base is a local small VLA (robot_rl.vla). The actor executes its chunks as for any base-policy agent and this
+agent passes the proposal through (plus small fixed exploration noise); what learns is the base itself:
+
+* a critic ensemble (LayerNorm MLPs, RLPD's subset-min target, n-step returns) learns Q of the executed action
+  from the state, the instruction and the step's phase in its chunk. Its target bootstraps from the proposal the
+  base made at the next step when it was collected (an evaluation of the collecting policy: recomputing the
+  VLA's decode for every target at UTD 20 would cost a full VLA pass per critic step);
+* every ``improve_every`` updates, after a critic-only warm-up, it draws ``improve_batch`` observations with their
+  camera frames, samples ``num_samples`` chunks per observation from the base (the zero-noise decode among them)
+  and lets the critics pick the chunk whose first action they value most (best-of-K, as PA-RL's global step).
+  The base's deterministic decode, what the robot executes, is then pulled onto the pick's first action by
+  gradient through the decode (a consistency-style objective), and the base's own objective (flow matching
+  and/or L1, robot_rl.vla.model) on the picked chunks moves its sampling distribution along (weighted low);
+  demo and intervention rows pull towards their stored action (``bc_weight``). Only the first action of a chunk
+  is scored, so pair this agent with short executed chunks (``execution.execute_steps``: 1-2 re-plans each
+  step or two, and every executed action is one the critics scored).
+
+The base's weights travel to the actors with the agent's policy state (``base.*``); an actor loads them into the
+base its executors run (``VLAPolicy.load_weights``), so the robot executes the fine-tuned base. The base is
+trained without dropout (the training mode's dropout would draw from torch's global RNG; resume is exact).
+Memory: the base's parameters, gradients and AdamW moments, 4x its size in float32 (about 34 MB for the 2.15 M
+parameter benchmark VLA), plus one ``improve_batch`` x ``num_samples`` decode.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+import torch
+
+from robot_rl.agents.base import Sampling, index_tree, keep_global_rng, seeded_generator, to_torch, utd_batch
+from robot_rl.agents.critic_guided_config import CriticGuidedConfig
+from robot_rl.agents.encoders import ObservationEncoder
+from robot_rl.agents.networks import EnsembleCritic, init_parameters, phase_one_hot
+from robot_rl.agents.torch_compat import foreach_lerp_
+from robot_rl.replay.storage import SOURCE_CODE
+from robot_rl.spaces import ObsSpec
+from robot_rl.vla.model import images_to_input
+
+if TYPE_CHECKING:
+    from robot_rl.replay.buffer import ReplayBuffer
+    from robot_rl.vla.policy import VLAPolicy
+
+
+class CriticGuidedAgent:
+    """See the module docstring and :class:`CriticGuidedConfig`."""
+
+    name: ClassVar[str] = "critic_guided"
+    config_class: ClassVar[type[CriticGuidedConfig]] = CriticGuidedConfig
+    uses_base: ClassVar[bool] = True
+    trains_base: ClassVar[bool] = True
+
+    def __init__(self, obs_spec: ObsSpec, action_dim: int, cfg: CriticGuidedConfig | None = None,
+                 seed: int = 0) -> None:
+        from robot_rl.vla.policy import load_vla
+
+        self.cfg = cfg = cfg or CriticGuidedConfig()
+        cfg.validate()
+        self.check_spaces(obs_spec, action_dim, cfg)
+        self.obs_spec, self.action_dim = obs_spec, action_dim
+        self.device = torch.device(cfg.device)
+        self.base: VLAPolicy = load_vla(cfg.base_path, cfg.device)
+        self.base.model.requires_grad_(False)
+        for p in self._trained_parameters():
+            p.requires_grad_(True)
+        seen = obs_spec if cfg.use_cameras else ObsSpec(obs_spec.state_dim, {}, obs_spec.instruction_dim)
+        init = seeded_generator(seed)
+        with keep_global_rng():
+            self.encoder = ObservationEncoder(seen, cfg.encoder, generator=init).to(self.device)
+            x_dim = self.encoder.out_dim + cfg.chunk_phases
+            self.critic = EnsembleCritic(cfg.num_critics, x_dim + action_dim, cfg.hidden_dims, 1, True)
+        init_parameters(self.critic, init)
+        self.critic = self.critic.to(self.device)
+        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
+        critic_params = list(self.critic.parameters()) + [p for p in self.encoder.parameters() if p.requires_grad]
+        fused = self.device.type in ("cpu", "cuda")
+        self.optimizer = torch.optim.Adam(critic_params, lr=cfg.critic_lr, fused=fused)
+        self.base_optimizer = torch.optim.AdamW(self._trained_parameters(), lr=cfg.base_lr, weight_decay=0.0,
+                                                fused=fused)
+        self._online, self._target = list(self.critic.parameters()), list(self.target_critic.parameters())
+        self.generator = seeded_generator(seed + 1, self.device)
+        self.act_generator = seeded_generator(seed + 2, self.device)
+        self._empty_text = torch.tensor(self.base.text.encode(""), device=self.device)
+        self._replay: ReplayBuffer | None = None
+        self.update_step = self.critic_step = self.improve_step = 0
+
+    # ---------------------------------------------------------------- contract
+    def _trained_parameters(self) -> list[torch.nn.Parameter]:
+        """The base's parameters that fine-tuning changes: all, or (``train_trunk`` off) the action head's."""
+        model = self.base.model
+        if self.cfg.train_trunk:
+            return list(model.parameters())
+        trunk = {id(p) for m in (model.stem, model.state_in, model.text_in, model.trunk, model.trunk_norm)
+                 for p in m.parameters()} | {id(model.patch_pos), id(model.kind)}
+        return [p for p in model.parameters() if id(p) not in trunk]
+
+    @classmethod
+    def check_spaces(cls, obs_spec: ObsSpec, action_dim: int, cfg: CriticGuidedConfig) -> None:
+        from robot_rl.vla.policy import read_policy_json
+
+        if not cfg.base_path or cfg.base_path.startswith(("ws://", "wss://", "lerobot:")):
+            raise ValueError("agent critic_guided trains the base's weights: base_policy.path (or agent.base_path) "
+                             f"must be a saved robot_rl VLA folder, got {cfg.base_path!r}")
+        meta = read_policy_json(cfg.base_path)
+        if meta.get("kind") != "vla":
+            raise ValueError(f"agent critic_guided: {cfg.base_path} is a {meta.get('kind')!r} policy, not a VLA")
+        model = meta["config"]
+        missing = [c for c in model["cameras"] if c not in obs_spec.cameras]
+        if missing:
+            raise ValueError(f"agent critic_guided: the base reads cameras {missing} that the env does not have "
+                             f"(it has {sorted(obs_spec.cameras)})")
+        if model["action_dim"] != action_dim or model["state_dim"] != obs_spec.state_dim:
+            raise ValueError(f"agent critic_guided: the base acts in {model['action_dim']} dims on a "
+                             f"{model['state_dim']}-d state; the env has {action_dim} and {obs_spec.state_dim}")
+        if obs_spec.instruction_dim not in (0, model["text_dim"]):
+            raise ValueError(f"agent critic_guided: the env's instruction embedding has {obs_spec.instruction_dim} "
+                             f"dims, the base's text encoder {model['text_encoder']!r} {model['text_dim']}: set "
+                             f"env.instruction_encoder to {model['text_encoder']!r}")
+
+    @classmethod
+    def sampling(cls, cfg: CriticGuidedConfig) -> Sampling:
+        """Critic samples (n-step, frames only when the critics read them); improvement draws its own."""
+        return Sampling(batch_size=cfg.batch_size, utd=cfg.utd, n_step=cfg.n_step, discount=cfg.discount,
+                        pixels=cfg.use_cameras)
+
+    def prepare(self, replay: ReplayBuffer) -> None:
+        """Fits the critics' state standardisation once; keeps the replay to draw improvement batches with frames."""
+        self._replay = replay
+        if self.cfg.encoder.normalize_state and not self.encoder.normalizer_fitted:
+            self.encoder.fit_state_normalizer(replay.valid_states())
+
+    def base_policy(self) -> VLAPolicy:
+        """The base being fine-tuned (evaluation acts with it)."""
+        return self.base
+
+    def base_weights(self) -> dict[str, torch.Tensor]:
+        """The base's current weights (what an actor loads into the base its executors run)."""
+        return dict(self.base.model.state_dict())
+
+    # ------------------------------------------------------------------ acting
+    def _seen(self, obs: Mapping[str, Any]) -> dict[str, Any]:
+        return dict(obs) if self.cfg.use_cameras else {k: v for k, v in obs.items() if k != "pixels"}
+
+    def _features(self, z: torch.Tensor, chunk_index: torch.Tensor) -> torch.Tensor:
+        if not self.cfg.chunk_phases:
+            return z
+        return torch.cat([z, phase_one_hot(chunk_index, self.cfg.chunk_phases)], dim=-1)
+
+    @torch.no_grad()
+    def act(self, obs: Mapping[str, Any], deterministic: bool = False) -> np.ndarray:
+        """The base's proposal (``base_action``), with exploration noise unless ``deterministic``."""
+        if "base_action" not in obs:
+            raise ValueError("agent 'critic_guided' acts with the base policy's proposal: set base_policy.path")
+        base = np.asarray(obs["base_action"], np.float32)
+        if deterministic or self.cfg.exploration_std == 0:
+            return base
+        noise = torch.randn(base.shape, generator=self.act_generator, device=self.device).cpu().numpy()
+        return np.clip(base + self.cfg.exploration_std * noise, -1.0, 1.0).astype(np.float32)
+
+    # ---------------------------------------------------------------- learning
+    def update(self, batch: Mapping[str, Any]) -> dict[str, float]:
+        """``utd`` critic steps on a ``[utd, B, ...]`` sample; every ``improve_every`` updates past the warm-up,
+        one improvement step of the base. Returns the last step's metrics."""
+        for key in ("base_action", "discount") if self.cfg.n_step > 1 else ("base_action",):
+            if key not in batch:
+                raise ValueError(f"agent 'critic_guided' needs {key!r} in replay samples (ReplayBuffer.with_base, "
+                                 "set_n_step from the agent's sampling)")
+        batch = {**batch, "obs": self._seen(batch["obs"]), "next_obs": self._seen(batch["next_obs"])}
+        tb = utd_batch(batch, self.device)
+        metrics: dict[str, torch.Tensor] = {}
+        for i in range(tb["action"].shape[0]):
+            metrics = self._critic_step(index_tree(tb, i))
+        past = self.update_step - self.cfg.critic_warmup_updates
+        if past >= 0 and past % self.cfg.improve_every == 0 and self._replay is not None:
+            metrics.update(self._improve())
+        self.update_step += 1
+        return {k: float(v) for k, v in metrics.items()}
+
+    def _critic_step(self, mb: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        cfg = self.cfg
+        members = torch.randperm(cfg.num_critics, device=self.device, generator=self.generator)[: cfg.num_min_critics]
+        augment = self.encoder.has_pixels and cfg.encoder.augment_pad > 0
+        x = self._features(self.encoder(mb["obs"], augment, self.generator), mb["chunk_index"])
+        with torch.no_grad():
+            x_next = self._features(self.encoder(mb["next_obs"], augment, self.generator), mb["next_chunk_index"])
+            noise = torch.randn(mb["action"].shape, device=self.device, generator=self.generator)
+            next_action = (mb["next_base_action"].float() + cfg.target_noise_std * noise).clamp(-1.0, 1.0)
+            q_next = self.target_critic(x_next, next_action, members=members).squeeze(-1).min(0).values
+            discount = mb["discount"].float() if "discount" in mb else cfg.discount
+            target = mb["reward"].float() + discount * (1.0 - mb["terminated"].float()) * q_next
+        q = self.critic(x, mb["action"].float()).squeeze(-1)
+        loss = (q - target).pow(2).mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        with torch.no_grad():
+            foreach_lerp_(self._target, self._online, cfg.tau)
+        self.critic_step += 1
+        return {"critic_loss": loss.detach(), "q_mean": q.detach().mean()}
+
+    def _vla_inputs(self, obs: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
+        base, size = self.base, self.base.cfg.image_size
+        images = {c: images_to_input(obs["pixels"][c], size) for c in base.cfg.cameras}
+        state = (obs["state"].float() - base.state_mean) / base.state_std
+        b = state.shape[0]
+        text = obs["instruction"].float() if "instruction" in obs else self._empty_text.expand(b, -1)
+        return images, state, text
+
+    def _improve(self) -> dict[str, torch.Tensor]:
+        """One step of the base towards the chunks the critics pick among its own samples (see the module doc)."""
+        cfg, model = self.cfg, self.base.model
+        sample = self._replay.sample(cfg.improve_batch, pixels=True)
+        obs = to_torch(sample["obs"], self.device)
+        inputs = self._vla_inputs(obs)
+        b, k, h, a = obs["state"].shape[0], cfg.num_samples, model.cfg.chunk_length, model.cfg.action_dim
+        model.eval()  # no dropout: its draws would come from the global RNG
+        with torch.no_grad():
+            context = model.encode(*inputs)  # (re-encoded with gradients below when the trunk trains too)
+            noise = cfg.noise_std * torch.randn((b, k, h, a), device=self.device, generator=self.generator)
+            noise[:, 0] = 0.0  # the deterministic decode competes too
+            chunks = model.decode(context.repeat_interleave(k, 0), noise.view(b * k, h, a)).clamp(-1.0, 1.0)
+            chunks = chunks.view(b, k, h, a)
+            z = self._features(self.encoder(self._seen(obs)), torch.zeros(b, device=self.device))
+            q = self.critic(z.repeat_interleave(k, 0), chunks[:, :, 0].reshape(b * k, a)).squeeze(-1).mean(0)
+            q = q.view(b, k)
+            best = q.argmax(1)
+            target = chunks[torch.arange(b, device=self.device), best].clone()
+            prior = (to_torch(sample["source"], self.device) == SOURCE_CODE["demo"]) | \
+                (to_torch(sample["intervened"], self.device) > 0)
+            target[prior, 0] = to_torch(sample["action"], self.device).float()[prior]
+            weight = torch.ones(b, h, device=self.device)
+            weight[prior] = cfg.bc_weight
+        context = model.encode(*inputs) if cfg.train_trunk else context
+        # The deterministic decode (what the robot executes) is pulled onto the picks' first action, through the
+        # decode's steps: the critics scored that action only, and pulling the picks' later steps (other samples'
+        # noise) drags the shared head away. The base's own loss on the whole picked chunks, weighted low, moves
+        # its sampling distribution with it.
+        flow_loss, parts = model.loss(context, target, weight, generator=self.generator)
+        decoded = model.decode(context)
+        pull = (((decoded[:, 0] - target[:, 0]) ** 2) * weight[:, :1]).sum() / (weight[:, 0].sum() * a)
+        loss = cfg.sample_weight * flow_loss + cfg.decode_weight * pull
+        parts["loss/decode"] = float(pull.detach())
+        self.base_optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.base_optimizer.param_groups[0]["params"], cfg.base_grad_clip)
+        self.base_optimizer.step()
+        self.improve_step += 1
+        return {"base_loss": loss.detach(), "base_grad_norm": grad_norm.detach(),
+                "q_gain": (q.max(1).values - q[:, 0]).mean(), "picked_decode": (best == 0).float().mean(),
+                **{f"base_{k.split('/')[-1]}": torch.tensor(v) for k, v in parts.items()}}
+
+    # ------------------------------------------------------------ state / io
+    def policy_state(self) -> dict[str, torch.Tensor]:
+        """What an actor needs: the base's weights (and the improvement count)."""
+        out = {f"base.{k}": v.detach().to("cpu", copy=True).contiguous() for k, v in self.base_weights().items()}
+        out["improve_step"] = torch.tensor([self.improve_step], dtype=torch.int64)
+        return out
+
+    def load_policy_state(self, state: Mapping[str, torch.Tensor]) -> None:
+        self.base.load_weights({k[5:]: v for k, v in state.items() if k.startswith("base.")})
+        self.improve_step = int(state["improve_step"][0])
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything needed to resume learning exactly."""
+        return {"base": self.base.model.state_dict(), "base_optimizer": self.base_optimizer.state_dict(),
+                "critic": self.critic.state_dict(), "target_critic": self.target_critic.state_dict(),
+                "encoder": self.encoder.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "generator": self.generator.get_state(), "update_step": self.update_step,
+                "critic_step": self.critic_step, "improve_step": self.improve_step}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.base.load_weights(state["base"])
+        self.base_optimizer.load_state_dict(state["base_optimizer"])
+        self.critic.load_state_dict(state["critic"])
+        self.target_critic.load_state_dict(state["target_critic"])
+        self.encoder.load_state_dict(state["encoder"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator.set_state(state["generator"])
+        self.update_step, self.critic_step = int(state["update_step"]), int(state["critic_step"])
+        self.improve_step = int(state["improve_step"])
+
+    def save_base(self, folder: str) -> str:
+        """Writes the fine-tuned base as a saved policy (servable, evaluable, distillable like any other)."""
+        self.base.info = {**self.base.info, "fine_tuned": {"from": self.cfg.base_path, "agent": self.name,
+                                                           "improve_steps": self.improve_step}}
+        return str(self.base.save(folder))

@@ -1,0 +1,101 @@
+"""Configuration of critic-guided fine-tuning of a base policy's weights (``agent.name: critic_guided``). Every field
+is documented; all are overridable from CLI and YAML."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from robot_rl.agents.base import AgentConfig
+from robot_rl.agents.config import EncoderConfig
+
+
+@dataclass(frozen=True)
+class CriticGuidedConfig(AgentConfig):
+    """Fine-tunes a local small VLA (PA-RL / ConRFT style): a critic ensemble learns Q of the executed action; every
+    ``improve_every`` updates the base samples ``num_samples`` chunks per observation, and its own flow/L1 loss
+    pulls it towards the one the critic values most (demo and intervention rows: towards the stored action)."""
+
+    name: str = "critic_guided"
+    """Which agent (``critic_guided`` here; see AgentConfig)."""
+    base_path: str = ""
+    """The saved VLA folder whose weights are fine-tuned. A run sets it to its ``base_policy.path`` (which must then
+    be a local saved VLA, not a policy server); set it yourself when using the agent without a run."""
+    num_samples: int = 8
+    """K: chunks sampled per observation in an improvement step (the zero-noise decode is always one of them, so
+    a critic that prefers no sample leaves the decode where it is)."""
+    noise_std: float = 1.0
+    """Std of the flow noise the other K-1 samples start from (1 = the distribution the base was trained on)."""
+    improve_every: int = 10
+    """Updates between two improvement steps of the base."""
+    improve_batch: int = 32
+    """Observations (with their camera frames) per improvement step, drawn from the replay in its mix."""
+    train_trunk: bool = False
+    """Fine-tune the whole base. Off: only its action head (flow and/or L1 decoder) learns; the trunk (vision,
+    language, state tokens) stays as pre-trained, which is steadier with few samples and cheaper."""
+    decode_weight: float = 1.0
+    """Weight of the term that pulls the base's deterministic (zero-noise) decode, what the robot executes, onto
+    the picked chunks (differentiated through the decode's steps)."""
+    sample_weight: float = 0.1
+    """Weight of the base's own training loss (flow matching and/or L1) on the picked chunks, which moves its
+    sampling distribution; kept small: with fresh noise it moves the deterministic decode only indirectly and
+    can carry it past the picks."""
+    base_lr: float = 3e-5
+    """AdamW learning rate of the base's weights."""
+    base_grad_clip: float = 1.0
+    """Gradient-norm clip of the base's update."""
+    bc_weight: float = 1.0
+    """Weight of demo and intervention rows in the improvement loss (their first action is the stored one; the
+    chunk's other steps keep the critic's pick)."""
+    critic_warmup_updates: int = 500
+    """Updates that train only the critics before the base is first changed (a random critic picks at random)."""
+    exploration_std: float = 0.05
+    """Std of Gaussian noise added to the base's action when acting (clipped to [-1, 1]); 0 = none."""
+    target_noise_std: float = 0.05
+    """Std of the noise on the next action in the critic target (target policy smoothing), in action units."""
+    n_step: int = 3
+    """Transitions summed into each critic target (n-step returns; 1 = one-step TD)."""
+    chunk_phases: int = 16
+    """The step's index in its chunk enters the critics one-hot over this many phases (0 leaves it out)."""
+    use_cameras: bool = False
+    """The critics encode the env's cameras too. Off: they read the state and instruction (the base reads the
+    pixels; critic samples then skip the frame gathers)."""
+    hidden_dims: tuple[int, ...] = (256, 256)
+    """Hidden layer sizes of every critic."""
+    num_critics: int = 10
+    """Critic ensemble size (RLPD: 10)."""
+    num_min_critics: int = 2
+    """Target = min over a random subset of this many target critics (RLPD: 2)."""
+    utd: int = 20
+    """Update-to-data ratio: critic updates per environment step."""
+    batch_size: int = 256
+    """Transitions per critic step."""
+    discount: float = 0.99
+    """Discount factor gamma."""
+    tau: float = 0.005
+    """Polyak rate of the target critics."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critics and their encoder."""
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    """The critics' observation encoder (state MLP; conv nets when use_cameras)."""
+
+    def validate(self) -> None:
+        """Raises ValueError naming the offending field."""
+        checks = [
+            (self.num_samples >= 1 and self.improve_batch >= 1 and self.improve_every >= 1,
+             "num_samples, improve_batch and improve_every must be >= 1"),
+            (self.noise_std >= 0 and self.exploration_std >= 0 and self.target_noise_std >= 0,
+             "noise_std, exploration_std and target_noise_std must be >= 0"),
+            (self.base_lr > 0 and self.critic_lr > 0 and self.base_grad_clip > 0,
+             "base_lr, critic_lr and base_grad_clip must be > 0"),
+            (self.bc_weight >= 0 and self.critic_warmup_updates >= 0 and self.decode_weight >= 0
+             and self.sample_weight >= 0,
+             "bc_weight, critic_warmup_updates, decode_weight and sample_weight must be >= 0"),
+            (self.n_step >= 1 and self.chunk_phases >= 0, "n_step must be >= 1 and chunk_phases >= 0"),
+            (self.num_critics >= 1, "num_critics must be >= 1"),
+            (1 <= self.num_min_critics <= self.num_critics, "num_min_critics must be in [1, num_critics]"),
+            (self.utd >= 1 and self.batch_size >= 1, "utd and batch_size must be >= 1"),
+            (0.0 <= self.discount <= 1.0 and 0.0 < self.tau <= 1.0, "discount must be in [0, 1] and tau in (0, 1]"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"agent config (critic_guided): {message}")

@@ -1,0 +1,124 @@
+"""Critic-guided fine-tuning of the base's weights on its own: acts with the base's proposal, checks what base it
+can train, moves the tiny VLA towards the action the critics value (a bandit with a known best action), ships the
+base's weights in its policy state, and resumes exactly."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from robot_rl.agents import make_agent
+from robot_rl.agents.critic_guided import CriticGuidedAgent
+from robot_rl.agents.critic_guided_config import CriticGuidedConfig
+from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
+from robot_rl.spaces import ObsSpec
+from robot_rl.text import make_text_encoder
+
+SPEC = ObsSpec(11, {"front": (32, 32, 3), "wrist": (32, 32, 3)}, 64)
+BEST = np.array([0.4, -0.4, 0.2, 1.0], np.float32)  # the gripper (last) is open or closed
+SCENE = {c: np.random.default_rng(i).integers(0, 240, (32, 32, 3)) for i, c in enumerate(("front", "wrist"))}
+STATES = np.random.default_rng(7).normal(0, 1, (4, 11)).astype(np.float32)  # a few robot poses
+SMALL = dict(hidden_dims=(128, 128), num_critics=4, batch_size=128, utd=2, n_step=1, critic_warmup_updates=0)
+
+
+def observations(rng, n: int) -> dict:
+    text = make_text_encoder("hash").encode("pick up the red cube")
+    return {"state": STATES[rng.integers(0, len(STATES), n)],
+            "pixels": {c: (SCENE[c] + rng.integers(0, 8, (n, *SCENE[c].shape))).astype(np.uint8) for c in SCENE},
+            "instruction": np.tile(text, (n, 1)).astype(np.float32)}
+
+
+def bandit_replay(rng, n: int, demos: int = 0) -> ReplayBuffer:
+    """One-step episodes: reward -||a - BEST||^2 for uniform random actions (and ``demos`` rows that act BEST)."""
+    replay = ReplayBuffer(SPEC, 4, ReplayConfig(online_capacity=n, demos_capacity=max(demos, 2),
+                                                interventions_capacity=2))
+    replay.with_base = True
+    obs = observations(rng, n + demos)
+    for i in range(n + demos):
+        row = {"state": obs["state"][i], "pixels": {c: v[i] for c, v in obs["pixels"].items()},
+               "instruction": obs["instruction"][i]}
+        a = BEST if i >= n else rng.uniform(-1, 1, 4).astype(np.float32)
+        replay.add(row, a, -float(np.sum((a - BEST) ** 2)), True, False, row, source="demo" if i >= n else "online",
+                   base_action=np.zeros(4, np.float32), chunk_index=0)
+    return replay
+
+
+def first_actions(agent: CriticGuidedAgent, obs: dict) -> np.ndarray:
+    """The base's deterministic decode's first action on each observation."""
+    base = agent.base
+    with torch.no_grad():
+        inputs = agent._vla_inputs({"state": torch.as_tensor(obs["state"]), "instruction":
+                                    torch.as_tensor(obs["instruction"]),
+                                    "pixels": {c: torch.as_tensor(v) for c, v in obs["pixels"].items()}})
+        return base.model.decode(base.model.encode(*inputs))[:, 0].clamp(-1, 1).numpy()
+
+
+def test_acts_with_the_base_and_checks_the_base_it_trains(tiny_vla) -> None:
+    cfg = CriticGuidedConfig(**SMALL, base_path=str(tiny_vla))
+    agent = make_agent(cfg, SPEC, 4, seed=0)
+    rng = np.random.default_rng(0)
+    proposal = rng.uniform(-1, 1, (8, 4)).astype(np.float32)
+    obs = {**observations(rng, 8), "base_action": proposal, "chunk_index": np.zeros(8, np.int64)}
+    assert np.array_equal(agent.act(obs, deterministic=True), proposal)
+    noisy = agent.act(obs)
+    assert 0 < np.abs(noisy - proposal).max() < 0.5 and np.all(np.abs(noisy) <= 1)
+    with pytest.raises(ValueError, match="saved robot_rl VLA"):
+        CriticGuidedAgent.check_spaces(SPEC, 4, CriticGuidedConfig(base_path="ws://localhost:8000"))
+    with pytest.raises(ValueError, match="cameras"):
+        CriticGuidedAgent.check_spaces(ObsSpec(11, {"front": (32, 32, 3)}, 64), 4, cfg)
+    with pytest.raises(ValueError, match="instruction_encoder"):
+        CriticGuidedAgent.check_spaces(ObsSpec(11, SPEC.cameras, 384), 4, cfg)
+    # the base's weights are the policy state: another agent (an actor's) takes them over exactly
+    with torch.no_grad():
+        agent.base.model.flow_out.bias.add_(0.25)
+    other = make_agent(cfg, SPEC, 4, seed=1)
+    other.load_policy_state(agent.policy_state())
+    assert all(torch.equal(v, other.base_weights()[k]) for k, v in agent.base_weights().items())
+
+
+def test_improvement_moves_the_base_towards_the_action_the_critic_values(tiny_vla) -> None:
+    rng = np.random.default_rng(1)
+    replay = bandit_replay(rng, 3000)
+    cfg = CriticGuidedConfig(**{**SMALL, "critic_warmup_updates": 200}, base_path=str(tiny_vla), improve_every=1,
+                             improve_batch=16, num_samples=8, base_lr=1e-4, noise_std=0.5)
+    agent = CriticGuidedAgent(SPEC, 4, cfg, seed=0)
+    s = agent.sampling(cfg)
+    assert not s.pixels  # critic samples skip the frames; improvement draws its own with them
+    held_out = observations(np.random.default_rng(9), 64)
+    before = np.linalg.norm(first_actions(agent, held_out) - BEST, axis=1).mean()
+    gains = []
+    for i in range(260):
+        agent.prepare(replay)
+        batch = replay.sample(s.batch_size, mix={"online": 1.0}, utd=s.utd, pixels=s.pixels)
+        assert "pixels" not in batch["obs"]
+        metrics = agent.update(batch)
+        assert ("base_loss" in metrics) == (i >= 200)
+        if i >= 200:
+            gains.append(metrics["q_gain"])
+    after = np.linalg.norm(first_actions(agent, held_out) - BEST, axis=1).mean()
+    assert np.mean(gains) > 0  # the critics found better chunks than the decode among the samples
+    assert after < 0.6 * before, (before, after)
+
+
+def test_demo_rows_pull_the_base_to_their_action_and_resume_is_exact(tiny_vla) -> None:
+    rng = np.random.default_rng(2)
+    replay = bandit_replay(rng, 200, demos=200)
+    cfg = CriticGuidedConfig(**SMALL, base_path=str(tiny_vla), improve_every=1, improve_batch=16, num_samples=4,
+                             base_lr=1e-3, bc_weight=1.0)
+    agent = CriticGuidedAgent(SPEC, 4, cfg, seed=0)
+    s = agent.sampling(cfg)
+    for _ in range(3):
+        agent.prepare(replay)
+        agent.update(replay.sample(s.batch_size, utd=s.utd, pixels=False))
+    twin = CriticGuidedAgent(SPEC, 4, cfg, seed=5)
+    twin.load_state_dict(copy.deepcopy(agent.state_dict()))
+    replay_twin = copy.deepcopy(replay)
+    for a, r in ((agent, replay), (twin, replay_twin)):
+        a.prepare(r)
+        a.update(r.sample(s.batch_size, utd=s.utd, pixels=False))
+    assert twin.improve_step == agent.improve_step == 4
+    assert all(torch.equal(v, twin.base_weights()[k]) for k, v in agent.base_weights().items())
+    assert all(torch.equal(v, twin.critic.state_dict()[k]) for k, v in agent.critic.state_dict().items())
