@@ -9,7 +9,8 @@ Every run: the base (``--base``, a saved policy folder) executed synchronously b
 demos in the prior partition (labelled with the base's proposals), ``--warmup`` steps of the base's own rollouts
 before learning, actor and learner in lock-step in one process (the figures measure learning, not timing).
 The base alone is evaluated on the same evaluation seeds (same placements and instructions) as each run.
-Methods: ``residual`` (agent residual on the base), ``steer`` (SAC in the base's noise space through the
+Methods: ``residual`` (agent residual on the base), ``critic`` (agent critic_guided: the base's weights fine-tuned,
+``--execute-steps`` actions of each chunk executed), ``steer`` (SAC in the base's noise space through the
 LatentSteering wrapper; no demos: they have no noise), ``rlpd`` (SAC with the RLPD recipe from scratch on the same
 demos and cameras).
 """
@@ -32,15 +33,16 @@ from common import write_result
 ENV_KWARGS = {"cameras": ["front", "wrist"], "image_size": 64, "object_state": False, "instruction": True}
 
 
-METHODS = ("residual", "steer", "rlpd")
+METHODS = ("residual", "critic", "steer", "rlpd")
 
 
 def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
     """The run's config sections for ``method`` and the control steps one of its env steps stands for.
 
-    residual: a bounded residual on the base (agent residual); steer: SAC in the base's noise space (the
-    LatentSteering wrapper; one env step = one chunk); rlpd: SAC with the RLPD recipe from scratch on the same demos
-    and cameras, no base."""
+    residual: a bounded residual on the base (agent residual); critic: critic-guided fine-tuning of the base's
+    weights (agent critic_guided, executing ``--execute-steps`` of each chunk); steer: SAC in the base's noise space
+    (the LatentSteering wrapper; one env step = one chunk); rlpd: SAC with the RLPD recipe from scratch on the same
+    demos and cameras, no base."""
     sac = {"name": "sac", "utd": args.utd, "batch_size": args.batch_size}
     env = {"id": f"robot_rl/{args.task}-v0", "kwargs": ENV_KWARGS}
     if method == "residual":
@@ -48,6 +50,12 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
                 "agent": {"name": "residual", "utd": args.utd, "batch_size": args.batch_size,
                           "residual_scale": args.residual_scale, "critic_warmup_updates": args.critic_warmup,
                           "scale_anneal_updates": args.anneal}}, 1
+    if method == "critic":
+        return {"env": env, "base_policy": {"path": args.base}, "execution": {"execute_steps": args.execute_steps},
+                "agent": {"name": "critic_guided", "utd": args.utd, "batch_size": args.batch_size,
+                          "critic_warmup_updates": args.critic_warmup, "base_lr": args.base_lr,
+                          "improve_every": args.improve_every, "improve_batch": args.improve_batch,
+                          "num_samples": args.num_samples, "use_cameras": args.critic_cameras}}, 1
     if method == "steer":
         from robot_rl.vla.policy import read_policy_json
 
@@ -59,7 +67,7 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
     raise ValueError(f"unknown method {method!r} (methods: {', '.join(METHODS)})")
 
 
-def base_only(args: argparse.Namespace, seed: int) -> float:
+def base_only(args: argparse.Namespace, seed: int, method: str) -> float:
     """The base's success on the evaluation episodes every run of ``seed`` is scored on."""
     from robot_rl.envs.config import EnvConfig
     from robot_rl.envs.make import make_env
@@ -70,7 +78,9 @@ def base_only(args: argparse.Namespace, seed: int) -> float:
     from robot_rl.runtime.seeds import Seeds
 
     env = make_env(EnvConfig(id=f"robot_rl/{args.task}-v0", kwargs=ENV_KWARGS))
-    agent = ExecutorAgent(load_policy(BasePolicyConfig(path=args.base)), ExecutionConfig(mode="sync"), env)
+    steps = args.execute_steps if method == "critic" else 0  # the base executed as the method's runs execute it
+    agent = ExecutorAgent(load_policy(BasePolicyConfig(path=args.base)),
+                          ExecutionConfig(mode="sync", execute_steps=steps), env)
     try:
         return float(evaluate(agent, env, args.eval_episodes, seed=Seeds(seed).evaluation())["success_rate"])
     finally:
@@ -99,7 +109,7 @@ def run_one(args: argparse.Namespace, method: str, seed: int) -> dict:
     rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
     curve = [(int(r["step"]) * per_step, float(r["eval/success_rate"])) for r in rows if "eval/success_rate" in r]
     return {"curve": curve, "final": float(final["success_rate"]), "wall_s": time.perf_counter() - start,
-            "base": base_only(args, seed)}
+            "base": base_only(args, seed, method)}
 
 
 def summarise(method: str, runs: list[dict]) -> dict:
@@ -131,6 +141,12 @@ def main() -> None:
     parser.add_argument("--residual-scale", type=float, default=0.3)
     parser.add_argument("--critic-warmup", type=int, default=500, help="updates before the residual acts")
     parser.add_argument("--anneal", type=int, default=1000, help="updates over which the bound grows in")
+    parser.add_argument("--execute-steps", type=int, default=1, help="critic: actions executed per chunk")
+    parser.add_argument("--base-lr", type=float, default=3e-5, help="critic: the base's learning rate")
+    parser.add_argument("--improve-every", type=int, default=10, help="critic: updates per improvement step")
+    parser.add_argument("--improve-batch", type=int, default=32, help="critic: observations per improvement")
+    parser.add_argument("--num-samples", type=int, default=8, help="critic: chunks sampled per observation")
+    parser.add_argument("--critic-cameras", action="store_true", help="critic: the critics encode the cameras")
     parser.add_argument("--runs-dir", default="")
     parser.add_argument("--out", default=None)
     parser.add_argument("--child", nargs=2, metavar=("METHOD", "SEED"), help=argparse.SUPPRESS)

@@ -3,6 +3,7 @@ deterministic evaluation as trained agents (success, return, cycle time with CIs
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,8 @@ class ComposedAgent:
 
 def evaluation_agent(cfg: Any, agent: Any, env: Any) -> Any:
     """What a run's evaluation acts with: the agent, composed with the run's base policy (executed
-    synchronously: evaluation measures the policy, not the latency) when the agent acts on one."""
+    synchronously, chunked as the run executes it: evaluation measures the policy, not the latency) when the
+    agent acts on one."""
     from robot_rl.agents.registry import uses_base
     from robot_rl.policies.loader import load_policy
 
@@ -69,7 +71,8 @@ def evaluation_agent(cfg: Any, agent: Any, env: Any) -> Any:
         return agent
     # an agent that fine-tunes the base's weights acts with its own, current base
     base = agent.base_policy() if getattr(agent, "trains_base", False) else load_policy(cfg.base_policy)
-    return ComposedAgent(agent, base, ExecutionConfig(mode="sync"), env)
+    # the run's chunking (execute_steps, ensembling) without its timing: evaluation measures the policy
+    return ComposedAgent(agent, base, dataclasses.replace(cfg.execution, mode="sync"), env)
 
 
 def evaluate_policy(policy: BasePolicy, env_id: str, env_kwargs: Mapping[str, Any], episodes: int,

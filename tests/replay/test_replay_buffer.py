@@ -115,6 +115,21 @@ def test_reuse_output_gives_the_same_batch():
     np.testing.assert_array_equal(x["next_obs"]["pixels"]["wrist"], y["next_obs"]["pixels"]["wrist"])
 
 
+@pytest.mark.parametrize("reuse", [False, True])
+def test_samples_without_frames_are_the_same_rows_minus_the_frames(reuse):
+    a, b = ReplayBuffer(SPEC, 2, cfg()), ReplayBuffer(SPEC, 2, cfg())
+    for buf in (a, b):
+        fill(buf, 10, 10, "online")
+        fill(buf, 3, 10, "demo", start=5000)
+    b.with_pixels = False  # an agent that reads no camera (Sampling.pixels)
+    x, y = a.sample(32, utd=3, reuse_output=reuse), b.sample(32, utd=3, reuse_output=reuse)
+    assert "pixels" not in y["obs"] and "pixels" not in y["next_obs"]
+    np.testing.assert_array_equal(x["obs"]["state"], y["obs"]["state"])
+    np.testing.assert_array_equal(x["next_obs"]["state"], y["next_obs"]["state"])
+    z = b.sample(8, pixels=True)  # asked for explicitly (e.g. a base-improvement batch)
+    np.testing.assert_array_equal(z["obs"]["pixels"]["front"][:, 0, 0, 0], z["obs"]["state"][:, 0].astype(int) % 256)
+
+
 def test_wrap_around_keeps_successors_exact_and_counts_right():
     buf = ReplayBuffer(SPEC, 2, cfg(online_capacity=53))
     end = fill(buf, 12, 9)  # 12 * 10 rows into a 53-row ring
