@@ -12,6 +12,7 @@
     robot-rl train-bc [CONFIG] [--datasets ...] [--out DIR] [--steps N]   (the small VLA by behaviour cloning)
     robot-rl distill [CONFIG] --run RUN [--episodes N] [--out DIR] [--train.datasets ...]   (RL -> generalist)
     robot-rl serve-policy POLICY [--host 127.0.0.1] [--port 8000]   (openpi's websocket protocol)
+    robot-rl export RUN_DIR [--format onnx|torchscript] [--out DIR]   (a policy for robot PCs; see robot_rl.deploy)
     robot-rl launch FILE [name:=value ...] [--print]   (ROS 2 YAML launch file, e.g. launch/sim_arm.launch.yaml)
     robot-rl ros-index PREFIX                        (ament index entries so `ros2 launch robot_rl ...` resolves)
 
@@ -327,6 +328,35 @@ def cmd_distill(argv: list[str]) -> int:
                        "task before and after.", argv)
 
 
+@dataclass(frozen=True)
+class ExportArgs:
+    """Export a run's latest policy for deployment without the training stack (ONNX for onnxruntime, or
+    TorchScript), checked against the torch policy on the run's recorded observations."""
+
+    run_dir: Annotated[str, tyro.conf.Positional]
+    """The run folder."""
+    format: str = "onnx"
+    """onnx or torchscript."""
+    out: str = ""
+    """Output folder (default: <run>/export-<format>)."""
+    observations: int = 256
+    """Recorded observations the export is checked on (largest difference allowed: 1e-5)."""
+
+
+def cmd_export(argv: list[str]) -> int:
+    from robot_rl.config import ConfigError, parse_command
+    from robot_rl.deploy.export import export_run
+
+    args = parse_command(ExportArgs, argv, "robot-rl export")
+    out = args.out or str(Path(args.run_dir) / f"export-{args.format}")
+    try:
+        meta = export_run(args.run_dir, args.format, out, args.observations)
+    except (ConfigError, ValueError, FileNotFoundError) as exc:
+        return fail("export", exc)
+    print(json.dumps({"out": out, **meta}, indent=1))
+    return 0
+
+
 def cmd_launch(argv: list[str]) -> int:
     from robot_rl.ros.launch import main as launch_main
 
@@ -342,7 +372,7 @@ def cmd_ros_index(argv: list[str]) -> int:
 COMMANDS = {"train": cmd_train, "learner": cmd_learner, "actor": cmd_actor, "eval": cmd_eval,
             "record-demos": cmd_record_demos, "demos": cmd_demos, "launch": cmd_launch, "ros-index": cmd_ros_index,
             "record-frames": cmd_record_frames, "train-reward": cmd_train_reward, "train-bc": cmd_train_bc,
-            "serve-policy": cmd_serve_policy, "distill": cmd_distill}
+            "serve-policy": cmd_serve_policy, "distill": cmd_distill, "export": cmd_export}
 
 
 def main(argv: list[str] | None = None) -> int:

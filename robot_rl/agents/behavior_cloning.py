@@ -8,6 +8,7 @@ during a run are learned at once (DAgger-style when a person corrects the policy
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -107,6 +108,13 @@ class BCAgent:
     def _forward(self, obs: Mapping[str, Any], augment: bool = False) -> torch.Tensor:
         z = self.encoder(obs, augment and self.cfg.encoder.augment_pad > 0, self.generator)
         return torch.tanh(self.policy(z))
+
+    def deterministic_module(self) -> torch.nn.Module:
+        """The deterministic action as one module of ``obs -> action`` (for export: robot_rl.deploy)."""
+        from robot_rl.deploy.export import EncodedPolicy
+
+        parts = copy.deepcopy((self.encoder, self.policy))  # the agent's own modules stay where they are
+        return EncodedPolicy(*parts, self.action_dim).float().cpu().eval()
 
     @torch.no_grad()
     def act(self, obs: Mapping[str, Any], deterministic: bool = False) -> np.ndarray:

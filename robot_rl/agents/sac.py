@@ -205,6 +205,13 @@ class SACAgent:
         return torch.autocast(self.device.type, dtype=torch.bfloat16)
 
     # ------------------------------------------------------------ state / io
+    def deterministic_module(self) -> torch.nn.Module:
+        """The deterministic action as one module of ``obs -> action`` (for export: robot_rl.deploy)."""
+        from robot_rl.deploy.export import EncodedPolicy
+
+        parts = copy.deepcopy((self.encoder, self.actor.net))  # the agent's own modules stay where they are
+        return EncodedPolicy(*parts, self.action_dim).float().cpu().eval()
+
     def policy_state(self) -> dict[str, torch.Tensor]:
         """What an actor needs to act: actor and the shared encoder, as flat CPU tensors."""
         out = {f"actor.{k}": v for k, v in self.actor.state_dict().items()}

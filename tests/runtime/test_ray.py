@@ -259,12 +259,14 @@ def test_ray_remote_actor_killed_then_a_replacement_joins(cluster, tmp_path):
     run = tmp_path / "rayk"
     try:
         wait_for(lambda: (run / "status.json").is_file()
-                 and json.loads((run / "status.json").read_text())["env_steps"] > 200, 400, "some progress")
+                 and json.loads((run / "status.json").read_text())["env_steps"] > 200, 600, "some progress")
         first = json.loads(next(actor_dir(run).glob("actor0-*.json")).read_text())["uid"]
         os.kill(int(first.split("-")[2]), signal.SIGKILL)  # uid = actor<index>-<incarnation>-<pid>-<random>
     except BaseException:
         proc.kill()
-        raise
+        status = (run / "status.json").read_text() if (run / "status.json").is_file() else "no status.json"
+        proc.wait(timeout=30)
+        raise AssertionError(f"status: {status}\nstderr: {(tmp_path / 'stderr.txt').read_text()[-3000:]}") from None
     err = finish(proc, tmp_path, timeout=400)
     assert "starting a replacement" in err
     counters = check_run(run, cfg.total_env_steps)
