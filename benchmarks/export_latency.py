@@ -47,6 +47,26 @@ def timed(fn, calls: int) -> tuple[float, float]:
     return float(np.percentile(times, 50) * 1e6), float(np.percentile(times, 99) * 1e6)
 
 
+def measure(name: str, spec: ObsSpec, calls: int, rng: np.random.Generator) -> dict:
+    """p50/p99 latency (us) of one policy through torch, onnxruntime and TorchScript."""
+    agent = SACAgent(spec, 4, SACConfig(num_critics=2))
+    one = {k: (v[0] if k != "pixels" else {c: f[0] for c, f in v.items()})
+           for k, v in observation(spec, 1, rng).items()}
+    with tempfile.TemporaryDirectory() as folder:
+        export_policy(agent, "onnx", Path(folder) / "onnx", observation(spec, 64, rng))
+        export_policy(agent, "torchscript", Path(folder) / "ts", observation(spec, 64, rng))
+        onnx = OnnxPolicy(Path(folder) / "onnx", threads=1)
+        script = torch.jit.load(str(Path(folder) / "ts" / "policy.pt"))
+    inputs = [torch.from_numpy(a[None]) for a in observation_arrays(one, spec)]
+
+    def run_script() -> None:
+        with torch.no_grad():
+            script(*inputs)
+
+    return {"policy": name, "torch_act": timed(lambda: agent.act(one, deterministic=True), calls),
+            "onnxruntime": timed(lambda: onnx.act(one), calls), "torchscript": timed(run_script, calls)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
@@ -54,28 +74,7 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)
-    rows = []
-    for name, spec in POLICIES.items():
-        agent = SACAgent(spec, 4, SACConfig(num_critics=2))
-        one = {k: (v[0] if k != "pixels" else {c: f[0] for c, f in v.items()})
-               for k, v in observation(spec, 1, rng).items()}
-        with tempfile.TemporaryDirectory() as folder:
-            export_policy(agent, "onnx", Path(folder) / "onnx", observation(spec, 64, rng))
-            export_policy(agent, "torchscript", Path(folder) / "ts", observation(spec, 64, rng))
-            onnx = OnnxPolicy(Path(folder) / "onnx", threads=1)
-            script = torch.jit.load(str(Path(folder) / "ts" / "policy.pt"))
-        inputs = [torch.from_numpy(a[None]) if a.ndim else torch.from_numpy(a)
-                  for a in observation_arrays(one, spec)]
-
-        def run_script() -> None:
-            with torch.no_grad():
-                script(*inputs)
-
-        row = {"policy": name,
-               "torch_act": timed(lambda: agent.act(one, deterministic=True), args.calls),
-               "onnxruntime": timed(lambda: onnx.act(one), args.calls),
-               "torchscript": timed(run_script, args.calls)}
-        rows.append(row)
+    rows = [measure(name, spec, args.calls, rng) for name, spec in POLICIES.items()]
     print(f"{'policy':<26} {'torch act p50/p99 us':>22} {'onnxruntime':>18} {'torchscript':>18} {'onnx speed-up':>14}")
     for r in rows:
         cells = " ".join(f"{r[k][0]:>9.0f}/{r[k][1]:<8.0f}" for k in ("torch_act", "onnxruntime", "torchscript"))
