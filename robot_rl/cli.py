@@ -7,6 +7,7 @@
     robot-rl actor --run-dir RUN [--index I]        (likewise)
     robot-rl record-demos TASK [--device scripted] [-n 20] [--out PATH] [--noise 0.1] [--seed 0] [--image-size 0]
     robot-rl demos show PATH [--episode K] [--video out.gif|out.mp4]
+    robot-rl datasets export PATH --out DIR [--format lerobot] | import DIR --out PATH   (LeRobotDataset v3.0)
     robot-rl record-frames TASK [--mode sim|keys] [--episodes 40] [--image-size 64] [--out PATH]  (reward frames)
     robot-rl train-reward FRAMES [FRAMES ...] [--out DIR] [--epochs N]   (success classifier for a learned reward)
     robot-rl train-bc [CONFIG] [--datasets ...] [--out DIR] [--steps N]   (the small VLA by behaviour cloning)
@@ -279,6 +280,12 @@ def cmd_demos(argv: list[str]) -> int:
     return demos_main(argv)
 
 
+def cmd_datasets(argv: list[str]) -> int:
+    from robot_rl.datasets.cli import datasets_main
+
+    return datasets_main(argv)
+
+
 def cmd_record_frames(argv: list[str]) -> int:
     from robot_rl.rewards.cli import record_frames_main
 
@@ -370,9 +377,9 @@ def cmd_ros_index(argv: list[str]) -> int:
 
 
 COMMANDS = {"train": cmd_train, "learner": cmd_learner, "actor": cmd_actor, "eval": cmd_eval,
-            "record-demos": cmd_record_demos, "demos": cmd_demos, "launch": cmd_launch, "ros-index": cmd_ros_index,
-            "record-frames": cmd_record_frames, "train-reward": cmd_train_reward, "train-bc": cmd_train_bc,
-            "serve-policy": cmd_serve_policy, "distill": cmd_distill, "export": cmd_export}
+            "record-demos": cmd_record_demos, "demos": cmd_demos, "datasets": cmd_datasets, "launch": cmd_launch,
+            "ros-index": cmd_ros_index, "record-frames": cmd_record_frames, "train-reward": cmd_train_reward,
+            "train-bc": cmd_train_bc, "serve-policy": cmd_serve_policy, "distill": cmd_distill, "export": cmd_export}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -256,3 +256,71 @@ def _auto_scale(path: Path) -> int:
     heights = [int(shape[0]) for shape in cams.values()]
     return max(1, -(-128 // min(heights))) if heights else 1
 
+
+
+@dataclass(frozen=True)
+class ExportArgs:
+    """Write a demo dataset, a run's replay (its latest checkpoint) or a replay store as a LeRobotDataset v3.0."""
+
+    path: Annotated[Positional[str], arg(metavar="PATH")]
+    """A demo dataset, a run folder or a replay store (zarr)."""
+    out: str
+    """The new dataset folder."""
+    format: str = "lerobot"
+    """lerobot (LeRobotDataset v3.0)."""
+    partitions: tuple[str, ...] = ()
+    """Partitions to export (demos, online, interventions); default: every one holding data."""
+    robot_type: str | None = None
+    """info.json's robot_type (default: the env id)."""
+
+
+@dataclass(frozen=True)
+class ImportArgs:
+    """Read a LeRobotDataset v3.0 into a robot_rl demo dataset (for --demos PATH or train-bc --datasets PATH)."""
+
+    folder: Annotated[Positional[str], arg(metavar="DIR")]
+    """The LeRobot dataset folder (meta/info.json, data/, videos/)."""
+    out: str
+    """The demo dataset to write (zarr)."""
+    instruction_encoder: str = "hash"
+    """How tasks become instruction embeddings (hash, hash:<dim>, minilm): match the env's env.instruction_encoder."""
+    env_id: str = ""
+    """The env the demos are for (stored in dataset.json)."""
+
+
+DATASETS_ACTIONS = {"export": ExportArgs, "import": ImportArgs}
+DATASETS_USAGE = """usage: robot-rl datasets {export,import} ...
+
+Convert datasets: robot_rl's replay format <-> LeRobotDataset v3.0.
+
+  export   PATH --out DIR [--format lerobot]   (a demo dataset, a run folder or a replay store)
+  import   DIR --out PATH                       (into a demo dataset)
+
+`robot-rl datasets ACTION --help` lists the options of an action."""
+
+
+def datasets_main(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(DATASETS_USAGE, file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    action, rest = argv[0], argv[1:]
+    if action not in DATASETS_ACTIONS:
+        return command_error("robot-rl datasets",
+                             f"unknown action {action!r} (choose from {', '.join(DATASETS_ACTIONS)})")
+    args = parse_command(DATASETS_ACTIONS[action], rest, prog=f"robot-rl datasets {action}")
+    from robot_rl.datasets.convert import export_dataset, import_dataset
+    from robot_rl.replay.store import ReplayStoreError
+
+    try:
+        if isinstance(args, ExportArgs):
+            if args.format != "lerobot":
+                raise ValueError(f"unknown format {args.format!r} (formats: lerobot)")
+            info = export_dataset(args.path, args.out, list(args.partitions) or None, args.robot_type)
+            print(f"{info['total_episodes']} episodes, {info['total_frames']} frames, {info['total_tasks']} tasks "
+                  f"-> {args.out} (LeRobotDataset {info['codebase_version']})")
+        else:
+            meta = import_dataset(args.folder, args.out, args.instruction_encoder, args.env_id)
+            print(f"{len(meta['episodes'])} episodes -> {args.out}")
+    except (ValueError, OSError, ReplayStoreError) as exc:
+        return command_error(f"robot-rl datasets {action}", exc)
+    return 0

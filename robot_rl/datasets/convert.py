@@ -1,0 +1,95 @@
+"""``robot-rl datasets export`` / ``import``: robot_rl's replay-format stores <-> LeRobotDataset v3.0.
+
+Export takes a demo dataset (``robot-rl record-demos``), a run folder (its latest checkpoint's replay: online,
+demo and intervention partitions) or any replay store. Import writes a demo dataset (replay format with
+``dataset.json``) that ``--demos PATH`` and ``robot-rl train-bc --datasets PATH`` take.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robot_rl.datasets.episodes import read_episodes
+from robot_rl.datasets.lerobot import read_lerobot, write_lerobot
+from robot_rl.spaces import ObsSpec, obs_row
+
+
+def resolve_store(path: str | Path) -> tuple[Path, dict[str, Any]]:
+    """A store to export and what is known of it (env id, fps): a demo dataset, a run folder or a replay store."""
+    from robot_rl.datasets.record import read_meta
+
+    path = Path(path)
+    if (path / "config.yaml").is_file() and (path / "checkpoints").is_dir():  # a run folder
+        from robot_rl.config import load_yaml
+        from robot_rl.runtime.checkpoint import latest_checkpoint
+        from robot_rl.runtime.config import TrainConfig
+
+        cfg = load_yaml(TrainConfig, path / "config.yaml")
+        return latest_checkpoint(path) / "replay.zarr", {"env_id": cfg.env.id, "fps": cfg.runtime.control_hz or 20,
+                                                         "instruction": cfg.env.instruction}
+    if not (path / "commit.json").is_file():
+        raise FileNotFoundError(f"{path} is neither a demo dataset, a replay store nor a run folder")
+    meta = read_meta(path) or {}
+    return path, {"env_id": meta.get("env_id", ""), "fps": meta.get("fps", 20), "instruction": ""}
+
+
+def export_dataset(path: str | Path, out: str | Path, partitions: list[str] | None = None,
+                   robot_type: str | None = None) -> dict[str, Any]:
+    """Writes the store at ``path`` (see :func:`resolve_store`) as a LeRobotDataset v3.0 at ``out``."""
+    store, known = resolve_store(path)
+    spec, action_dim, episodes = read_episodes(store, partitions)
+    fps = int(round(float(known["fps"])))
+    return write_lerobot(episodes, spec, action_dim, out, fps, robot_type=robot_type or known["env_id"] or None,
+                         default_task=known["instruction"])
+
+
+def import_dataset(folder: str | Path, out: str | Path, instruction_encoder: str = "hash",
+                   env_id: str = "") -> dict[str, Any]:
+    """Writes a LeRobotDataset v3.0 as a robot_rl demo dataset at ``out``; returns its ``dataset.json``. Tasks
+    become instructions (embedded with ``instruction_encoder``) when the dataset has more than an empty one."""
+    from robot_rl.datasets.atomic import publish, temp_path
+    from robot_rl.datasets.record import META_FILE, META_FORMAT, META_VERSION
+    from robot_rl.replay.store import EpisodeWriter
+    from robot_rl.text import make_text_encoder
+
+    out = Path(out)
+    if out.exists():
+        raise FileExistsError(f"{out} exists")
+    spec, action_dim, info, episodes = read_lerobot(folder)
+    episodes = list(episodes)
+    texts = sorted({e.instruction for e in episodes})
+    encoder = make_text_encoder(instruction_encoder) if any(texts) else None
+    if encoder is not None:
+        spec = ObsSpec(spec.state_dim, spec.cameras, encoder.dim)
+    tmp = temp_path(out)
+    writer = EpisodeWriter(tmp, spec, action_dim, partition="demos")
+    records = []
+    names = tuple(spec.obs_arrays())
+    for ep in episodes:
+        if ep.length == 0:
+            continue
+        flat = dict(ep.observations)
+        if encoder is not None:
+            flat["instruction"] = np.tile(encoder.encode(ep.instruction), (ep.length + 1, 1)).astype(np.float32)
+        observations = [obs_row(flat, names, i) for i in range(ep.length + 1)]
+        writer.append(observations, ep.action, ep.reward, ep.terminated, ep.truncated, source="demo",
+                      episode_id=len(records), intervened=ep.intervened)
+        record = {"episode_id": len(records), "length": ep.length, "return": float(ep.reward.sum()),
+                  "success": ep.success, "label": "lerobot", "reset_seed": None}
+        if ep.instruction:
+            record["instruction"] = ep.instruction
+        records.append(record)
+    meta = {"format": META_FORMAT, "version": META_VERSION, "env_id": env_id or info.get("robot_type") or "",
+            "env_kwargs": {}, "device": "lerobot", "noise": None, "seed": 0, "only_successes": False,
+            "partition": "demos", "fps": info["fps"], "complete": True, "attempts": len(records), "discarded": 0,
+            "imported_from": {"path": str(folder), "codebase_version": info["codebase_version"],
+                              "instruction_encoder": instruction_encoder if encoder else None},
+            "episodes": records}
+    (tmp / META_FILE).write_text(json.dumps(meta, indent=1))
+    publish(tmp, out, overwrite=False)
+    return meta
+
