@@ -58,6 +58,7 @@ def read_episodes(path: str | Path, partitions: list[str] | None = None) -> tupl
     spec, action_dim, _ = load_transitions(path, names[0]) if names else load_transitions(path)
 
     def episodes() -> Iterator[Episode]:
+        texts: dict[bytes, str] = {}  # instruction embedding -> its text, learnt from the labelled episodes
         for name in names:
             _, _, a = load_transitions(path, name)
             valid = np.flatnonzero(a["valid"])
@@ -71,6 +72,9 @@ def read_episodes(path: str | Path, partitions: list[str] | None = None) -> tupl
                     continue  # the episode's last observation never arrived (a run cut mid-episode)
                 obs_rows = np.append(rows, final)
                 label = labels.get(int(ep), {}) if name == meta.get("partition") else {}
+                key = a["instruction"][rows[0]].tobytes() if "instruction" in a else b""
+                if label.get("instruction"):
+                    texts[key] = label["instruction"]
                 terminated = a["terminated"][rows].astype(bool)
                 success = label.get("success", bool(terminated[-1]) if not label else None)
                 yield Episode(
@@ -79,6 +83,6 @@ def read_episodes(path: str | Path, partitions: list[str] | None = None) -> tupl
                     action=a["action"][rows].astype(np.float32), reward=a["reward"][rows].astype(np.float32),
                     terminated=terminated, truncated=a["truncated"][rows].astype(bool),
                     intervened=a["intervened"][rows].astype(bool), source=[SOURCES[s] for s in a["source"][rows]],
-                    success=success, instruction=str(label.get("instruction", "")))
+                    success=success, instruction=str(label.get("instruction") or texts.get(key, "")))
 
     return spec, action_dim, episodes()

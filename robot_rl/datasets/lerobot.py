@@ -150,8 +150,9 @@ def _arrow_table(columns: dict[str, np.ndarray], features: dict[str, dict[str, A
             arrays[name] = pa.array(values.reshape(-1))
             hf[name] = {"dtype": feat["dtype"], "_type": "Value"}
         else:
-            flat = pa.array(values.reshape(-1))
-            arrays[name] = pa.FixedSizeListArray.from_arrays(flat, feat["shape"][0])
+            flat = pa.array(values.reshape(-1))  # a fixed-size list with HF datasets' child name, as LeRobot's
+            kind = pa.list_(pa.field("item", flat.type), feat["shape"][0])
+            arrays[name] = pa.FixedSizeListArray.from_arrays(flat, type=kind)
             hf[name] = {"feature": {"dtype": feat["dtype"], "_type": "Value"}, "length": feat["shape"][0],
                         "_type": "Sequence"}
     table = pa.table(arrays)
