@@ -276,12 +276,20 @@ class ExportArgs:
 
 @dataclass(frozen=True)
 class ImportArgs:
-    """Read a LeRobotDataset v3.0 into a robot_rl demo dataset (for --demos PATH or train-bc --datasets PATH)."""
+    """Read a LeRobotDataset v3.0, or recorded ROS 2 arm bags, into a robot_rl demo dataset (for --demos PATH or
+    train-bc --datasets PATH)."""
 
     folder: Annotated[Positional[str], arg(metavar="DIR")]
-    """The LeRobot dataset folder (meta/info.json, data/, videos/)."""
+    """The LeRobot dataset folder (meta/info.json, data/, videos/), or a folder of rosbag2 bags (a RosArmEnv
+    record_dir, or bags from ros2 bag record)."""
     out: str
     """The demo dataset to write (zarr)."""
+    format: str = "lerobot"
+    """lerobot or rosbag."""
+    object_state: bool = True
+    """rosbag: append the object pose to the state (as RosArmEnv's object_state)."""
+    cameras: tuple[str, ...] = ()
+    """rosbag: cameras to read from camera/<name>/image_raw."""
     instruction_encoder: str = "hash"
     """How tasks become instruction embeddings (hash, hash:<dim>, minilm): match the env's env.instruction_encoder."""
     env_id: str = ""
@@ -294,7 +302,7 @@ DATASETS_USAGE = """usage: robot-rl datasets {export,import} ...
 Convert datasets: robot_rl's replay format <-> LeRobotDataset v3.0.
 
   export   PATH --out DIR [--format lerobot]   (a demo dataset, a run folder or a replay store)
-  import   DIR --out PATH                       (into a demo dataset)
+  import   DIR --out PATH [--format lerobot|rosbag]   (into a demo dataset)
 
 `robot-rl datasets ACTION --help` lists the options of an action."""
 
@@ -319,7 +327,8 @@ def datasets_main(argv: list[str]) -> int:
             print(f"{info['total_episodes']} episodes, {info['total_frames']} frames, {info['total_tasks']} tasks "
                   f"-> {args.out} (LeRobotDataset {info['codebase_version']})")
         else:
-            meta = import_dataset(args.folder, args.out, args.instruction_encoder, args.env_id)
+            meta = import_dataset(args.folder, args.out, args.instruction_encoder, args.env_id, args.format,
+                                  args.object_state, args.cameras)
             print(f"{len(meta['episodes'])} episodes -> {args.out}")
     except (ValueError, OSError, ReplayStoreError) as exc:
         return command_error(f"robot-rl datasets {action}", exc)

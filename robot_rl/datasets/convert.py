@@ -48,19 +48,38 @@ def export_dataset(path: str | Path, out: str | Path, partitions: list[str] | No
 
 
 def import_dataset(folder: str | Path, out: str | Path, instruction_encoder: str = "hash",
-                   env_id: str = "") -> dict[str, Any]:
-    """Writes a LeRobotDataset v3.0 as a robot_rl demo dataset at ``out``; returns its ``dataset.json``. Tasks
-    become instructions (embedded with ``instruction_encoder``) when the dataset has more than an empty one."""
+                   env_id: str = "", fmt: str = "lerobot", object_state: bool = True,
+                   cameras: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Writes a LeRobotDataset v3.0 (``fmt="lerobot"``) or recorded ROS 2 arm bags (``fmt="rosbag"``, see
+    robot_rl.ros.bag_demos: ``object_state`` and ``cameras`` choose the observation) as a robot_rl demo dataset
+    at ``out``; returns its ``dataset.json``. Tasks become instructions (embedded with ``instruction_encoder``)
+    when the dataset has more than an empty one."""
+    out = Path(out)
+    if out.exists():
+        raise FileExistsError(f"{out} exists")
+    if fmt == "lerobot":
+        spec, action_dim, info, episodes = read_lerobot(folder)
+        fps, source = info["fps"], {"codebase_version": info["codebase_version"]}
+        env_id = env_id or info.get("robot_type") or ""
+    elif fmt == "rosbag":
+        from robot_rl.ros.bag_demos import bag_episodes
+
+        spec, episodes = bag_episodes(folder, object_state=object_state, cameras=tuple(cameras))
+        action_dim, fps, source = 4, 0, {"object_state": object_state, "cameras": list(cameras)}
+        env_id = env_id or "robot_rl/RosArm-v0"
+    else:
+        raise ValueError(f"unknown format {fmt!r} (formats: lerobot, rosbag)")
+    return _write_demos(list(episodes), spec, action_dim, out, instruction_encoder, env_id, fps,
+                        {"path": str(folder), "format": fmt, **source})
+
+
+def _write_demos(episodes: list, spec: ObsSpec, action_dim: int, out: Path, instruction_encoder: str, env_id: str,
+                 fps: float, source: dict[str, Any]) -> dict[str, Any]:
     from robot_rl.datasets.atomic import publish, temp_path
     from robot_rl.datasets.record import META_FILE, META_FORMAT, META_VERSION
     from robot_rl.replay.store import EpisodeWriter
     from robot_rl.text import make_text_encoder
 
-    out = Path(out)
-    if out.exists():
-        raise FileExistsError(f"{out} exists")
-    spec, action_dim, info, episodes = read_lerobot(folder)
-    episodes = list(episodes)
     texts = sorted({e.instruction for e in episodes})
     encoder = make_text_encoder(instruction_encoder) if any(texts) else None
     if encoder is not None:
@@ -79,17 +98,17 @@ def import_dataset(folder: str | Path, out: str | Path, instruction_encoder: str
         writer.append(observations, ep.action, ep.reward, ep.terminated, ep.truncated, source="demo",
                       episode_id=len(records), intervened=ep.intervened)
         record = {"episode_id": len(records), "length": ep.length, "return": float(ep.reward.sum()),
-                  "success": ep.success, "label": "lerobot", "reset_seed": None}
+                  "success": ep.success, "label": source["format"], "reset_seed": None}
         if ep.instruction:
             record["instruction"] = ep.instruction
         records.append(record)
-    meta = {"format": META_FORMAT, "version": META_VERSION, "env_id": env_id or info.get("robot_type") or "",
-            "env_kwargs": {}, "device": "lerobot", "noise": None, "seed": 0, "only_successes": False,
-            "partition": "demos", "fps": info["fps"], "complete": True, "attempts": len(records), "discarded": 0,
-            "imported_from": {"path": str(folder), "codebase_version": info["codebase_version"],
-                              "instruction_encoder": instruction_encoder if encoder else None},
+    if not records:
+        raise ValueError(f"{source['path']}: no episode with a transition to import")
+    meta = {"format": META_FORMAT, "version": META_VERSION, "env_id": env_id, "env_kwargs": {},
+            "device": source["format"], "noise": None, "seed": 0, "only_successes": False, "partition": "demos",
+            "fps": fps, "complete": True, "attempts": len(records), "discarded": 0,
+            "imported_from": {**source, "instruction_encoder": instruction_encoder if encoder else None},
             "episodes": records}
     (tmp / META_FILE).write_text(json.dumps(meta, indent=1))
     publish(tmp, out, overwrite=False)
     return meta
-

@@ -94,6 +94,13 @@ class RosArmEnvConfig:
     """The first reset waits for the safety node's ``safety_state`` (no commands before the safety layer is up)."""
     connect_timeout: float = 30.0
     """Longest wait (s) on the first reset for every subscribed topic to deliver a message."""
+    record_dir: str = ""
+    """Record every episode as a rosbag2 bag (MCAP) under this folder: the policy's command, the safety node's
+    output and state, joint states, EE pose and twist, object pose, success, diagnostics and the cameras
+    (``ros2 bag play`` / Foxglove open them; ``robot-rl datasets import --format rosbag`` turns them into demos).
+    Empty = no recording."""
+    record_cameras: bool = True
+    """Record the camera topics too (raw sensor_msgs/Image, as published)."""
 
     def validate(self) -> None:
         self.limits.validate()
@@ -148,6 +155,8 @@ class RosArmEnv(gym.Env):
         self._tick = 0.0
         self._key = threading.Event()
         self.publish_times: list[float] = []
+        self.recorder: Any = None  # robot_rl.ros.bag.BagRecorder with record_dir
+        self._episode_outcome: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ ROS 2
     def _connect(self) -> None:
@@ -205,6 +214,11 @@ class RosArmEnv(gym.Env):
                 raise
         if cfg.success_source == "key":
             threading.Thread(target=self._read_keys, daemon=True).start()
+        if cfg.record_dir:
+            from robot_rl.ros.bag import BagRecorder, arm_topics
+
+            cams = cfg.cameras if cfg.image_size > 0 and cfg.record_cameras else ()
+            self.recorder = BagRecorder(link.node, arm_topics(cams), cfg.record_dir)
 
     def _read_keys(self) -> None:
         for _ in sys.stdin:
@@ -261,6 +275,8 @@ class RosArmEnv(gym.Env):
             self._connect()
         if self.safety_state() == "estop":
             raise RuntimeError("reset: the safety node's e-stop is latched (call its ~/reset_estop service)")
+        if self.recorder is not None and self.recorder.bag is not None:
+            self.recorder.end_episode(**self._episode_outcome)  # the episode the caller ended by resetting
         self._move_home()
         if self.cfg.reset_service:
             from std_srvs.srv import Trigger
@@ -271,6 +287,9 @@ class RosArmEnv(gym.Env):
         self.target_pos, self.target_quat = (np.array(x, np.float64) for x in self.ee()[:2])
         self._tick = time.time()
         self.link.streams["success"].clear()
+        if self.recorder is not None:
+            self.recorder.start_episode()  # from the settled start on: reset motion is not part of the episode
+            self._episode_outcome = {"success": False, "terminated": False, "truncated": False}
         obs, info = self._observe(self._tick)
         info["is_success"] = False
         return obs, info
@@ -339,6 +358,11 @@ class RosArmEnv(gym.Env):
         truncated = bool(self.steps >= self.cfg.max_episode_steps and not terminated)
         info.update(is_success=success, rejected_actions=sum(self.rejections.values()), overruns=self.overruns,
                     safety_state=self.safety_state())
+        if self.recorder is not None:
+            self.recorder.steps = self.steps
+            self._episode_outcome = {"success": success, "terminated": terminated, "truncated": truncated}
+            if terminated or truncated:
+                self.recorder.end_episode(**self._episode_outcome)
         return obs, float(success), terminated, truncated, info
 
     def _success(self) -> bool:
@@ -354,6 +378,9 @@ class RosArmEnv(gym.Env):
         return item[1] if item else "unknown"
 
     def close(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()  # an episode still open is kept, marked aborted
+            self.recorder = None
         if self.rig is not None:
             self.rig.stop()
             self.rig = None

@@ -1,0 +1,222 @@
+"""rosbag2 bags in MCAP (the ROS 2 Jazzy default storage), written without the rosbag2 C++ stack: what ``ros2 bag
+play``, ``ros2 bag info`` and Foxglove open.
+
+A bag is a folder with ``metadata.yaml`` (rosbag2's bag information, version 9) and one ``.mcap`` file whose
+channels carry CDR-serialised messages with ``ros2msg`` schemas (each type's definition with its dependencies, as
+rosbag2 writes them). :class:`BagWriter` takes serialised messages (from an rclpy raw subscription, or
+``rclpy.serialization.serialize_message``); :class:`BagRecorder` subscribes to topics on a node and writes one bag
+per episode under a folder, with ``episodes.jsonl`` indexing them (episode, bag, steps, success, start/end).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+BUILTIN = {"bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
+           "int64", "uint64", "string", "wstring"}
+SEPARATOR = "=" * 80
+
+
+def _share_dirs() -> list[Path]:
+    dirs = [Path(sys.prefix) / "share"]
+    try:
+        from ament_index_python.packages import get_packages_with_prefixes
+
+        dirs += [Path(p) / "share" for p in set(get_packages_with_prefixes().values())]
+    except Exception:  # noqa: BLE001 - no ament index: the environment's share folder only
+        pass
+    return dirs
+
+
+def _msg_text(full: str) -> str:
+    pkg, _, name = full.partition("/msg/") if "/msg/" in full else full.partition("/")
+    for share in _share_dirs():
+        path = share / pkg / "msg" / f"{name}.msg"
+        if path.is_file():
+            return path.read_text()
+    raise FileNotFoundError(f"no message definition for {full} (looked for {pkg}/msg/{name}.msg under "
+                            f"{[str(d) for d in _share_dirs()]})")
+
+
+def _dependencies(text: str, pkg: str) -> list[str]:
+    """The message types a definition's fields use (constants and builtin fields are skipped)."""
+    out = []
+    for line in text.splitlines():
+        tokens = line.split("#", 1)[0].split()
+        if not tokens:
+            continue
+        kind = re.sub(r"(<=\d+)?(\[[^\]]*\])?$", "", tokens[0])
+        kind = re.sub(r"<=\d+$", "", kind)
+        if kind in BUILTIN:
+            continue
+        out.append(kind if "/" in kind else ("std_msgs/Header" if kind == "Header" else f"{pkg}/{kind}"))
+    return out
+
+
+def msgdef(type_name: str) -> str:
+    """``pkg/msg/Type``'s ``ros2msg`` schema: its .msg text, then every type it uses (depth-first, once), each
+    after a separator line and ``MSG: pkg/Type``."""
+    pkg = type_name.split("/")[0]
+    parts, seen = [_msg_text(type_name)], set()
+    stack = _dependencies(parts[0], pkg)
+    while stack:
+        dep = stack.pop(0)
+        if dep in seen:
+            continue
+        seen.add(dep)
+        text = _msg_text(dep)
+        parts.append(f"{SEPARATOR}\nMSG: {dep}\n{text}")
+        stack = _dependencies(text, dep.split("/")[0]) + stack
+    return "\n".join(p.rstrip("\n") for p in parts) + "\n"
+
+
+class BagWriter:
+    """One rosbag2 bag (folder) in MCAP. ``write(topic, type_name, cdr, t_ns)``; ``close()`` writes
+    ``metadata.yaml``. Crash: the .mcap is readable up to its last complete chunk (no metadata.yaml yet)."""
+
+    def __init__(self, folder: str | Path, distro: str = "jazzy") -> None:
+        from mcap.writer import CompressionType, Writer
+
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=False)
+        self.file = self.folder / f"{self.folder.name}_0.mcap"
+        self._stream = open(self.file, "wb")  # noqa: SIM115 - closed in close()
+        self._writer = Writer(self._stream, compression=CompressionType.ZSTD)
+        self._writer.start(profile="ros2", library="robot_rl")
+        self.distro = distro
+        self._schemas: dict[str, int] = {}
+        self._channels: dict[str, tuple[int, str]] = {}
+        self._counts: dict[str, int] = {}
+        self._first = self._last = None
+        self._lock = threading.Lock()
+        self.closed = False
+
+    def _channel(self, topic: str, type_name: str) -> int:
+        if topic not in self._channels:
+            if type_name not in self._schemas:
+                self._schemas[type_name] = self._writer.register_schema(type_name, "ros2msg",
+                                                                        msgdef(type_name).encode())
+            cid = self._writer.register_channel(topic, "cdr", self._schemas[type_name],
+                                                {"offered_qos_profiles": ""})
+            self._channels[topic] = (cid, type_name)
+            self._counts[topic] = 0
+        return self._channels[topic][0]
+
+    def write(self, topic: str, type_name: str, cdr: bytes, t_ns: int, publish_ns: int | None = None) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            cid = self._channel(topic, type_name)
+            self._writer.add_message(cid, log_time=t_ns, data=bytes(cdr), publish_time=publish_ns or t_ns,
+                                     sequence=self._counts[topic])
+            self._counts[topic] += 1
+            self._first = t_ns if self._first is None else min(self._first, t_ns)
+            self._last = t_ns if self._last is None else max(self._last, t_ns)
+
+    def close(self, custom: dict[str, str] | None = None) -> Path:
+        with self._lock:
+            if self.closed:
+                return self.folder
+            self.closed = True
+            self._writer.finish()
+            self._stream.close()
+        start = self._first or time.time_ns()
+        duration = (self._last or start) - start
+        total = sum(self._counts.values())
+        info = {"version": 9, "storage_identifier": "mcap", "duration": {"nanoseconds": duration},
+                "starting_time": {"nanoseconds_since_epoch": start}, "message_count": total,
+                "topics_with_message_count": [
+                    {"topic_metadata": {"name": t, "type": self._channels[t][1], "serialization_format": "cdr",
+                                        "offered_qos_profiles": "", "type_description_hash": ""},
+                     "message_count": n} for t, n in self._counts.items()],
+                "compression_format": "", "compression_mode": "", "relative_file_paths": [self.file.name],
+                "files": [{"path": self.file.name, "starting_time": {"nanoseconds_since_epoch": start},
+                           "duration": {"nanoseconds": duration}, "message_count": total}],
+                "custom_data": dict(custom or {}), "ros_distro": self.distro}
+        (self.folder / "metadata.yaml").write_text(yaml.safe_dump({"rosbag2_bagfile_information": info},
+                                                                  sort_keys=False))
+        return self.folder
+
+
+class BagRecorder:
+    """Records ``topics`` (name -> message class) heard on ``node`` into one bag per episode under ``folder``.
+
+    ``start_episode()`` opens ``episode_<k>`` (k = 0, 1, ... continuing an existing folder) and
+    ``end_episode(**info)`` closes it and appends a line to ``episodes.jsonl``. Messages arrive as serialised
+    bytes (raw subscriptions: nothing is deserialised to record them)."""
+
+    def __init__(self, node: Any, topics: dict[str, type], folder: str | Path, qos: Any = 10) -> None:
+        self.node, self.folder = node, Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.index = self.folder / "episodes.jsonl"
+        done = self.index.read_text().splitlines() if self.index.is_file() else []
+        self.next_episode = max((json.loads(line)["episode"] for line in done), default=-1) + 1
+        self.bag: BagWriter | None = None
+        self.steps = 0
+        self._subs = []
+        for topic, cls in topics.items():
+            type_name = _type_name(cls)
+            self._subs.append(node.create_subscription(
+                cls, topic, lambda data, t=topic, n=type_name: self._on(t, n, data), qos, raw=True))
+
+    def _on(self, topic: str, type_name: str, data: bytes) -> None:
+        bag = self.bag
+        if bag is not None:
+            bag.write(self.node.resolve_topic_name(topic), type_name, data, time.time_ns())
+
+    def start_episode(self) -> int:
+        if self.bag is not None:
+            self.end_episode(aborted=True)
+        k = self.next_episode
+        self.bag = BagWriter(self.folder / f"episode_{k:06d}")
+        self._episode, self._started, self.steps = k, time.time_ns(), 0
+        self.next_episode += 1
+        return k
+
+    def end_episode(self, **info: Any) -> None:
+        bag, self.bag = self.bag, None
+        if bag is None:
+            return
+        bag.close({"robot_rl.episode": str(self._episode)})
+        line = {"episode": self._episode, "bag": bag.folder.name, "start_ns": self._started, "end_ns": time.time_ns(),
+                "steps": self.steps, **info}
+        with open(self.index, "a") as f:
+            f.write(json.dumps(line) + "\n")
+
+    def close(self) -> None:
+        if self.bag is not None:
+            self.end_episode(aborted=True)
+        for sub in self._subs:
+            self.node.destroy_subscription(sub)
+        self._subs.clear()
+
+
+def _type_name(cls: type) -> str:
+    """``sensor_msgs.msg.JointState`` -> ``sensor_msgs/msg/JointState``."""
+    module = cls.__module__.split(".")
+    return f"{module[0]}/msg/{cls.__name__}"
+
+
+def arm_topics(cameras: tuple[str, ...] = ()) -> dict[str, type]:
+    """What a RosArmEnv records (relative names, resolved in the env's namespace)."""
+    from diagnostic_msgs.msg import DiagnosticArray
+    from geometry_msgs.msg import PoseStamped, TwistStamped
+    from sensor_msgs.msg import Image, JointState
+    from std_msgs.msg import Bool, Float64, String
+
+    topics: dict[str, type] = {
+        "policy/target_pose": PoseStamped, "policy/gripper": Float64,  # the policy's command
+        "controller/target_pose": PoseStamped, "controller/gripper": Float64,  # what the safety node let through
+        "safety_state": String, "joint_states": JointState, "gripper/joint_states": JointState,
+        "ee_pose": PoseStamped, "ee_twist": TwistStamped, "object_pose": PoseStamped, "success": Bool,
+        "diagnostics": DiagnosticArray}
+    topics.update({f"camera/{c}/image_raw": Image for c in cameras})
+    return topics
