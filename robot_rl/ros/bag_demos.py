@@ -6,9 +6,9 @@ RosArmEnv's own recorder). Every ``policy/target_pose`` message is one step: the
 ``ee_pose``, ``ee_twist``, ``gripper/joint_states`` (and ``object_pose``, cameras) logged before it, as RosArmEnv
 would have seen them; the action is the target's move since the previous one in units of ``limits.max_step``
 (clipped to [-1, 1]; the first from the EE position) and the gripper command recovered from the newest
-``policy/gripper`` before the next target (``opening = max_opening * (1 - g) / 2``). The last observation is the newest state at the end of the bag. Reward
-1 on the step where ``success`` turns true; episodes end there when RosArmEnv's recorder said so
-(``episodes.jsonl``), else at the bag's end (truncated).
+``policy/gripper`` before the next target (``opening = max_opening * (1 - g) / 2``). The last observation is the
+newest state at the end of the bag. Reward 1 on the step where ``success`` turns true; episodes end there when
+RosArmEnv's recorder said so (``episodes.jsonl``), else at the bag's end (truncated).
 """
 
 from __future__ import annotations
