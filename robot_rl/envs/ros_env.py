@@ -99,8 +99,9 @@ class RosArmEnvConfig:
     output and state, joint states, EE pose and twist, object pose, success, diagnostics and the cameras
     (``ros2 bag play`` / Foxglove open them; ``robot-rl datasets import --format rosbag`` turns them into demos).
     Empty = no recording."""
-    record_cameras: bool = True
-    """Record the camera topics too (raw sensor_msgs/Image, as published)."""
+    record_images: str = "raw"
+    """Camera topics in the bags: ``raw`` (sensor_msgs/Image as published), ``compressed`` (JPEG
+    sensor_msgs/CompressedImage on ``<topic>/compressed``, about 10x smaller) or ``none``."""
 
     def validate(self) -> None:
         self.limits.validate()
@@ -114,6 +115,8 @@ class RosArmEnvConfig:
             raise ValueError("image_size > 0 needs cameras")
         if self.rig is not None and (self.image_size or self.cameras):
             raise ValueError("rig replaces image_size/cameras: set one or the other")
+        if self.record_images not in ("raw", "compressed", "none"):
+            raise ValueError("record_images must be raw, compressed or none")
 
 
 class RosArmEnv(gym.Env):
@@ -217,8 +220,10 @@ class RosArmEnv(gym.Env):
         if cfg.record_dir:
             from robot_rl.ros.bag import BagRecorder, arm_topics
 
-            cams = cfg.cameras if cfg.image_size > 0 and cfg.record_cameras else ()
-            self.recorder = BagRecorder(link.node, arm_topics(cams), cfg.record_dir)
+            cams = cfg.cameras if cfg.image_size > 0 else ()
+            raw = cams if cfg.record_images == "raw" else ()
+            packed = tuple(f"camera/{c}/image_raw" for c in cams) if cfg.record_images == "compressed" else ()
+            self.recorder = BagRecorder(link.node, arm_topics(raw), cfg.record_dir, compress=packed)
 
     def _read_keys(self) -> None:
         for _ in sys.stdin:

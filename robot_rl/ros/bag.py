@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 BUILTIN = {"bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
@@ -153,7 +154,8 @@ class BagRecorder:
     ``end_episode(**info)`` closes it and appends a line to ``episodes.jsonl``. Messages arrive as serialised
     bytes (raw subscriptions: nothing is deserialised to record them)."""
 
-    def __init__(self, node: Any, topics: dict[str, type], folder: str | Path, qos: Any = 10) -> None:
+    def __init__(self, node: Any, topics: dict[str, type], folder: str | Path, qos: Any = 10,
+                 compress: tuple[str, ...] = (), jpeg_quality: int = 90) -> None:
         self.node, self.folder = node, Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.index = self.folder / "episodes.jsonl"
@@ -166,11 +168,39 @@ class BagRecorder:
             type_name = _type_name(cls)
             self._subs.append(node.create_subscription(
                 cls, topic, lambda data, t=topic, n=type_name: self._on(t, n, data), qos, raw=True))
+        self.jpeg_quality = jpeg_quality
+        for topic in compress:  # sensor_msgs/Image -> JPEG sensor_msgs/CompressedImage on <topic>/compressed
+            from sensor_msgs.msg import Image
+
+            self._subs.append(node.create_subscription(Image, topic, lambda m, t=topic: self._compress(t, m), qos))
 
     def _on(self, topic: str, type_name: str, data: bytes) -> None:
         bag = self.bag
         if bag is not None:
             bag.write(self.node.resolve_topic_name(topic), type_name, data, time.time_ns())
+
+    def _compress(self, topic: str, msg: Any) -> None:
+        import cv2
+        from rosbags.typesys import Stores, get_typestore
+
+        bag = self.bag
+        if bag is None:
+            return
+        from robot_rl.ros.msgs import image_array
+
+        ok, jpeg = cv2.imencode(".jpg", image_array(msg)[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, self.jpeg_quality])
+        if not ok:
+            return
+        store = get_typestore(Stores.ROS2_JAZZY)  # CDR from rosbags' serialiser (rclpy's pads its buffer)
+        t = store.types
+        header = t["std_msgs/msg/Header"](stamp=t["builtin_interfaces/msg/Time"](sec=msg.header.stamp.sec,
+                                                                               nanosec=msg.header.stamp.nanosec),
+                                          frame_id=msg.header.frame_id)
+        out = t["sensor_msgs/msg/CompressedImage"](header=header, format="rgb8; jpeg compressed bgr8",
+                                                  data=np.frombuffer(jpeg.tobytes(), np.uint8))
+        cdr = store.serialize_cdr(out, "sensor_msgs/msg/CompressedImage")
+        bag.write(self.node.resolve_topic_name(topic) + "/compressed", "sensor_msgs/msg/CompressedImage", bytes(cdr),
+                  time.time_ns())
 
     def start_episode(self) -> int:
         if self.bag is not None:

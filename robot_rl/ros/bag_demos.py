@@ -40,6 +40,18 @@ def _before(times: np.ndarray, t: int) -> int:
     return max(int(np.searchsorted(times, t, side="right")) - 1, 0)
 
 
+def _image(m: Any) -> np.ndarray:
+    """sensor_msgs Image (rgb8 / bgr8) or CompressedImage (JPEG / PNG) -> uint8 RGB [H, W, 3]."""
+    if hasattr(m, "format"):
+        import cv2
+
+        bgr = cv2.imdecode(np.frombuffer(bytes(m.data), np.uint8), cv2.IMREAD_COLOR)
+        return bgr[..., ::-1].copy()
+    img = np.frombuffer(bytes(m.data), np.uint8).reshape(m.height, m.step)[:, : m.width * 3]
+    img = img.reshape(m.height, m.width, 3)
+    return img[..., ::-1].copy() if m.encoding == "bgr8" else img.copy()
+
+
 def bag_episode(folder: str | Path, limits: ArmLimits | None = None, object_state: bool = True,
                 cameras: tuple[str, ...] = (), outcome: dict[str, Any] | None = None) -> Episode:
     """One bag as an episode (see the module docstring)."""
@@ -55,6 +67,7 @@ def bag_episode(folder: str | Path, limits: ArmLimits | None = None, object_stat
         if object_state:
             state["object_pose"] = _series(reader, "object_pose")
         cams = {c: _series(reader, f"camera/{c}/image_raw") for c in cameras}
+        cams = {c: v if len(v[0]) else _series(reader, f"camera/{c}/image_raw/compressed") for c, v in cams.items()}
         succ_t, succ = _series(reader, "success")
     if len(cmds) == 0:
         raise ValueError(f"{folder}: no policy/target_pose messages")
@@ -76,10 +89,7 @@ def bag_episode(folder: str | Path, limits: ArmLimits | None = None, object_stat
             parts.append([o.x, o.y, o.z])
         out = {"state": np.concatenate(parts).astype(np.float32)}
         for c, (times, msgs) in cams.items():
-            m = msgs[_before(times, t)]
-            img = np.frombuffer(bytes(m.data), np.uint8).reshape(m.height, m.step)[:, : m.width * 3]
-            img = img.reshape(m.height, m.width, 3)
-            out[f"pixels/{c}"] = img[..., ::-1].copy() if m.encoding == "bgr8" else img.copy()
+            out[f"pixels/{c}"] = _image(msgs[_before(times, t)])
         return out
 
     obs = [observe(int(t)) for t in cmd_t]

@@ -132,3 +132,49 @@ def test_ros_arm_env_records_episodes_and_the_bags_become_demos(arm_graph, tmp_p
     agent = BCAgent(ObsSpec(spec.state_dim), 4, BCConfig(hidden_dims=(32,), batch_size=16))
     agent.prepare(replay)
     assert np.isfinite(agent.update(replay.sample(16, mix={"prior": 1.0}, utd=1))["bc_loss"])
+
+
+@pytest.mark.timeout(120)
+def test_camera_frames_recorded_as_jpeg_decode_within_tolerance(domain, tmp_path):
+    import rclpy
+    from rclpy.node import Node
+    from sensor_msgs.msg import Image
+
+    from robot_rl.ros.bag import BagRecorder
+    from robot_rl.ros.bag_demos import _image, _series
+    from robot_rl.ros.msgs import image_msg
+
+    rng = np.random.default_rng(0)
+    frames = [np.clip(rng.normal(100, 2, (48, 64, 3)) + 2 * np.arange(64)[None, :, None], 0, 255).astype(np.uint8)
+              for _ in range(4)]
+    rclpy.init()
+    try:
+        node = Node("jpeg_test")
+        recorder = BagRecorder(node, {}, tmp_path / "bags", compress=("camera/front/image_raw",))
+        pub = node.create_publisher(Image, "camera/front/image_raw", 10)
+        deadline = time.monotonic() + 20
+        while node.count_subscribers("camera/front/image_raw") == 0 and time.monotonic() < deadline:
+            rclpy.spin_once(node, timeout_sec=0.05)
+        recorder.start_episode()
+        for k, frame in enumerate(frames):
+            pub.publish(image_msg(frame, 100.0 + k, "front_camera"))
+            for _ in range(10):
+                rclpy.spin_once(node, timeout_sec=0.01)
+        end = time.monotonic() + 5
+        while time.monotonic() < end and sum(recorder.bag._counts.values()) < len(frames):
+            rclpy.spin_once(node, timeout_sec=0.05)
+        recorder.close()
+        node.destroy_node()
+    finally:
+        rclpy.shutdown()
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
+
+    with AnyReader([tmp_path / "bags/episode_000000"], default_typestore=get_typestore(Stores.ROS2_JAZZY)) as reader:
+        assert [c.msgtype for c in reader.connections] == ["sensor_msgs/msg/CompressedImage"]
+        _, msgs = _series(reader, "camera/front/image_raw/compressed")
+    assert len(msgs) == len(frames)
+    for msg, frame in zip(msgs, frames):
+        assert msg.header.frame_id == "front_camera" and "jpeg" in msg.format
+        decoded = _image(msg)
+        assert decoded.shape == frame.shape and np.abs(decoded.astype(int) - frame).mean() < 6
