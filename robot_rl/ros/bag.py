@@ -250,3 +250,40 @@ def arm_topics(cameras: tuple[str, ...] = ()) -> dict[str, type]:
         "diagnostics": DiagnosticArray}
     topics.update({f"camera/{c}/image_raw": Image for c in cameras})
     return topics
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The ``bag_recorder`` node (launch/record_arm.launch.yaml): records an arm's topics (:func:`arm_topics`) in its
+    namespace into one bag under the ``record_dir`` parameter until it is stopped (SIGINT / SIGTERM: the bag is
+    closed cleanly). Parameters: ``record_dir``, ``cameras`` (names), ``record_images`` (raw, compressed, none)."""
+    import signal
+
+    import rclpy
+    from rclpy.executors import ExternalShutdownException
+    from rclpy.node import Node
+
+    rclpy.init(args=argv)
+    node = Node("bag_recorder")
+    folder = node.declare_parameter("record_dir", "bags").value
+    cams = tuple(node.declare_parameter("cameras", [""]).value or ())
+    cams = tuple(c for c in cams if c)
+    mode = node.declare_parameter("record_images", "raw").value
+    raw = cams if mode == "raw" else ()
+    packed = tuple(f"camera/{c}/image_raw" for c in cams) if mode == "compressed" else ()
+    recorder = BagRecorder(node, arm_topics(raw), folder, compress=packed)
+    recorder.start_episode()
+    node.get_logger().info(f"recording {node.get_namespace()} into {recorder.bag.folder}")
+    signal.signal(signal.SIGTERM, lambda *_: rclpy.try_shutdown())
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        recorder.end_episode(session=True)
+        recorder.close()
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

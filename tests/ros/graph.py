@@ -21,6 +21,7 @@ NODES = {
     "car_safety": "robot_rl_controllers.ros_safety_node:main_car",
     "arm_stack": "robot_rl_sim.ros_arm_stack:main",
     "dds_echo": "robot_rl.ros.echo:main",  # the DDS floor for the latency benchmark
+    "bag_recorder": "robot_rl.ros.bag:main",
 }
 _next_domain = [100 + (os.getpid() % 50) * 2]
 

@@ -178,3 +178,31 @@ def test_camera_frames_recorded_as_jpeg_decode_within_tolerance(domain, tmp_path
         assert msg.header.frame_id == "front_camera" and "jpeg" in msg.format
         decoded = _image(msg)
         assert decoded.shape == frame.shape and np.abs(decoded.astype(int) - frame).mean() < 6
+
+
+@pytest.mark.timeout(240)
+def test_the_recorder_node_records_a_session_that_becomes_demos(graph, tmp_path):
+    from robot_rl.datasets.convert import import_dataset
+    from robot_rl.envs.make import EnvConfig, make_env
+    from tests.ros.conftest import ARM_NODES, wait_ready
+    from tests.ros.experts import run_episode
+
+    for node in ARM_NODES:
+        graph.start(node)
+    wait_ready(graph, "arm_hardware", "arm_safety")
+    graph.start("bag_recorder", "-p", f"record_dir:={tmp_path / 'bags'}")
+    env = make_env(EnvConfig(id="robot_rl.envs.ros_env:robot_rl/RosArm-v0", max_episode_steps=25))
+    try:
+        run_episode(env, seed=0, max_steps=25)
+        sent = len(env.unwrapped.publish_times)
+    finally:
+        env.close()
+    time.sleep(0.5)
+    graph.procs["bag_recorder"].send_signal(2)  # SIGINT: the node closes the bag
+    assert graph.procs["bag_recorder"].wait(20) == 0, graph.log("bag_recorder")
+    bag = tmp_path / "bags/episode_000000"
+    meta = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    counts = {t["topic_metadata"]["name"]: t["message_count"] for t in meta["topics_with_message_count"]}
+    assert counts["/policy/target_pose"] >= sent - 2 and counts["/ee_pose"] > counts["/policy/target_pose"]
+    demos = import_dataset(tmp_path / "bags", tmp_path / "demos.zarr", fmt="rosbag")
+    assert demos["episodes"][0]["length"] == counts["/policy/target_pose"]
