@@ -192,10 +192,16 @@ def test_the_recorder_node_records_a_session_that_becomes_demos(graph, tmp_path)
         graph.start(node)
     wait_ready(graph, "arm_hardware", "arm_safety")
     graph.start("bag_recorder", "-p", f"record_dir:={tmp_path / 'bags'}")
-    deadline = time.monotonic() + 30
-    while "recording" not in graph.log("bag_recorder") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(1.0)  # discovery: the recorder's subscriptions matched before the first command
+    from robot_rl.envs.ros_io import RosLink
+
+    probe = RosLink("recorder_probe")  # discovery: the recorder listens to the commands before the first is sent
+    try:
+        deadline = time.monotonic() + 60
+        while probe.node.count_subscribers("/policy/target_pose") < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert probe.node.count_subscribers("/policy/target_pose") >= 2, graph.log("bag_recorder")
+    finally:
+        probe.close()
     env = make_env(EnvConfig(id="robot_rl.envs.ros_env:robot_rl/RosArm-v0", max_episode_steps=25))
     try:
         run_episode(env, seed=0, max_steps=25)
