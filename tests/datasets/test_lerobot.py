@@ -128,3 +128,23 @@ def test_refuses_an_existing_folder_and_other_versions(dataset, tmp_path):
     with pytest.raises(ValueError, match="v2.1"):
         import_dataset(tmp_path / "ok", tmp_path / "x.zarr")
     assert isinstance(ObsSpec(3), ObsSpec)
+
+
+def test_a_runs_replay_exports_with_its_sources(tmp_path):
+    """A run folder: its latest checkpoint's replay (online rows and the demos it loaded) exports and imports."""
+    from robot_rl.config import from_dict
+    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.runtime.supervisor import train
+
+    cfg = from_dict(TrainConfig, {
+        "name": "r", "runs_dir": str(tmp_path), "total_env_steps": 120, "random_steps": 60, "learning_starts": 60,
+        "eval_every": 0, "eval_episodes": 1, "checkpoint_every": 120, "progress": False, "demos": ["scripted:2"],
+        "env": {"id": "robot_rl/Reach-v0", "max_episode_steps": 30}, "runtime": {"processes": False},
+        "agent": {"num_critics": 2, "utd": 1, "batch_size": 16, "hidden_dims": [16]}})
+    run_dir, _ = train(cfg)
+    info = export_dataset(run_dir, tmp_path / "le")
+    table = pq.read_table(tmp_path / "le" / info["data_path"].format(chunk_index=0, file_index=0)).to_pydict()
+    assert set(table["source"]) == {0, 1}  # online and demo rows
+    assert info["robot_type"] == "robot_rl/Reach-v0" and info["fps"] == 20
+    meta = import_dataset(tmp_path / "le", tmp_path / "back.zarr")
+    assert len(meta["episodes"]) == info["total_episodes"] >= 4
