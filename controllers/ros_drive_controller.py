@@ -11,6 +11,7 @@ Parameters: ``drive.*`` (geometry and wheel speed limit) and the acceleration li
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 from geometry_msgs.msg import Twist
@@ -28,6 +29,9 @@ def _sim_drive() -> DifferentialDriveParams:
 @dataclass
 class DriveControllerConfig:
     """Parameters of the driving controller node (all ROS 2 parameters)."""
+
+    startup_only: ClassVar[tuple[str, ...]] = ("rate_hz",)
+    """Read when the node starts (rates, scene, cameras): read-only parameters."""
 
     drive: DifferentialDriveParams = field(default_factory=_sim_drive)
     """Track width, wheel radius and wheel speed limit of the base (defaults: the sim car)."""

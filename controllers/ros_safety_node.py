@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -45,6 +46,9 @@ from robot_rl.safety.limits import (
 @dataclass
 class SafetyConfig:
     """Watchdog and reporting parameters common to the arm and car safety nodes."""
+
+    startup_only: ClassVar[tuple[str, ...]] = ("watchdog_rate_hz", "diagnostics_rate_hz")
+    """Read when the node starts (rates, scene, cameras): read-only parameters."""
 
     watchdog_timeout: float = 0.075
     """Commands older than this (s) are stale: hold (arm) / stop (car). Default 1.5 periods of a 20 Hz policy."""

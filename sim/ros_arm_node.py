@@ -33,6 +33,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -56,6 +57,10 @@ TASKS = ("Reach", "PickCube", "PegInsert")
 @dataclass
 class ArmHardwareConfig:
     """Parameters of the sim arm hardware node (all ROS 2 parameters)."""
+
+    startup_only: ClassVar[tuple[str, ...]] = ("task", "seed", "image_size", "cameras", "physics_dt", "aux_rate_hz",
+                                               "camera_rate_hz")
+    """Read when the node starts (rates, scene, cameras): read-only parameters."""
 
     task: str = "PickCube"
     """Sim task whose scene and objects are simulated: Reach, PickCube or PegInsert."""
@@ -228,7 +233,9 @@ class ArmHardwareNode(Node):
         self.effort = np.clip(effort, -self.torque_limits, self.torque_limits)
         self.max_gap = max(self.max_gap, now - self.last_effort_time)
         self.applied_new = self.applied_new or (stamp is not None and stamp != self.effort_stamp)
-        self.effort_stamp, self.last_effort_time = stamp, now
+        if stamp is not None:  # an unstamped array command (effort_controller/commands) keeps the last stamp
+            self.effort_stamp = stamp
+        self.last_effort_time = now
         self.braking = False
         self.commands_received += 1
 

@@ -16,6 +16,7 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import ClassVar
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -35,6 +36,9 @@ from robot_rl_controllers.driving import twist_to_wheel_speeds  # noqa: E402
 @dataclass
 class CarHardwareConfig:
     """Parameters of the sim car hardware node (all ROS 2 parameters)."""
+
+    startup_only: ClassVar[tuple[str, ...]] = ("seed", "odom_rate_hz", "image_size", "camera_rate_hz")
+    """Read when the node starts (rates, scene, cameras): read-only parameters."""
 
     seed: int = 0
     """Seed of the start poses."""

@@ -4,6 +4,7 @@ its default, read back with any ``--ros-args -p`` / launch-file override, and ke
 
 from __future__ import annotations
 
+import array
 import dataclasses
 from typing import Any
 
@@ -39,7 +40,8 @@ def _coerce(value: Any, like: Any) -> Any:
     if isinstance(like, int):
         return int(value)
     if isinstance(like, tuple):
-        seq = value if isinstance(value, list | tuple) else [value]
+        # rclpy hands array parameters as array.array (doubles, integers) or lists (strings, booleans)
+        seq = list(value) if isinstance(value, list | tuple | array.array) else [value]
         if len(like) and isinstance(like[0], float | int) and not isinstance(like[0], bool):
             return tuple(float(v) for v in seq)
         return tuple(seq)
@@ -63,10 +65,15 @@ def _get(cfg: Any, dotted: str) -> Any:
 def declare_config(node: Node, cfg: Any, on_change: Any = None) -> Any:
     """Declares every field of the dataclass ``cfg`` as a parameter of ``node`` (defaults from ``cfg``), writes the
     effective values (overrides included) into ``cfg`` and returns it. Later ``set_parameters`` calls update
-    ``cfg`` in place after ``cfg.validate()`` (if any) accepts them; ``on_change(cfg)`` runs after each change."""
+    ``cfg`` in place after ``cfg.validate()`` (if any) accepts them; ``on_change(cfg)`` runs after each change.
+    Fields the config class lists in ``startup_only`` (dotted names) are read-only parameters: they take effect at
+    start-up only, so a later set is refused with that reason instead of being accepted and ignored."""
     flat = _flatten(cfg)
-    desc = ParameterDescriptor(dynamic_typing=True)
+    startup = set(getattr(type(cfg), "startup_only", ()))
     for name, (value, _) in flat.items():
+        desc = ParameterDescriptor(dynamic_typing=True, read_only=name in startup,
+                                   description="start-up only (set it with --ros-args -p or in the launch file)"
+                                   if name in startup else "")
         param = node.declare_parameter(name, _to_ros(value), desc)
         _set(cfg, name, _coerce(param.value, value))
     if hasattr(cfg, "validate"):

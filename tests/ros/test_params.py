@@ -1,0 +1,69 @@
+"""Every parameter type set at run time through the parameter service of real node processes (what `ros2 param set`
+does): doubles, integers, booleans, strings and arrays take effect; start-up-only parameters are read-only and a
+set is refused with the reason."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytestmark = pytest.mark.ros
+
+
+def _call(node, client, request, timeout: float = 10.0):
+    import rclpy
+
+    assert client.wait_for_service(timeout_sec=30.0), client.srv_name
+    future = client.call_async(request)
+    deadline = time.monotonic() + timeout
+    while not future.done() and time.monotonic() < deadline:
+        rclpy.spin_once(node, timeout_sec=0.05)
+    assert future.done(), f"no answer from {client.srv_name}"
+    return future.result()
+
+
+@pytest.mark.timeout(180)
+def test_parameters_of_every_type_are_set_at_run_time_and_startup_ones_refused(arm_graph):
+    import rclpy
+    from rcl_interfaces.srv import GetParameters, SetParameters
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter, parameter_value_to_python
+
+    rclpy.init()
+    node = Node("param_client")
+    try:
+        def set_params(target: str, values: dict) -> list:
+            client = node.create_client(SetParameters, f"/{target}/set_parameters")
+            msgs = [Parameter(k, value=v).to_parameter_msg() for k, v in values.items()]
+            req = SetParameters.Request(parameters=msgs)
+            return list(_call(node, client, req).results)
+
+        def get_params(target: str, names: list[str]) -> list:
+            client = node.create_client(GetParameters, f"/{target}/get_parameters")
+            values = _call(node, client, GetParameters.Request(names=names)).values
+            return [parameter_value_to_python(v) for v in values]
+
+        cases = {  # node -> {parameter: new value}, one of each type
+            "arm_safety": {"watchdog_timeout": 0.09, "limits.workspace_low": [0.31, -0.24, 0.02],
+                           "limits.max_force": 55.0},
+            "arm_controller": {"gains.torque_limits": [80.0, 80.0, 80.0, 80.0, 10.0, 10.0, 10.0],
+                               "publish_array": True},
+            "arm_hardware": {"joint_noise": 0.001, "reset_teleports_arm": True},
+        }
+        for target, values in cases.items():
+            results = set_params(target, values)
+            assert all(r.successful for r in results), (target, [r.reason for r in results])
+            got = get_params(target, list(values))
+            for (name, want), value in zip(values.items(), got):
+                assert list(value) == pytest.approx(want) if isinstance(want, list) else value == want, name
+        refused = set_params("arm_hardware", {"task": "Reach", "image_size": 64})
+        assert not any(r.successful for r in refused)
+        assert all("read-only" in r.reason for r in refused), [r.reason for r in refused]
+        bad = set_params("arm_safety", {"limits.workspace_low": [0.7, 0.0, 0.0]})  # above workspace_high
+        assert not bad[0].successful and bad[0].reason
+        assert get_params("arm_safety", ["limits.workspace_low"])[0] == pytest.approx([0.31, -0.24, 0.02])
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+    assert all(arm_graph.alive().values())
