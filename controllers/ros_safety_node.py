@@ -33,6 +33,7 @@ from std_srvs.srv import Trigger
 from robot_rl.ros.fast_sub import FastSubscription, PolledSubscription
 from robot_rl.ros.msgs import pose_arrays, pose_stamped, to_stamp
 from robot_rl.ros.params import declare_config
+from robot_rl.ros.qos import watch_qos
 from robot_rl.safety.limits import (
     ArmLimits,
     CarLimits,
@@ -239,6 +240,8 @@ class ArmSafetyNode(_SafetyBase):
         self.send_gripper = lambda opening: pub_gripper.publish(Float64(data=opening))
         """Where filtered gripper openings go (the composed arm stack calls the controller directly)."""
         self.create_subscription(Float64, "policy/gripper", self._on_gripper, 10)
+        self.qos_watch = [watch_qos(self, PoseStamped, "policy/target_pose"),
+                          watch_qos(self, Float64, "policy/gripper")]
         self.target_poll = PolledSubscription(self, PoseStamped, "policy/target_pose") if composed else None
         self.subs = [] if composed else [FastSubscription(self, PoseStamped, "policy/target_pose", self._on_target),
                                          FastSubscription(self, PoseStamped, "ee_pose", self._on_ee_pose),
@@ -317,6 +320,7 @@ class CarSafetyNode(_SafetyBase):
         super().__init__(name, cfg or CarSafetyConfig())
         self.pub_cmd = self.create_publisher(Twist, "controller/cmd_vel", 10)
         self.create_subscription(Twist, "policy/cmd_vel", self._on_cmd, 10)
+        self.qos_watch = [watch_qos(self, Twist, "policy/cmd_vel")]
         self.start()
 
     def _on_cmd(self, msg: Twist) -> None:

@@ -67,3 +67,28 @@ def test_parameters_of_every_type_are_set_at_run_time_and_startup_ones_refused(a
         node.destroy_node()
         rclpy.shutdown()
     assert all(arm_graph.alive().values())
+
+
+@pytest.mark.timeout(120)
+def test_an_incompatible_qos_command_publisher_is_reported_once(graph):
+    import rclpy
+    from geometry_msgs.msg import PoseStamped
+    from rclpy.node import Node
+    from rclpy.qos import qos_profile_sensor_data
+
+    graph.start("arm_safety")
+    rclpy.init()
+    node = Node("best_effort_commander")
+    try:
+        pub = node.create_publisher(PoseStamped, "policy/target_pose", qos_profile_sensor_data)
+        deadline = time.monotonic() + 60
+        while "incompatible QoS" not in graph.log("arm_safety") and time.monotonic() < deadline:
+            pub.publish(PoseStamped())
+            rclpy.spin_once(node, timeout_sec=0.1)
+        time.sleep(1.0)
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+    log = graph.log("arm_safety")
+    assert log.count("incompatible QoS") == 1, log[-2000:]
+    assert "/policy/target_pose" in log and "RELIABILITY" in log
