@@ -56,7 +56,7 @@ def round_trip(seconds: float, rate: float = 100.0, arm: bool = True) -> dict:
 
     from robot_rl.envs.ros_io import RosLink
     from robot_rl.ros.echo import PING, PONG
-    from robot_rl.ros.msgs import from_stamp, pose_arrays, pose_stamped
+    from robot_rl.ros.msgs import diagnostics_by_node, from_stamp, pose_arrays, pose_stamped
 
     paths = {"applied": "applied_command", "pong": PONG} if arm else {"pong": PONG}
     link = RosLink("latency_bench")
@@ -69,8 +69,8 @@ def round_trip(seconds: float, rate: float = 100.0, arm: bool = True) -> dict:
         home, quat = np.zeros(3), np.array([0.0, 0.0, 0.0, 1.0])
         if arm:
             link.subscribe("pose", PoseStamped, "ee_pose", lambda m: pose_arrays(m.pose))
-            link.subscribe("diag", DiagnosticArray, "diagnostics",
-                           lambda m: {s.name.split("/")[-1]: {kv.key: kv.value for kv in s.values} for s in m.status},
+            link.subscribe("diag", DiagnosticArray, "/diagnostics",
+                           diagnostics_by_node,
                            stamped=False, depth=1000)
             assert not link.wait_for(["pose"], 30.0)
             pub = link.publisher("target", PoseStamped, "policy/target_pose")

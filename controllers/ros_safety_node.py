@@ -102,7 +102,7 @@ class _SafetyBase(Node):
         self.last_cmd: float | None = None
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.pub_state = self.create_publisher(String, "safety_state", latched)
-        self.pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", 10)
+        self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)  # global: the aggregator's topic
         self.create_subscription(Bool, "estop", self._on_estop_topic, 10)
         self.create_service(Trigger, "~/estop", self._on_estop_srv)
         self.create_service(Trigger, "~/reset_estop", self._on_reset_srv)
@@ -136,8 +136,9 @@ class _SafetyBase(Node):
         self._publish_diag()
 
     def _publish_diag(self) -> None:
-        status = DiagnosticStatus(name=self.get_fully_qualified_name(), hardware_id="robot_rl",
-                                  message=self.state)
+        # "<node>: <what>" names group under the standard aggregator; the hardware id is the robot (namespace)
+        status = DiagnosticStatus(name=f"{self.get_fully_qualified_name()}: safety",
+                                  hardware_id=self.get_namespace().strip("/") or "robot", message=self.state)
         status.level = DiagnosticStatus.ERROR if self.estopped else (
             DiagnosticStatus.WARN if self.holding else DiagnosticStatus.OK)
         values = {"commands": self.commands, "forwarded": self.forwarded, "rejections": self.counter.total,

@@ -158,7 +158,7 @@ class ArmHardwareNode(Node):
         self.pub_object = self.create_publisher(PoseStamped, "object_pose", 10)
         self.pub_success = self.create_publisher(Bool, "success", 10)
         self.pub_fingers = self.create_publisher(JointState, "gripper/joint_states", 10)
-        self.pub_diag = self.create_publisher(DiagnosticArray, "diagnostics", 10)
+        self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)  # global: the aggregator's topic
         cams = cfg.cameras if cfg.image_size > 0 else ()
         self.pub_cams = {c: self.create_publisher(Image, f"camera/{c}/image_raw", 2) for c in cams}
         self.command_sub = FastSubscription(self, JointState, "joint_command", self._on_joint_command)
@@ -297,7 +297,8 @@ class ArmHardwareNode(Node):
 
     def _publish_diag(self, window: float, behind: float) -> None:
         """Effort command rate and largest gap over the last ``window`` s, how far physics is behind real time."""
-        status = DiagnosticStatus(name=self.get_fully_qualified_name(), hardware_id="mujoco",
+        status = DiagnosticStatus(name=f"{self.get_fully_qualified_name()}: hardware",
+                                  hardware_id=self.get_namespace().strip("/") or "arm",
                                   message="braking" if self.braking else "ok")
         status.level = DiagnosticStatus.WARN if self.braking else DiagnosticStatus.OK
         values = {"effort_rate_hz": self.commands_received / window, "max_effort_gap_ms": self.max_gap * 1e3,

@@ -247,7 +247,7 @@ def arm_topics(cameras: tuple[str, ...] = ()) -> dict[str, type]:
         "controller/target_pose": PoseStamped, "controller/gripper": Float64,  # what the safety node let through
         "safety_state": String, "joint_states": JointState, "gripper/joint_states": JointState,
         "ee_pose": PoseStamped, "ee_twist": TwistStamped, "object_pose": PoseStamped, "success": Bool,
-        "diagnostics": DiagnosticArray}
+        "/diagnostics": DiagnosticArray}
     topics.update({f"camera/{c}/image_raw": Image for c in cameras})
     return topics
 

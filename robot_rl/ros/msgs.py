@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 from builtin_interfaces.msg import Time
+from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import Pose, PoseStamped
 from sensor_msgs.msg import Image
 
@@ -60,3 +61,8 @@ def image_array(msg: Image) -> np.ndarray:
     rows = np.frombuffer(bytes(msg.data), np.uint8).reshape(msg.height, msg.step)
     img = rows[:, : msg.width * 3].reshape(msg.height, msg.width, 3)
     return img[..., ::-1].copy() if msg.encoding == "bgr8" else img.copy()
+
+
+def diagnostics_by_node(msg: DiagnosticArray) -> dict[str, dict[str, str]]:
+    """A DiagnosticArray as ``{node name: {key: value}}`` (status names are ``/<ns>/<node>: <what>``)."""
+    return {s.name.split(":")[0].split("/")[-1]: {kv.key: kv.value for kv in s.values} for s in msg.status}

@@ -30,11 +30,12 @@ def wait_ready(graph: Graph, hardware: str, safety: str, timeout: float = 90.0) 
     from std_msgs.msg import String
 
     from robot_rl.envs.ros_io import RosLink
+    from robot_rl.ros.msgs import diagnostics_by_node
 
     link = RosLink("ready_probe")
     try:
-        link.subscribe("diag", DiagnosticArray, "diagnostics",
-                       lambda m: {s.name.split("/")[-1]: {kv.key: kv.value for kv in s.values} for s in m.status})
+        link.subscribe("diag", DiagnosticArray, "/diagnostics",
+                       diagnostics_by_node)
         link.subscribe("state", String, "safety_state", lambda m: m.data, stamped=False, latched=True)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -29,13 +29,13 @@ def _probe():
     from std_msgs.msg import String
 
     from robot_rl.envs.ros_io import RosLink
-    from robot_rl.ros.msgs import pose_arrays
+    from robot_rl.ros.msgs import diagnostics_by_node, pose_arrays
 
     link = RosLink("probe")
     link.subscribe("target", PoseStamped, "controller/target_pose", lambda m: pose_arrays(m.pose), depth=100000)
     link.subscribe("state", String, "safety_state", lambda m: m.data, stamped=False, latched=True, depth=100)
-    link.subscribe("diag", DiagnosticArray, "diagnostics",
-                   lambda m: {s.name.split("/")[-1]: {kv.key: kv.value for kv in s.values} for s in m.status},
+    link.subscribe("diag", DiagnosticArray, "/diagnostics",
+                   diagnostics_by_node,
                    depth=1000)
     assert not link.wait_matched(["target", "state", "diag"], 30.0), "probe never discovered the graph"
     return link
