@@ -2,12 +2,13 @@
 
 It enforces the same limits as the env (:mod:`robot_rl.safety.limits`) again, plus:
 
-* **watchdog** — no command for ``watchdog_timeout`` s: the arm holds its measured pose (a hold target is sent to
-  the controller), the car stops (zero twist, repeated while stale). The next fresh command resumes.
+* **watchdog** — no command for ``watchdog_timeout`` s: the arm makes a controlled stop (the hold target moves on
+  from the measured EE along its velocity, decelerating at ``stop_deceleration`` to rest, never moving back: no
+  rebound), the car stops (zero twist, repeated while stale). The next fresh command resumes.
 * **e-stop** — ``estop`` (std_msgs/Bool, true) or the ``~/estop`` service (std_srvs/Trigger) latches: hold/stop
   and every command is rejected until ``~/reset_estop`` is called.
 * **diagnostics** — every rejection/clip is counted by reason and published as ``diagnostic_msgs/DiagnosticArray``
-  on ``diagnostics`` (and on each change); ``safety_state`` (std_msgs/String, transient local) says ``ok``,
+  on the global ``/diagnostics`` (and on each change); ``safety_state`` (std_msgs/String, transient local) says ``ok``,
   ``hold`` (watchdog) or ``estop``.
 
 Arm topics: in ``policy/target_pose`` (PoseStamped), ``policy/gripper`` (Float64, opening m), measured ``ee_pose``
@@ -69,10 +70,20 @@ class ArmSafetyConfig(SafetyConfig):
 
     limits: ArmLimits = field(default_factory=ArmLimits)
     """The limits, the same dataclass (and defaults) the robot env applies."""
+    stop_deceleration: float = 2.0
+    """Deceleration (m/s^2) of the controlled stop when the watchdog fires or the e-stop latches: the hold target
+    moves on from the measured EE position along its velocity, slowing at this rate to rest (no rebound), instead
+    of jumping to where the arm is. 0 = hold the measured pose at once."""
+    stop_lead_s: float = 0.1
+    """How far (in seconds of motion) an impedance-controlled arm trails its target at constant speed (its
+    damping over stiffness: 2 / sqrt(kp) = 0.1 s for the default controller). The stop target leads the planned
+    stop trajectory by this much, so the arm follows the trajectory instead of being pulled back at the start."""
 
     def validate(self) -> None:
         super().validate()
         self.limits.validate()
+        if self.stop_deceleration < 0 or self.stop_lead_s < 0:
+            raise ValueError("stop_deceleration and stop_lead_s must be >= 0")
 
 
 @dataclass
@@ -233,6 +244,10 @@ class ArmSafetyNode(_SafetyBase):
         self.last_time: float | None = None
         self.last_gripper: float | None = None
         self.hold_pose: tuple[np.ndarray, np.ndarray] | None = None
+        self.ee_vel = np.zeros(3)  # EE velocity estimated from ee_pose stamps (low-passed), for the controlled stop
+        self._pose_prev: tuple[float, np.ndarray] | None = None
+        self.stop_profile: tuple[float, np.ndarray, np.ndarray, float, float] | None = None
+        self._stop_reach = 0.0
         super().__init__(name, cfg or ArmSafetyConfig())
         self.pub_target = self.create_publisher(PoseStamped, "controller/target_pose", 10)
         pub_gripper = self.create_publisher(Float64, "controller/gripper", 10)
@@ -266,6 +281,10 @@ class ArmSafetyNode(_SafetyBase):
         pos, quat = pose_arrays(msg.pose)
         if np.all(np.isfinite(pos)) and np.all(np.isfinite(quat)):
             self.ee_pos, self.ee_quat = pos, quat
+            t = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+            if self._pose_prev is not None and 0.0 < t - self._pose_prev[0] < 0.1:
+                self.ee_vel = 0.8 * self.ee_vel + 0.2 * (pos - self._pose_prev[1]) / (t - self._pose_prev[0])
+            self._pose_prev = (t, pos)
 
     def _on_wrench(self, msg: WrenchStamped) -> None:
         f = msg.wrench.force
@@ -304,14 +323,44 @@ class ArmSafetyNode(_SafetyBase):
             self.send_gripper(value)
 
     def _hold(self) -> None:
-        """Target := the measured EE pose (the controller then brings the arm to rest there)."""
+        """A controlled stop: the target moves on from the measured EE position along the EE's velocity and
+        decelerates at ``stop_deceleration`` to rest (``_while_stopped`` advances it), or with deceleration 0 (or
+        an arm at rest) target := the measured pose at once."""
         if self.ee_pos is None:
             return
-        pos = np.clip(self.ee_pos, self.cfg.limits.workspace_low, self.cfg.limits.workspace_high)
+        speed, decel = float(np.linalg.norm(self.ee_vel)), self.cfg.stop_deceleration
+        self.stop_profile = None
+        if decel > 0 and speed > 1e-3:
+            self.stop_profile = (time.monotonic(), self.ee_pos.copy(), self.ee_vel.copy(), decel, speed / decel)
+            self._stop_reach = 0.0
+            self._while_stopped()  # its first point
+            return
+        self._send_stop_target(self.ee_pos)
+
+    def _send_stop_target(self, pos: np.ndarray) -> None:
+        pos = np.clip(pos, self.cfg.limits.workspace_low, self.cfg.limits.workspace_high)
         quat = self.last_quat if self.last_quat is not None else self.ee_quat
         self.hold_pose = (pos, quat)
         self.last_pos, self.last_quat, self.last_time = pos, quat, time.monotonic()
         self.send_target(pos, quat, to_stamp(time.time()))
+
+    def _while_stopped(self) -> None:
+        """At the watchdog rate while holding: the next point of the stop profile (until it has come to rest)."""
+        if self.stop_profile is None:
+            return
+        t0, p0, v0, decel, duration = self.stop_profile
+        t = min(time.monotonic() - t0, duration)
+        # reference p(t) = p0 + v0 t - a t^2 / 2 along v0 (speed falling linearly from |v0| to 0 at t = duration);
+        # the target leads it by the arm's tracking lag at the reference's current speed
+        speed = float(np.linalg.norm(v0))
+        unit = v0 / speed
+        ref = speed * t - 0.5 * decel * t * t  # distance along the path; speed falls linearly to 0 at duration
+        lead = self.cfg.stop_lead_s * (speed - decel * t)
+        # the target never moves back along the path (the lead shrinking to 0 would pull the arm back: a rebound)
+        self._stop_reach = max(self._stop_reach, ref + lead)
+        self._send_stop_target(p0 + self._stop_reach * unit)
+        if t >= duration:
+            self.stop_profile = None
 
 
 class CarSafetyNode(_SafetyBase):

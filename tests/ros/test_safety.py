@@ -133,9 +133,17 @@ def _speed_at(env, stamp: float, timeout: float = 5.0) -> float:
     raise TimeoutError(f"no EE twist stamped after {stamp:.3f}")
 
 
-@pytest.mark.timeout(180)
-def test_watchdog_holds_within_two_periods(arm_graph) -> None:
+@pytest.mark.timeout(240)
+def test_watchdog_stops_the_arm_on_a_decelerating_profile_without_rebound(arm_graph) -> None:
+    from geometry_msgs.msg import TwistStamped
+
+    from robot_rl_controllers.ros_safety_node import ArmSafetyConfig
+
+    decel = ArmSafetyConfig().stop_deceleration
     probe, env = _probe(), _env()
+    probe.subscribe("twist", TwistStamped, "ee_twist",
+                    lambda m: float(np.linalg.norm([m.twist.linear.x, m.twist.linear.y, m.twist.linear.z])),
+                    depth=5000)
     try:
         env.reset()
         for _ in range(10):  # move fast towards -y, then the command stream stops
@@ -143,16 +151,30 @@ def test_watchdog_holds_within_two_periods(arm_graph) -> None:
         last_command = env.publish_times[-1]
         moving = _speed_at(env, last_command)  # by the hardware's stamp: a loaded test process reads late
         assert _wait_state(probe, "hold") is not None, "watchdog never held"
-        hold_at = probe.streams["target"].latest()[0]  # stamp of the hold target the safety node sent
-        stopped = _speed_at(env, hold_at + 2 * env.period)
-        why = "" if stopped < 0.25 * moving else _slow_stop_report(env, probe, hold_at)
+        hold_at = min(t for t, _ in probe.streams["target"].items if t > last_command)  # the first stop target
+        time.sleep(1.5)
+        speeds = [(t - hold_at, v) for t, v in probe.streams["twist"].items if t >= hold_at]
+        why = _slow_stop_report(env, probe, hold_at)
     finally:
         env.close()
         probe.close()
     delay = hold_at - last_command
     assert delay <= 2 * env.period, f"hold {delay * 1e3:.0f} ms after the last command"
-    assert moving > 0.1 and stopped < 0.25 * moving, \
-        f"moving {moving:.3f} m/s, {stopped:.3f} m/s two periods after the hold; {why}"
+    assert moving > 0.1, moving
+    t, v = np.array([x for x, _ in speeds]), np.array([y for _, y in speeds])
+    # Bound: the profile brings the target to rest in v0 / a; the impedance loop (kp 400, critically damped:
+    # time constant 1 / sqrt(400) = 50 ms) follows within 5 time constants.
+    bound = moving / decel + 0.25
+    rest = t[np.flatnonzero(v < 0.01)]
+    assert len(rest) and rest[0] <= bound, f"not below 1 cm/s within {bound:.2f} s; {why}"
+    # from its peak (the arm may still be catching up with the last target as the hold starts) the speed falls
+    # monotonically within noise (5 mm/s): no rebound
+    peak = int(np.argmax(v))
+    assert t[peak] < 0.1 and v[peak] < moving + 0.05, (t[peak], v[peak], moving)
+    after = v[peak:]
+    rebound = float(np.max(after - np.minimum.accumulate(after)))
+    assert rebound < 0.005, f"rebound {rebound:.3f} m/s; {why}"
+    assert np.all(v[t >= rest[0]] < 0.02), f"moved again after coming to rest; {why}"
 
 
 def _slow_stop_report(env, probe, hold_at: float) -> str:
@@ -180,6 +202,7 @@ def test_estop_latches_until_reset(arm_graph) -> None:
         estop.publish(Bool(data=True))
         assert _wait_state(probe, "estop") is not None
         estop.publish(Bool(data=False))  # releasing the button does not unlatch
+        time.sleep(0.5)  # the controlled stop's profile (at most |v| / stop_deceleration) has ended
         n_before = len(probe.streams["target"].items)
         start = env.ee()[0]
         for _ in range(10):
