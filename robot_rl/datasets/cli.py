@@ -152,15 +152,23 @@ Inspect demo datasets and replay stores.
 `robot-rl demos ACTION --help` lists the options of an action."""
 
 
-def demos_main(argv: list[str]) -> int:
-    # One parser per action (tyro over its dataclass), picked by the first word.
+def parse_action(command: str, actions: dict[str, type], usage: str, argv: list[str]) -> tuple[str, object] | int:
+    """``robot-rl COMMAND ACTION ...``: one parser per action (tyro over its dataclass), picked by the first word;
+    the parsed args, or an exit code (usage shown, or an unknown action)."""
     if not argv or argv[0] in ("-h", "--help"):
-        print(DEMOS_USAGE, file=sys.stdout if argv else sys.stderr)
+        print(usage, file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
     action, rest = argv[0], argv[1:]
-    if action not in DEMOS_ACTIONS:
-        return command_error("robot-rl demos", f"unknown action {action!r} (choose from {', '.join(DEMOS_ACTIONS)})")
-    args = parse_command(DEMOS_ACTIONS[action], rest, prog=f"robot-rl demos {action}")
+    if action not in actions:
+        return command_error(f"robot-rl {command}", f"unknown action {action!r} (choose from {', '.join(actions)})")
+    return action, parse_command(actions[action], rest, prog=f"robot-rl {command} {action}")
+
+
+def demos_main(argv: list[str]) -> int:
+    parsed = parse_action("demos", DEMOS_ACTIONS, DEMOS_USAGE, argv)
+    if isinstance(parsed, int):
+        return parsed
+    args = parsed[1]
     return _discard(args) if isinstance(args, DiscardArgs) else _show(args)
 
 
@@ -308,14 +316,10 @@ Convert datasets: robot_rl's replay format <-> LeRobotDataset v3.0.
 
 
 def datasets_main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help"):
-        print(DATASETS_USAGE, file=sys.stdout if argv else sys.stderr)
-        return 0 if argv else 2
-    action, rest = argv[0], argv[1:]
-    if action not in DATASETS_ACTIONS:
-        return command_error("robot-rl datasets",
-                             f"unknown action {action!r} (choose from {', '.join(DATASETS_ACTIONS)})")
-    args = parse_command(DATASETS_ACTIONS[action], rest, prog=f"robot-rl datasets {action}")
+    parsed = parse_action("datasets", DATASETS_ACTIONS, DATASETS_USAGE, argv)
+    if isinstance(parsed, int):
+        return parsed
+    action, args = parsed
     from robot_rl.datasets.convert import export_dataset, import_dataset
     from robot_rl.replay.store import ReplayStoreError
 
