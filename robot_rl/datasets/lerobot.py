@@ -116,6 +116,9 @@ class _VideoFile:
         import av
 
         os.environ.setdefault("SVT_LOG", "1")  # SVT-AV1 prints its configuration to stderr otherwise
+        # SVT-AV1 switches the thread that runs it to SCHED_FIFO where it may (root): put the caller's scheduling
+        # back after every call, or an exporting process (and every thread it starts later) runs real-time
+        self._sched = (os.sched_getscheduler(0), os.sched_getparam(0))
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path, self.frames, self.bytes = path, 0, 0
         self.container = av.open(str(path), "w", options={"movflags": "faststart"})
@@ -133,11 +136,17 @@ class _VideoFile:
             for packet in self.stream.encode(vf):
                 self.bytes += packet.size
                 self.container.mux(packet)
+        self._restore_scheduling()
 
     def close(self) -> None:
         for packet in self.stream.encode():
             self.container.mux(packet)
         self.container.close()
+        self._restore_scheduling()
+
+    def _restore_scheduling(self) -> None:
+        if os.sched_getscheduler(0) != self._sched[0]:
+            os.sched_setscheduler(0, *self._sched)
 
 
 def _arrow_table(columns: dict[str, np.ndarray], features: dict[str, dict[str, Any]]) -> Any:
