@@ -19,3 +19,16 @@ def test_the_ros_parameter_reference_is_current_and_complete():
         rows = field_rows(import_object(target, "config class"))
         assert rows and all(doc for *_, doc in rows), [name for name, *_, doc in rows if not doc]
         assert all(f"`{name}`" in page for name, *_ in rows)
+
+
+def test_the_docs_site_builds_strictly(tmp_path):
+    """mkdocs build --strict: every page in the nav, no broken link."""
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert (tmp_path / "site/index.html").is_file() and (tmp_path / "site/guides/ros2/index.html").is_file()
