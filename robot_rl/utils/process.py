@@ -30,3 +30,18 @@ def set_realtime(priority: int, what: str = "rt_priority") -> bool:
         warnings.warn(f"{what} {priority}: real-time scheduling refused ({err}); running with normal scheduling",
                       RuntimeWarning, stacklevel=2)
         return False
+
+
+def reset_niceness(what: str) -> bool:
+    """Back to niceness 0 for this process (Ray starts its worker processes at nice 15: an actor's control loop
+    or the gateway at that niceness gets almost no CPU beside any busy process). Where refused (lowering
+    niceness needs root, CAP_SYS_NICE or an RLIMIT_NICE): a warning naming ``what`` and False."""
+    try:
+        if os.getpriority(os.PRIO_PROCESS, 0) > 0:
+            os.setpriority(os.PRIO_PROCESS, 0, 0)
+        return True
+    except (PermissionError, OSError) as err:
+        warnings.warn(f"{what}: could not lower the niceness Ray started this worker with ({err}); it runs behind "
+                      "every busy process (start Ray with RAY_worker_niceness=0, or allow RLIMIT_NICE)",
+                      RuntimeWarning, stacklevel=2)
+        return False

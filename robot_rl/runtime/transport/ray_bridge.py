@@ -166,6 +166,9 @@ class RemoteActor:
     """Runs on an actor node (Ray places it by ``runtime.actor_resource``): the local actor + its bridge."""
 
     def __init__(self, config_text: str, run_name: str, index: int, incarnation: int, gateway: Any) -> None:
+        from robot_rl.utils.process import reset_niceness
+
+        reset_niceness("ray actor")  # the control loop runs at normal priority, not at Ray's worker nice 15
         os.environ.setdefault("MUJOCO_GL", "egl")
         root = Path(os.environ.get("ROBOT_RL_ACTOR_DIR", Path(tempfile.gettempdir()) / "robot_rl"))
         self.local = root / run_name / f"actor{index}"

@@ -67,6 +67,9 @@ class Gateway:
     """Learner side (plain Python; the Ray launcher runs it as a Ray actor on the learner's node)."""
 
     def __init__(self, config_text: str, run_dir: str) -> None:
+        from robot_rl.utils.process import reset_niceness
+
+        reset_niceness("ray gateway")  # every actor's chunks pass here: not at Ray's worker nice 15
         self.cfg, self.run_dir = config_from_text(config_text), Path(run_dir)
         self.spec, self.action_dim, self.template = _policy_template(self.cfg)
         self.specs = chunk_specs(self.spec, self.action_dim)
