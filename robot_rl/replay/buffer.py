@@ -72,7 +72,9 @@ class ReplayBuffer:
                            for name in PARTITIONS}
         self.rng = np.random.default_rng(seed)
         self._out: dict[tuple[int, int, bool], dict[str, np.ndarray]] = {}
-        self._pixels = True
+        self.with_pixels = True
+        """Whether samples carry the camera frames; an agent that reads none turns them off (``Sampling.pixels``),
+        which skips the largest gathers. ``sample(pixels=True)`` still asks for them."""
 
     @property
     def with_base(self) -> bool:
@@ -85,16 +87,6 @@ class ReplayBuffer:
         for part in self.partitions.values():
             part.base_fields = bool(value)
         self._out.clear()
-
-    @property
-    def with_pixels(self) -> bool:
-        """Whether samples carry the camera frames (default on); an agent that reads none turns them off
-        (``Sampling.pixels``), which skips the largest gathers. ``sample(pixels=True)`` still asks for them."""
-        return self._pixels
-
-    @with_pixels.setter
-    def with_pixels(self, value: bool) -> None:
-        self._pixels = bool(value)
 
     def set_n_step(self, n: int, discount: float) -> None:
         """Samples carry ``n``-step returns: ``reward`` is the discounted sum over up to ``n`` transitions of the
@@ -176,7 +168,7 @@ class ReplayBuffer:
         :attr:`with_pixels`).
         """
         mix = mix if mix is not None else self.cfg.mix
-        px = self._pixels if pixels is None else bool(pixels)
+        px = self.with_pixels if pixels is None else bool(pixels)
         u = utd or 1
         counts = self._counts(batch_size, mix)
         # Rows laid out partition-major inside each minibatch: [u, B] with partition p in columns [a_p, b_p).

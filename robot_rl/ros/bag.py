@@ -10,6 +10,7 @@ per episode under a folder, with ``episodes.jsonl`` indexing them (episode, bag,
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -26,6 +27,7 @@ BUILTIN = {"bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16
 SEPARATOR = "=" * 80
 
 
+@functools.cache
 def _share_dirs() -> list[Path]:
     dirs = [Path(sys.prefix) / "share"]
     try:

@@ -107,7 +107,6 @@ class Actor:
         self._stop = threading.Event()
         self._register()
         self.base, self.executors = self._make_executors()
-        self.base_loads = 0  # fine-tuned base weights loaded into the base (agents that train it)
         self.obs = self.env.reset(seed=seeds.actor_env(index, incarnation))
         self._warm_obs = copy.deepcopy(self.obs)  # a batch the weights thread runs new policies on once
         if self.executors:
@@ -170,7 +169,6 @@ class Actor:
                     self._standby.load_policy_state(got[1])
                     if self.base is not None and getattr(self._standby, "trains_base", False):
                         self.base.load_weights(self._standby.base_weights())  # the learner fine-tunes the base
-                        self.base_loads += 1
                     self._standby.act(self._warm_obs, deterministic=True)  # first-call costs here (no RNG draw)
                     self._standby_version = got[0]
 
