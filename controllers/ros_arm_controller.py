@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 os.environ.setdefault("MUJOCO_GL", "egl")
 
@@ -40,6 +41,9 @@ from robot_rl_sim.arm_model import ARM_JOINTS, EE_SITE, FINGER_JOINTS, FINGER_MA
 class ArmControllerConfig:
     """Parameters of the impedance controller node (all ROS 2 parameters)."""
 
+    startup_only: ClassVar[tuple[str, ...]] = ("publish_array",)
+    """Read when the node starts (which topics it advertises): read-only parameters."""
+
     gains: ImpedanceGains = field(default_factory=ImpedanceGains)
     """Impedance gains and torque limits (parameters ``gains.<field>``); same defaults as the sim arm."""
     posture: tuple[float, ...] = tuple(float(v) for v in HOME_QPOS)
@@ -49,7 +53,7 @@ class ArmControllerConfig:
     gripper_max_speed: float = 0.0
     """Largest change of the gripper command per second (m/s); 0 = no rate limit (as in the sim env)."""
     publish_array: bool = False
-    """Also publish efforts as std_msgs/Float64MultiArray on effort_controller/commands."""
+    """Also publish efforts as std_msgs/Float64MultiArray on effort_controller/commands (advertised only then)."""
 
     def validate(self) -> None:
         self.gains.validate()
@@ -97,7 +101,8 @@ class ArmControllerNode(Node):
         if not topics:
             return
         self.pub_effort = self.create_publisher(JointState, "joint_command", 10)
-        self.pub_array = self.create_publisher(Float64MultiArray, "effort_controller/commands", 10)
+        self.pub_array = (self.create_publisher(Float64MultiArray, "effort_controller/commands", 10)
+                          if self.cfg.publish_array else None)
         pub_gripper = self.create_publisher(Float64, "gripper_command", 10)
         self.send_gripper = lambda opening: pub_gripper.publish(Float64(data=opening))
         # The 500 Hz state stream gets its own thread (robot_rl.ros.fast_sub) and depth 1: when the controller
@@ -173,7 +178,7 @@ class ArmControllerNode(Node):
         out.header.stamp = self.target_stamp if self.target_stamp is not None else self.get_clock().now().to_msg()
         out.effort = tau.tolist()
         self.pub_effort.publish(out)
-        if self.cfg.publish_array:
+        if self.pub_array is not None:
             self.pub_array.publish(Float64MultiArray(data=tau.tolist()))
 
     def _step_gripper(self, t: float) -> None:

@@ -21,6 +21,7 @@ from typing import ClassVar
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import mujoco  # noqa: E402
+import numpy as np  # noqa: E402
 from geometry_msgs.msg import Twist  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402
 from rclpy.node import Node  # noqa: E402
@@ -52,12 +53,28 @@ class CarHardwareConfig:
     """Injected delay (s) before a command takes effect."""
     command_timeout: float = 0.25
     """Without a command for this long (s) the wheels are stopped."""
+    odom_pose_std: float = 0.0
+    """Injected Gaussian noise on the odometry pose (m for x, y; rad for yaw). The published pose covariance is its
+    variance (at least ODOM_VARIANCE_FLOOR: the sim's own pose is exact)."""
+    odom_twist_std: float = 0.0
+    """Injected Gaussian noise on the odometry twist (m/s, rad/s); the published twist covariance is its variance."""
 
     def validate(self) -> None:
         if self.odom_rate_hz <= 0 or self.camera_rate_hz <= 0 or self.command_timeout <= 0:
             raise ValueError("odom_rate_hz, camera_rate_hz and command_timeout must be > 0")
-        if self.command_latency < 0 or self.image_size < 0:
-            raise ValueError("command_latency and image_size must be >= 0")
+        if min(self.command_latency, self.image_size, self.odom_pose_std, self.odom_twist_std) < 0:
+            raise ValueError("command_latency, image_size, odom_pose_std and odom_twist_std must be >= 0")
+
+
+ODOM_VARIANCE_FLOOR = 1e-9
+"""Variance published for exact sim quantities: zero would read as "unknown" to filters such as robot_localization."""
+
+
+def odom_covariance(std: float) -> list[float]:
+    """Row-major 6x6 covariance of (x, y, z, roll, pitch, yaw) or (vx, vy, vz, wx, wy, wz): independent dimensions of
+    variance ``std**2`` (floored), the form nav_msgs/Odometry carries."""
+    var = max(std * std, ODOM_VARIANCE_FLOOR)
+    return [var if i % 7 == 0 else 0.0 for i in range(36)]
 
 
 class CarHardwareNode(Node):
@@ -75,6 +92,7 @@ class CarHardwareNode(Node):
         self.lock = threading.Lock()
         self._queue: deque[tuple[float, float, float]] = deque()
         self.last_cmd = -math.inf
+        self.noise = np.random.default_rng(self.cfg.seed)
         self.pub_odom = self.create_publisher(Odometry, "odom", 10)
         self.pub_collision = self.create_publisher(Bool, "collision", 10)
         self.pub_cam = self.create_publisher(Image, "camera/front/image_raw", 2) if self.cfg.image_size else None
@@ -145,6 +163,19 @@ class CarHardwareNode(Node):
         msg.twist.twist.linear.x = float(c * v[0] + s * v[1])
         msg.twist.twist.linear.y = float(-s * v[0] + c * v[1])
         msg.twist.twist.angular.z = float(v[5])
+        pose_std, twist_std = self.cfg.odom_pose_std, self.cfg.odom_twist_std
+        if pose_std > 0:  # x, y and yaw (a yaw turn about the body's z keeps the quaternion's roll and pitch)
+            dx, dy, dyaw = self.noise.normal(0.0, pose_std, 3)
+            p.x, p.y = p.x + dx, p.y + dy
+            cw, sz = math.cos(dyaw / 2), math.sin(dyaw / 2)  # the turn (cw, 0, 0, sz) composed before the pose
+            w0, x0, y0, z0 = o.w, o.x, o.y, o.z
+            o.w, o.x, o.y, o.z = cw * w0 - sz * z0, cw * x0 - sz * y0, cw * y0 + sz * x0, cw * z0 + sz * w0
+        if twist_std > 0:
+            lin, ang = msg.twist.twist.linear, msg.twist.twist.angular
+            nx, ny, nz = self.noise.normal(0.0, twist_std, 3)
+            lin.x, lin.y, ang.z = lin.x + nx, lin.y + ny, ang.z + nz
+        msg.pose.covariance = odom_covariance(pose_std)
+        msg.twist.covariance = odom_covariance(twist_std)
         self.pub_odom.publish(msg)
         self.pub_collision.publish(Bool(data=bool(d.sensordata[env.wall_sensor] > 0)))
 

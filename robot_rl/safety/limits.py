@@ -49,7 +49,8 @@ class ArmLimits:
     home_quat: tuple[float, float, float, float] = HOME_QUAT
     """Reference orientation (w, x, y, z) for ``max_tilt``."""
     max_force: float = 60.0
-    """Measured EE force (N) above which the target is held instead of advanced."""
+    """Measured EE force (N) above which the target becomes the measured EE position, so the controller stops
+    pushing."""
     max_opening: float = 0.08
     """Gripper opening range is [0, max_opening] (m)."""
 

@@ -28,6 +28,8 @@ def test_car_drives_and_watchdog_stops_it(graph) -> None:
     link = RosLink("car_probe")
     try:
         link.subscribe("odom", Odometry, "odom", lambda m: m.twist.twist.linear.x)
+        link.subscribe("covariance", Odometry, "odom", lambda m: (np.array(m.pose.covariance),
+                                                                  np.array(m.twist.covariance)))
         link.subscribe("cmd", Twist, "cmd_vel", lambda m: m.linear.x, stamped=False, depth=10000)
         link.subscribe("state", String, "safety_state", lambda m: m.data, stamped=False, latched=True)
         assert not link.wait_for(["odom", "cmd", "state"], timeout=90.0), {n: graph.log(n) for n in graph.procs}
@@ -46,10 +48,16 @@ def test_car_drives_and_watchdog_stops_it(graph) -> None:
         cmds = list(link.streams["cmd"].items)
         first_zero = next(t for t, v in cmds if t > last and v == 0.0)
         state = link.streams["state"].latest()[1]
+        pose_cov, twist_cov = link.streams["covariance"].latest()[1]
     finally:
         link.close()
     assert moving > 0.4, moving
     assert first_zero - last <= STOP_BOUND, f"stop reached the base {1e3 * (first_zero - last):.0f} ms late"
     assert abs(stopped) < 0.05 and state == "hold", (stopped, state)
     assert np.isfinite(moving)
+    # the sim's odometry is exact: a small, non-zero variance on each dimension, no correlations
+    from robot_rl_sim.ros_car_node import ODOM_VARIANCE_FLOOR
+
+    for cov in (pose_cov.reshape(6, 6), twist_cov.reshape(6, 6)):
+        assert np.allclose(np.diag(cov), ODOM_VARIANCE_FLOOR) and np.count_nonzero(cov - np.diag(np.diag(cov))) == 0
 

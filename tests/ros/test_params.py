@@ -48,7 +48,7 @@ def test_parameters_of_every_type_are_set_at_run_time_and_startup_ones_refused(a
             "arm_safety": {"watchdog_timeout": 0.09, "limits.workspace_low": [0.31, -0.24, 0.02],
                            "limits.max_force": 55.0},
             "arm_controller": {"gains.torque_limits": [80.0, 80.0, 80.0, 80.0, 10.0, 10.0, 10.0],
-                               "publish_array": True},
+                               "gripper_max_speed": 0.1},
             "arm_hardware": {"joint_noise": 0.001, "reset_teleports_arm": True},
         }
         for target, values in cases.items():
@@ -58,8 +58,15 @@ def test_parameters_of_every_type_are_set_at_run_time_and_startup_ones_refused(a
             for (name, want), value in zip(values.items(), got):
                 assert list(value) == pytest.approx(want) if isinstance(want, list) else value == want, name
         refused = set_params("arm_hardware", {"task": "Reach", "image_size": 64})
+        refused += set_params("arm_controller", {"publish_array": True})  # decides what it advertises at start
         assert not any(r.successful for r in refused)
         assert all("read-only" in r.reason for r in refused), [r.reason for r in refused]
+        # the array form of the efforts is advertised only when it is published
+        deadline = time.monotonic() + 10.0  # discovery of the controller's publishers
+        while node.count_publishers("/joint_command") < 1 and time.monotonic() < deadline:
+            rclpy.spin_once(node, timeout_sec=0.05)
+        assert node.count_publishers("/joint_command") == 1
+        assert node.count_publishers("/effort_controller/commands") == 0
         bad = set_params("arm_safety", {"limits.workspace_low": [0.7, 0.0, 0.0]})  # above workspace_high
         assert not bad[0].successful and bad[0].reason
         assert get_params("arm_safety", ["limits.workspace_low"])[0] == pytest.approx([0.31, -0.24, 0.02])

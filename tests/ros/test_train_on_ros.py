@@ -17,7 +17,7 @@ pytestmark = pytest.mark.ros
 
 @pytest.mark.timeout(300)
 def test_robot_rl_train_on_the_ros_env(arm_graph, domain: int, tmp_path) -> None:
-    cmd = [sys.executable, "-m", "robot_rl.cli", "train", str(ROOT / "launch" / "pickcube_ros.train.yaml"),
+    cmd = [sys.executable, "-m", "robot_rl.cli", "train", "pickcube_ros",
            "--env.kwargs", '{"namespace": ""}', "--env.max-episode-steps", "40", "--total-env-steps", "120",
            "--random-steps", "120", "--learning-starts", "80", "--eval-episodes", "1", "--checkpoint-every", "0",
            "--agent.hidden-dims", "64", "64", "--name", "ros", "--runs-dir", str(tmp_path), "--no-progress"]
