@@ -1,6 +1,7 @@
 """What every benchmark result records besides its figures: the command, the commit, the date and the machine
 (CPU model, cores, torch / mujoco versions, GPU if any). ``write_result`` saves them as JSON under
-``benchmarks/results/`` (the docs' benchmark pages are rendered from these files)."""
+``benchmarks/results/``; ``benchmarks/render.py`` renders the docs' benchmark pages from these files, from the
+``tables`` each result holds (a :class:`Table` is what a script prints, kept as data)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import platform
 import subprocess
 import sys
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +51,38 @@ def commit() -> str:
         return ""
 
 
-def write_result(name: str, figures: Any, out: str | Path | None = None) -> Path:
-    """``benchmarks/results/<name>.json`` (or ``out``): the figures with command, commit, date and machine."""
+@dataclass
+class Table:
+    """A result table: printed row by row as Markdown while the benchmark runs, and stored in the result file."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    notes: str = ""
+    echo: bool = True
+
+    def add(self, *cells: Any) -> None:
+        if len(cells) != len(self.columns):
+            raise ValueError(f"{self.title}: {len(cells)} cells for {len(self.columns)} columns")
+        if self.echo and not self.rows:
+            print(f"\n{self.title}\n| {' | '.join(self.columns)} |\n|{'---|' * len(self.columns)}")
+        self.rows.append([str(c) for c in cells])
+        if self.echo:
+            print(f"| {' | '.join(self.rows[-1])} |", flush=True)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("echo")
+        return out
+
+
+def write_result(name: str, figures: Any, out: str | Path | None = None, tables: list[Table] | None = None) -> Path:
+    """``benchmarks/results/<name>.json`` (or ``out``): the figures with command, commit, date and machine; ``tables``
+    are stored under ``figures["tables"]`` for the docs' pages."""
     path = Path(out) if out else RESULTS / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
+    if tables:
+        figures = {**figures, "tables": [t.as_dict() for t in tables]}
     record = {"benchmark": name, "command": "python " + " ".join([os.path.relpath(sys.argv[0]), *sys.argv[1:]]),
               "commit": commit(), "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
               "machine": machine(), "figures": figures}

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from common import Table, write_result
 
 from robot_rl.agents import SACAgent, SACConfig
 from robot_rl.spaces import ObsSpec
@@ -98,6 +99,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     parser.add_argument("--compile", action="store_true", help="also time torch.compile variants (autograd path)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall", help="time base of the rates")
+    parser.add_argument("--out", default=None, help="result file (default: benchmarks/results/learner_speed.json)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -118,15 +120,16 @@ def main() -> None:
     rows.update({name: ours(cfg) for name, cfg in variants})
     rates = measure(rows, args.seconds, args.rounds, args.device, args.clock)
     base = np.array(next(iter(rates.values())))
-    print(f"\nLearner speed on {args.device} ({torch.get_num_threads()} threads), batch {BATCH}, obs {OBS_DIM}, "
-          f"action {ACT_DIM}; {args.rounds} interleaved rounds of {args.seconds / args.rounds:.1f} s per row, "
-          f"{args.clock} clock")
-    print(f"| {'learner':<48} | {'updates/s':>9} | {'vs SB3':>6} | {'range of ratio':>14} |")
-    print(f"|{'-' * 50}|{'-' * 11}|{'-' * 8}|{'-' * 16}|")
+    table = Table(f"Gradient updates/s on {args.device} ({torch.get_num_threads()} threads), batch {BATCH}, obs "
+                  f"{OBS_DIM}, action {ACT_DIM}, 256x256 networks; {args.rounds} interleaved rounds of "
+                  f"{args.seconds / args.rounds:.1f} s per row, {args.clock} clock",
+                  ["learner", "updates/s", "vs SB3 (range over rounds)"],
+                  notes="\"vs SB3\" is the median over rounds of the row's rate divided by SB3's rate in the same "
+                        "round.")
     for name, r in rates.items():
         ratio = np.array(r) / base
-        print(f"| {name:<48} | {np.median(r):>9.1f} | {np.median(ratio):>5.2f}x | "
-              f"{ratio.min():>5.2f}x-{ratio.max():.2f}x |")
+        table.add(name, f"{np.median(r):.1f}", f"{np.median(ratio):.2f}x ({ratio.min():.2f}-{ratio.max():.2f})")
+    print(f"results: {write_result('learner_speed', {'rates': rates}, args.out, tables=[table])}")
 
 
 if __name__ == "__main__":

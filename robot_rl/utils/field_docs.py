@@ -29,26 +29,42 @@ def _docstrings(cls: type) -> dict[str, str]:
     return out
 
 
-def field_rows(cls: type, prefix: str = "") -> list[tuple[str, str, str, str]]:
-    """``(name, type, default, doc)`` of every field of dataclass ``cls``; nested dataclasses as ``prefix.field``."""
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return f.default_factory()  # type: ignore[misc]
+    return dataclasses.MISSING
+
+
+def _type_name(kind: Any) -> str:
+    return kind if isinstance(kind, str) else getattr(kind, "__name__", str(kind))
+
+
+def field_rows(cls: type, prefix: str = "", expand: bool = True) -> list[tuple[str, str, str, str]]:
+    """``(name, type, default, doc)`` of every field of dataclass ``cls``; with ``expand``, the fields of a nested
+    dataclass as ``prefix.field`` rows (else one row naming the nested class). A field without a default reads
+    ``required``."""
     docs, rows = _docstrings(cls), []
-    instance = cls()
     for f in dataclasses.fields(cls):
-        value = getattr(instance, f.name)
-        if dataclasses.is_dataclass(value):
+        value = _default(f)
+        if expand and dataclasses.is_dataclass(value):
             rows += field_rows(type(value), f"{prefix}{f.name}.")
             continue
-        kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-        rows.append((prefix + f.name, kind, repr(value), docs.get(f.name, "")))
+        shown = "required" if value is dataclasses.MISSING else repr(value)
+        if dataclasses.is_dataclass(value):
+            shown = f"{type(value).__name__}()"
+        rows.append((prefix + f.name, _type_name(f.type), shown, docs.get(f.name, "")))
     return rows
 
 
-def markdown_table(cls: type, read_only: tuple[str, ...] = ()) -> str:
+def markdown_table(cls: type, read_only: tuple[str, ...] = (), expand: bool = True, head: str = "parameter") -> str:
     """A Markdown table of ``cls``'s fields (start-up-only ones marked)."""
-    lines = ["| parameter | type | default | |", "|---|---|---|---|"]
-    for name, kind, default, doc in field_rows(cls):
+    lines = [f"| {head} | type | default | |", "|---|---|---|---|"]
+    for name, kind, default, doc in field_rows(cls, expand=expand):
         mark = " (start-up only)" if name in read_only else ""
-        lines.append(f"| `{name}` | `{kind}` | `{default}` | {doc.replace('|', '/')}{mark} |")
+        doc = doc.replace("|", r"\|")  # a pipe outside a code span would split the cell
+        lines.append(f"| `{name}` | `{kind}` | `{default}` | {doc}{mark} |")
     return "\n".join(lines)
 
 
@@ -67,7 +83,7 @@ def ros_reference() -> str:
     from robot_rl.utils.imports import import_object
 
     parts = ["# ROS 2 node parameters\n",
-             "Generated from the nodes' config dataclasses by `bash scripts/gen_ros_reference.sh`; do not edit. "
+             "Generated from the nodes' config dataclasses by `bash scripts/gen_docs.sh`; do not edit. "
              "Every parameter can be set at start-up (`--ros-args -p name:=value`, launch files) and, unless "
              "marked start-up only, at run time (`ros2 param set`).\n"]
     for node, target in ROS_NODES.items():
