@@ -16,6 +16,7 @@ import time
 
 import gymnasium as gym
 import numpy as np
+from common import Table, write_result
 
 from robot_rl.config import from_dict
 from robot_rl.runtime.actor import Actor
@@ -68,17 +69,23 @@ def main() -> None:
     parser.add_argument("--env", default="robot_rl/PickCube-v0")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--num-envs", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--out", default=None, help="result file (default: benchmarks/results/actor_speed.json)")
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(1)
     floor = bare_env(args.env, args.seconds)
-    print(f"| {'row':40s} | env steps/s | share of the bare env |")
-    print(f"| {'bare env (gymnasium.make, random actions)':40s} | {floor:11.0f} | 1.00 |")
+    table = Table(f"Env steps/s of the actor against the bare env, {args.env}, flat out, no learner, "
+                  f"{args.seconds:g} s per row", ["row", "env steps/s", "share of the bare env"])
+    table.add("bare env (gymnasium.make, random actions)", f"{floor:.0f}", "1.00")
+    rates = []
     for n in args.num_envs:
         for mode in ("random", "policy"):
             rate = actor_rate(args.env, n, args.seconds, mode == "policy")
-            print(f"| {f'actor, {n} env(s), {mode} actions':40s} | {rate:11.0f} | {rate / floor:.2f} |", flush=True)
+            rates.append({"num_envs": n, "mode": mode, "steps_per_s": rate})
+            table.add(f"actor, {n} env(s), {mode} actions", f"{rate:.0f}", f"{rate / floor:.2f}")
+    figures = {"env": args.env, "seconds": args.seconds, "bare_env_steps_per_s": floor, "actor": rates}
+    print(f"results: {write_result('actor_speed', figures, args.out, tables=[table])}")
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import json
 import time
 
 import numpy as np
-from common import write_result
+from common import Table, write_result
 
 from robot_rl.envs.config import EnvConfig
 from robot_rl.envs.contract import INSTRUCTION
@@ -71,6 +71,20 @@ def run_cell(policy, env, mode: str, episodes: int, hz: float, seed: int) -> dic
             "latency_ms_p99": stats["latency_ms_p99"]}
 
 
+def tables(figures: dict) -> list[Table]:
+    """The result's table: one row per (latency, mode) cell."""
+    rows = figures["rows"]
+    table = Table(f"{figures['task']}, {figures['hz']:g} Hz control loop, {rows[0]['episodes'] if rows else 0} "
+                  "episodes per cell, the same placements in every cell",
+                  ["latency", "mode", "success", "seconds per successful episode", "steps", "period jitter p99",
+                   "held steps", "late chunks", "inference p50 / p99"], echo=False)
+    for r in rows:
+        table.add(f"{r['latency_s'] * 1e3:.0f} ms", r["mode"], f"{r['success']:.2f}", f"{r['wall_s_success']:.2f}",
+                  f"{r['steps_success']:.1f}", f"{r['jitter_p99_ms']:.1f} ms", r["missed_steps"], r["late_chunks"],
+                  f"{r['latency_ms_p50']:.0f} / {r['latency_ms_p99']:.0f} ms")
+    return [table]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--policy", default="policies/vla_bench", help="saved policy folder or ws:// server")
@@ -100,7 +114,8 @@ def main() -> None:
                   f"{r['late_chunks']:>5} "
                   f"{r['latency_ms_p50']:>8.0f}/{r['latency_ms_p99']:<8.0f}", flush=True)
     env.close()
-    print("result:", write_result("chunk_execution", {"task": args.task, "hz": args.hz, "rows": rows}, args.out))
+    figures = {"task": args.task, "hz": args.hz, "rows": rows}
+    print("result:", write_result("chunk_execution", figures, args.out, tables=tables(figures)))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import write_result
+from common import Table, write_result
 
 from robot_rl.agents.config import SACConfig
 from robot_rl.agents.sac import SACAgent
@@ -67,6 +67,17 @@ def measure(name: str, spec: ObsSpec, calls: int, rng: np.random.Generator) -> d
             "onnxruntime": timed(lambda: onnx.act(one), calls), "torchscript": timed(run_script, calls)}
 
 
+def tables(figures: dict) -> list[Table]:
+    """The result's table: p50 / p99 per policy and runtime, and onnxruntime's speed-up over ``agent.act``."""
+    table = Table(f"One observation -> one action on the CPU, {figures['threads']} thread, batch {figures['batch']}",
+                  ["policy", "torch agent.act p50 / p99", "onnxruntime", "TorchScript", "onnxruntime vs agent.act"],
+                  echo=False)
+    for r in figures["rows"]:
+        cells = [f"{r[k][0]:.0f} / {r[k][1]:.0f} µs" for k in ("torch_act", "onnxruntime", "torchscript")]
+        table.add(r["policy"], *cells, f"{r['torch_act'][0] / r['onnxruntime'][0]:.1f}x")
+    return [table]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=2000)
@@ -79,7 +90,8 @@ def main() -> None:
     for r in rows:
         cells = " ".join(f"{r[k][0]:>9.0f}/{r[k][1]:<8.0f}" for k in ("torch_act", "onnxruntime", "torchscript"))
         print(f"{r['policy']:<26} {cells} {r['torch_act'][0] / r['onnxruntime'][0]:>13.1f}x")
-    path = write_result("export_latency", {"threads": 1, "batch": 1, "rows": rows}, args.out)
+    figures = {"threads": 1, "batch": 1, "rows": rows}
+    path = write_result("export_latency", figures, args.out, tables=tables(figures))
     print(f"results: {path}")
 
 

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from common import write_result
+from common import Table, write_result
 
 # what the small VLA's demos were recorded with
 ENV_KWARGS = {"cameras": ["front", "wrist"], "image_size": 64, "object_state": False, "instruction": True}
@@ -125,6 +125,24 @@ def summarise(method: str, runs: list[dict]) -> dict:
             "wall_min": [round(r["wall_s"] / 60, 1) for r in runs], "curves": [r["curve"] for r in runs]}
 
 
+def tables(figures: dict) -> list[Table]:
+    """The result's tables: per method the summary over seeds, then every run's evaluation curve."""
+    methods = figures["methods"]
+    summary = Table(f"{figures['task']}, {figures['env_steps']} env steps, {len(figures['seeds'])} seed(s)",
+                    ["method", "base", "final success (IQM)", "95 % CI", "per seed", "env steps to 90 %",
+                     "worst evaluation after 2k steps vs base", "minutes per run"], echo=False)
+    curves = Table(f"{figures['task']}: success at each evaluation (env steps: success)",
+                   ["method", "seed", "base", "evaluations"], echo=False)
+    for m in methods:
+        to90 = ", ".join("not reached" if s is None else str(s) for s in m["steps_to_90"])
+        summary.add(m["method"], f"{m['base_mean']:.2f}", f"{m['final_iqm']:.2f}",
+                    f"{m['final_ci'][0]:.2f}-{m['final_ci'][1]:.2f}", " / ".join(f"{v:.2f}" for v in m["finals"]),
+                    to90, f"{min(m['worst_drop']):+.2f}", " / ".join(f"{v:.1f}" for v in m["wall_min"]))
+        for seed, base, curve in zip(figures["seeds"], m["bases"], m["curves"]):
+            curves.add(m["method"], seed, f"{base:.2f}", ", ".join(f"{s}: {v:.2f}" for s, v in curve))
+    return [summary, curves]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", default="policies/vla_bench")
@@ -175,8 +193,8 @@ def main() -> None:
         to90 = ",".join("-" if s is None else str(s) for s in row["steps_to_90"])
         print(f"{row['method']:<10} {row['base_mean']:>6.2f} {row['final_iqm']:>10.2f} "
               f"{row['final_ci'][0]:>5.2f}-{row['final_ci'][1]:<5.2f} {to90:>16} {min(row['worst_drop']):>+11.2f}")
-    path = write_result(f"finetune_{args.task.lower()}", {"task": args.task, "env_steps": args.env_steps,
-                                                           "seeds": args.seeds, "methods": table}, args.out)
+    figures = {"task": args.task, "env_steps": args.env_steps, "seeds": args.seeds, "methods": table}
+    path = write_result(f"finetune_{args.task.lower()}", figures, args.out, tables=tables(figures))
     print(f"results: {path}")
 
 

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from common import Table, write_result
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,6 +53,7 @@ def main() -> None:
     p.add_argument("--modes", nargs="+", default=["none", "scripted"])
     p.add_argument("--runs-dir", type=Path, default=ROOT / "runs" / "bench_interventions")
     p.add_argument("--set", dest="sets", nargs="*", default=[], help="config overrides field=value")
+    p.add_argument("--out", default=None, help="result file (default: benchmarks/results/interventions.json)")
     args = p.parse_args()
     results = []
     for seed in args.seeds:
@@ -61,15 +63,19 @@ def main() -> None:
             rate = "/".join(f"{v:.2f}" for v in r["rate"]) or "-"
             print(f"{mode:>9} seed {seed}: 90 % at {r['to90']} env steps, final {r['final']:.2f}, "
                   f"intervention rate start/mid/end {rate}, {r['wall']:.0f} s", flush=True)
-    print("\n| mode | seeds | env steps to 90 % (each seed) | final success | intervention rate start/mid/end |")
-    print("|---|---|---|---|---|")
+    overrides = f", {' '.join(args.sets)}" if args.sets else ""
+    table = Table(f"{args.config}{overrides}: with and without the scripted human, {len(args.seeds)} seeds",
+                  ["mode", "seeds", "env steps to 90 % (each seed)", "final success",
+                   "intervention rate start/mid/end"])
     for mode in args.modes:
         rs = [r for r in results if r["mode"] == mode]
         steps = ", ".join(str(r["to90"]) if r["to90"] is not None else "not reached" for r in rs)
         final = np.mean([r["final"] for r in rs])
         rates = [r["rate"] for r in rs if r["rate"]]
         rate = "/".join(f"{v:.2f}" for v in np.mean(rates, axis=0)) if rates else "-"
-        print(f"| {mode} | {len(rs)} | {steps} | {final:.2f} | {rate} |")
+        table.add(mode, len(rs), steps, f"{final:.2f}", rate)
+    figures = {"config": args.config, "sets": args.sets, "runs": results}
+    print(f"results: {write_result('interventions', figures, args.out, tables=[table])}")
     sys.stdout.flush()
 
 

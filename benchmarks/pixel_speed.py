@@ -2,6 +2,7 @@
 cameras), our pixel path vs a naive one, and a profile of one learner update.
 
     MUJOCO_GL=egl python benchmarks/pixel_speed.py [--sizes 64 128] [--batch 256] [--seconds 6] [--profile] [--bundled]
+                                                   [--out RESULT.json]
 
 Ours: uint8 NHWC frames go to the learner as they are stored; conversion to float happens there as one op on a
 channels-last view, random-shift augmentation is one batched gather. Naive (for comparison only, built here by
@@ -17,6 +18,7 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+from common import Table, write_result
 
 from robot_rl.agents import SACAgent, SACConfig, encoders
 from robot_rl.agents.config import EncoderConfig
@@ -87,6 +89,17 @@ def inference_ms(agent: SACAgent, obs: dict) -> tuple[float, float]:
     return float(np.median(times) * 1e3), float(np.percentile(times, 99) * 1e3)
 
 
+def profile_table(prof, size: int, rows: int = 12) -> Table:
+    """The profiled update's top ops by self CPU time, as a share of all ops' self CPU time."""
+    ops = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in ops) or 1.0
+    table = Table(f"Where a 2x{size}² learner update's time goes (torch profiler, self CPU time)",
+                  ["op", "self CPU share", "self CPU ms", "calls"], echo=False)
+    for e in ops[:rows]:
+        table.add(e.key, f"{100 * e.self_cpu_time_total / total:.0f} %", f"{e.self_cpu_time_total / 1e3:.1f}", e.count)
+    return table
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", type=int, nargs="+", default=[64, 128])
@@ -95,9 +108,11 @@ def main() -> None:
     p.add_argument("--profile", action="store_true", help="print the top ops of a profiled update (first size)")
     p.add_argument("--bundled", action="store_true",
                    help="also the agent of robot_rl/configs/pickcube_pixels.yaml (its critics, batch, image size)")
+    p.add_argument("--out", default=None, help="result file (default: benchmarks/results/pixel_speed.json)")
     args = p.parse_args()
     rng = np.random.default_rng(0)
-    rows = []
+    rows, tables = [], []
+    figures: dict = {"batch": args.batch, "seconds": args.seconds, "learner_threads": torch.get_num_threads()}
     for size in args.sizes:
         spec = pixel_spec(size)
         cfg = SACConfig(num_critics=5, utd=1, batch_size=args.batch, encoder=EncoderConfig())
@@ -119,12 +134,15 @@ def main() -> None:
                 for b in batches:
                     agent.update(b)
             print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12))
-    print(f"\nPixel PickCube (front + wrist), batch {args.batch}, 5 LN critics, {torch.get_num_threads()} torch "
-          "threads for the learner, 1 for the actor")
-    print("| image | learner updates/s (ours) | naive path | ours vs naive | actor inference median / p99 |")
-    print("|---|---|---|---|---|")
+            tables.append(profile_table(prof, size))
+    speed = Table(f"Pixel PickCube (front + wrist), batch {args.batch}, 5 LN critics, {torch.get_num_threads()} torch "
+                  "threads for the learner, 1 for the actor",
+                  ["image", "learner updates/s (ours)", "naive path", "ours vs naive", "actor inference median / p99"])
     for size, ours, naive, med, p99 in rows:
-        print(f"| 2x{size}² | {ours:.1f} | {naive:.1f} | {ours / naive:.2f}x | {med:.2f} / {p99:.2f} ms |")
+        speed.add(f"2x{size}²", f"{ours:.1f}", f"{naive:.1f}", f"{ours / naive:.2f}x", f"{med:.2f} / {p99:.2f} ms")
+    tables.insert(0, speed)
+    figures["sizes"] = [{"size": size, "updates_per_s": ours, "naive_updates_per_s": naive,
+                         "inference_ms_median": med, "inference_ms_p99": p99} for size, ours, naive, med, p99 in rows]
     if args.bundled:
         from robot_rl.cli import resolve_config
         from robot_rl.config import parse
@@ -136,9 +154,15 @@ def main() -> None:
         agent = SACAgent(spec, 4, cfg)
         rate = updates_per_s(agent, [batch(spec, cfg.batch_size, rng) for _ in range(3)], args.seconds)
         med, p99 = inference_ms(agent, random_obs(spec, (), rng))
-        print(f"| pickcube_pixels.yaml ({cfg.num_critics} critics, batch {cfg.batch_size}, "
-              f"2x{run.env.kwargs['image_size']}², no object state) | {rate:.1f} updates/s | actor {med:.2f} / "
-              f"{p99:.2f} ms |")
+        bundled = Table("The bundled pickcube_pixels agent",
+                        ["agent", "learner updates/s", "actor inference median / p99"])
+        bundled.add(f"pickcube_pixels.yaml ({cfg.num_critics} critics, batch {cfg.batch_size}, "
+                    f"2x{run.env.kwargs['image_size']}², no object state)", f"{rate:.1f}", f"{med:.2f} / {p99:.2f} ms")
+        tables.insert(1, bundled)
+        figures["bundled"] = {"num_critics": cfg.num_critics, "batch": cfg.batch_size,
+                              "image_size": run.env.kwargs["image_size"], "updates_per_s": rate,
+                              "inference_ms_median": med, "inference_ms_p99": p99}
+    print(f"results: {write_result('pixel_speed', figures, args.out, tables=tables)}")
 
 
 if __name__ == "__main__":

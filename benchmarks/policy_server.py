@@ -14,7 +14,7 @@ import socket
 import time
 
 import numpy as np
-from common import write_result
+from common import Table, write_result
 
 from robot_rl.policies.base import PolicyMetadata
 from robot_rl.policies.wire import packb, unpackb
@@ -52,9 +52,22 @@ def percentiles(x: list[float]) -> tuple[float, float]:
     return float(np.percentile(x, 50) * 1e3), float(np.percentile(x, 99) * 1e3)
 
 
+def tables(figures: dict) -> list[Table]:
+    """The result's table: round trip and codec-only time, p50 / p99."""
+    table = Table(f"Policy server on localhost: 2 x 224² frames + 14-d state + instruction "
+                  f"({figures['request_bytes'] / 1e3:.0f} kB request), [50, 7] reply, {figures['requests']} requests",
+                  ["quantity", "p50", "p99"], echo=False)
+    labels = {"round_trip_ms": "round trip", "codec_only_ms": "encode + decode in one process (no socket)"}
+    for key, label in labels.items():
+        p50, p99 = figures[key]
+        table.add(label, f"{p50:.2f} ms", f"{p99:.2f} ms")
+    return [table]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=500)
+    parser.add_argument("--out", default=None, help="result file (default: benchmarks/results/policy_server.json)")
     args = parser.parse_args()
     from robot_rl.policies.client import RemotePolicy, wait_for_server
     from robot_rl.policies.config import RequestKeys
@@ -98,7 +111,7 @@ def main() -> None:
     print(f"round trip localhost p50 / p99: {rows['round_trip_ms'][0]:.2f} / {rows['round_trip_ms'][1]:.2f} ms")
     codec_p50, codec_p99 = rows["codec_only_ms"]
     print(f"encode + decode only (no socket) p50 / p99: {codec_p50:.3f} / {codec_p99:.3f} ms")
-    print("result:", write_result("policy_server", rows))
+    print("result:", write_result("policy_server", rows, args.out, tables=tables(rows)))
 
 
 if __name__ == "__main__":

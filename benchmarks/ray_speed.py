@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import synthetic_chunks
 import yaml
+from common import Table, write_result
 from synthetic_chunks import pixel_chunks
 
 from robot_rl.config import replace, to_dict
@@ -126,6 +127,7 @@ def main() -> None:
     parser.add_argument("--transitions", type=int, default=4000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--no-actor-spool", dest="actor_spool", action="store_false")
+    parser.add_argument("--out", default=None, help="result file (default: benchmarks/results/ray_speed.json)")
     args = parser.parse_args()
     os.environ["RAY_AUTH_TOKEN"] = os.environ.get("RAY_AUTH_TOKEN") or secrets.token_hex(16)
     require_token_auth()
@@ -140,12 +142,13 @@ def main() -> None:
     finally:
         ray.shutdown()
     spools = "gateway spool + actor spool" if args.actor_spool else "gateway spool only"
-    print(f"\nRay transport, 2 x {SIZE}² pixels, {CHUNK}-row chunks, {spools}, {args.transitions} transitions, "
-          f"one machine ({os.cpu_count()} cores)")
-    print("| run | into the learner's replay | pushed by the actor side | ring overflows (read from spool) |")
-    print("|---|---|---|---|")
+    table = Table(f"Ray transport, 2 x {SIZE}² pixels, {CHUNK}-row chunks, {spools}, {args.transitions} "
+                  f"transitions, one machine ({os.cpu_count()} cores)",
+                  ["run", "into the learner's replay", "pushed by the actor side", "ring overflows (read from spool)"])
     for i, r in enumerate(rows):
-        print(f"| {i + 1} | {r['rate']:,.0f} transitions/s | {r['push_rate']:,.0f} transitions/s | {r['dropped']} |")
+        table.add(i + 1, f"{r['rate']:,.0f} transitions/s", f"{r['push_rate']:,.0f} transitions/s", r["dropped"])
+    figures = {"transitions": args.transitions, "actor_spool": args.actor_spool, "chunk_rows": CHUNK, "runs": rows}
+    print(f"results: {write_result('ray_speed', figures, args.out, tables=[table])}")
 
 
 if __name__ == "__main__":

@@ -4,7 +4,7 @@ actor period jitter on the ROS 2 env at 20 Hz, and the scripted expert's PickCub
     MUJOCO_GL=egl .venv/bin/python benchmarks/ros_latency.py [--graph stack|separate] [--rt-priority 50]
         [--physics-dt 0.002] [--seconds 20] [--steps 400] [--episodes 20] [--round-trip-only | --floor-only]
         [--run-dir RUN [--checkpoint-episodes N]]  (also a trained PickCube run's policy: ROS 2 vs pure sim on
-                                                    the same object placements)
+                                                    the same object placements)  [--out RESULT.json]
 
 ``--graph stack`` (default): hardware, controller and safety filter composed in one process (``arm_stack``, the
 controller evaluated in the 1 kHz physics loop as ros2_control does); ``separate``: each in its own process. The
@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+from common import Table, write_result  # noqa: E402
 
 from robot_rl.utils.process import set_realtime  # noqa: E402
 from tests.ros.conftest import wait_ready  # noqa: E402
@@ -202,6 +203,41 @@ def checkpoint_success(run_dir: str, episodes: int) -> dict:
             "failed_ros2": np.flatnonzero(ros_ok < 1).tolist()}
 
 
+def tables(result: dict) -> list[Table]:
+    """The result's tables: the round trip beside its DDS floor, then the rest of the run (controller rate, actor
+    jitter, success through ROS 2 against pure sim)."""
+    setup = result["setup"]
+    prio = f"SCHED_FIFO {setup['rt_priority']}" if setup["rt_priority"] else "normal scheduling"
+    rt = result["round_trip_100hz"]
+    trip = Table(f"Round trip at 100 Hz, graph {setup['graph']}, physics_dt {setup['physics_dt']}, {prio}",
+                 ["path", "p50 ms", "p99 ms", "max ms", "answered"], echo=False)
+    if "p50_ms" in rt:
+        trip.add("arm path: target pose -> applied_command echo", f"{rt['p50_ms']:.2f}", f"{rt['p99_ms']:.2f}",
+                 f"{rt['max_ms']:.1f}", rt["answered"])
+    floor = rt["dds_floor"]
+    trip.add("DDS floor: echo node, same run", f"{floor['p50_ms']:.2f}", f"{floor['p99_ms']:.2f}",
+             f"{floor['max_ms']:.1f}", floor["answered"])
+    if "p50_ms" in rt:
+        trip.add("arm path over the floor", f"{rt['over_floor_p50_ms']:.2f}", f"{rt['over_floor_p99_ms']:.2f}", "-",
+                 "-")
+    rest = Table(f"The rest of the run, graph {setup['graph']}, {prio}", ["quantity", "figure"], echo=False)
+    if "controller_rate_hz_median" in rt:
+        rest.add("controller rate at the hardware", f"median {rt['controller_rate_hz_median']:.0f} Hz, "
+                 f"min {rt['controller_rate_hz_min']:.0f} Hz")
+    if "actor_jitter_20hz" in result:
+        j = result["actor_jitter_20hz"]
+        rest.add(f"actor period on the ROS 2 env at 20 Hz, |period - 50 ms| ({j['steps']} steps)",
+                 f"p50 {j['jitter_p50_ms']:.2f} ms, p99 {j['jitter_p99_ms']:.1f} ms, max {j['jitter_max_ms']:.1f} ms; "
+                 f"{j['overruns']} overruns")
+    for key, label in (("expert_pickcube", "scripted PickCube expert"),
+                       ("checkpoint_pickcube", "trained policy (--run-dir), deterministic, same placements")):
+        if key in result:
+            r, n = result[key], result[key]["episodes"]
+            rest.add(f"{label}, {n} episodes",
+                     f"ROS 2 {round(r['ros2'] * n)}/{n}, pure sim {round(r['pure_sim'] * n)}/{n}")
+    return [trip] + ([rest] if rest.rows else [])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=20.0, help="round-trip measurement at 100 Hz")
@@ -222,6 +258,7 @@ def main() -> None:
     parser.add_argument("--floor-only", action="store_true",
                         help="the DDS floor alone: the echo node's round trip, no arm graph (e.g. to compare Fast DDS "
                              "settings: FASTDDS_BUILTIN_TRANSPORTS, RMW_FASTRTPS_PUBLICATION_MODE)")
+    parser.add_argument("--out", default=None, help="result file (default: benchmarks/results/ros_latency.json)")
     args = parser.parse_args()
     os.environ.update(ros_env(args.domain))
     if args.rt_priority:
@@ -252,6 +289,7 @@ def main() -> None:
     result["setup"] = {"graph": "none (--floor-only)" if args.floor_only else args.graph,
                        "physics_dt": args.physics_dt or "default", "rt_priority": args.rt_priority}
     print(json.dumps(result, indent=2))
+    print(f"results: {write_result('ros_latency', result, args.out, tables=tables(result))}")
 
 
 if __name__ == "__main__":

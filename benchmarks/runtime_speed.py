@@ -1,6 +1,6 @@
 """Runtime benchmarks: transitions/s through the local transport, weight-sync latency, actor period jitter.
 
-    python benchmarks/runtime_speed.py [--transitions 20000] [--jitter-seconds 60] [--rt-priority 50]
+    python benchmarks/runtime_speed.py [--transitions 20000] [--jitter-seconds 60] [--rt-priority 50] [--out FILE]
 
 1. Transport: an actor-side process builds chunks of pixel transitions (2 x 128x128x3 cameras, 17-d state) and
    puts them into its shared-memory ring (with and without the spool write-ahead log); the learner side (this
@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from common import Table, write_result
 from synthetic_chunks import pixel_chunks
 
 from robot_rl.agents.config import SACConfig
@@ -150,24 +151,29 @@ def main() -> None:
     parser.add_argument("--jitter-seconds", type=float, default=60.0)
     parser.add_argument("--rt-priority", type=int, default=0,
                         help="also measure the jitter with runtime.actor_rt_priority N (SCHED_FIFO)")
+    parser.add_argument("--out", default=None, help="result file (default: benchmarks/results/runtime_speed.json)")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print("| quantity | figure |\n|---|---|")
+    table = Table("Local transport, weight sync and actor jitter", ["quantity", "figure"])
+    figures: dict = {"transport": [], "weight_sync": [], "jitter": []}
     for spool in (False, True) if args.transitions > 0 else ():
         rate = transport(args.transitions, spool)
-        print(f"| local transport, 2 x 128² pixels, {'ring + spool' if spool else 'ring only'} | "
-              f"{rate:,.0f} transitions/s |", flush=True)
+        figures["transport"].append({"spool": spool, "transitions": args.transitions, "rate": rate})
+        table.add(f"local transport, 2 x 128² pixels, {'ring + spool' if spool else 'ring only'}",
+                  f"{rate:,.0f} transitions/s")
     for prio in ((0, args.rt_priority) if args.rt_priority else (0,)) if args.sync_seconds > 0 else ():
         ws = weight_sync(args.sync_seconds, prio)
+        figures["weight_sync"].append({"rt_priority": prio, "seconds": args.sync_seconds, **ws})
         sched = f"SCHED_FIFO {max(1, prio - 1)}" if prio else "normal scheduling"
-        print(f"| weight sync, {ws['params'] / 1e6:.2f}M-parameter policy, publish -> loaded in the actor ({sched}) | "
-              f"p50 {ws['p50']:.2f} ms, p99 {ws['p99']:.2f} ms (copy + load {ws['load_p50']:.2f} ms; n={ws['n']}) |",
-              flush=True)
+        table.add(f"weight sync, {ws['params'] / 1e6:.2f}M-parameter policy, publish -> loaded in the actor ({sched})",
+                  f"p50 {ws['p50']:.2f} ms, p99 {ws['p99']:.2f} ms (copy + load {ws['load_p50']:.2f} ms; n={ws['n']})")
     for prio in ((0, args.rt_priority) if args.rt_priority else (0,)) if args.jitter_seconds > 0 else ():
         j = jitter(args.jitter_seconds, prio)
+        figures["jitter"].append({"rt_priority": prio, **j})
         sched = f"SCHED_FIFO {prio}" if prio else "normal scheduling"
-        print(f"| actor period jitter p99 at 20 Hz (PickCube state, {j['steps']} steps, {sched}) | "
-              f"{j['jitter_p99_ms']:.3f} ms (policy inference {j['infer_ms']:.2f} ms) |", flush=True)
+        table.add(f"actor period jitter p99 at 20 Hz (PickCube state, {j['steps']} steps, {sched})",
+                  f"{j['jitter_p99_ms']:.3f} ms (policy inference {j['infer_ms']:.2f} ms)")
+    print(f"results: {write_result('runtime_speed', figures, args.out, tables=[table])}")
 
 
 if __name__ == "__main__":

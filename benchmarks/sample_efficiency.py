@@ -1,7 +1,7 @@
 """Sample efficiency at a fixed small step budget: robot_rl vs stable-baselines3 SAC, several seeds.
 
     python benchmarks/sample_efficiency.py --env HalfCheetah-v5 --steps 20000 --seeds 0 1 2 \
-        --agents sb3 ours rlpd [--device cpu|cuda] [--jobs N]
+        --agents sb3 ours rlpd [--device cpu|cuda] [--jobs N] [--out RESULT.json]
 
 Agents: ``sb3`` = SB3 SAC defaults (2 critics 256x256, UTD 1); ``ours`` = robot_rl SAC with the same networks
 and UTD 1; ``rlpd`` = robot_rl with the RLPD recipe (10 LayerNorm critics, subset-min of 2) at ``--rlpd-utd``.
@@ -22,6 +22,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from common import Table, write_result
 
 
 def run_ours(env_id: str, steps: int, seed: int, device: str, learning_starts: int, rlpd: bool,
@@ -90,6 +91,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="device of robot_rl's learner (SB3 uses the same)")
     parser.add_argument("--sb3-device", default=None, help="device of SB3 (default: --device)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--out", default=None, help="result file (default: benchmarks/results/sample_efficiency.json)")
     parser.add_argument("--child-agent", help=argparse.SUPPRESS)
     parser.add_argument("--child-seed", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -114,17 +116,19 @@ def main() -> None:
     print(f"{len(jobs)} runs of {args.steps} env steps on {args.env}, {args.jobs} at a time")
     with ThreadPoolExecutor(args.jobs) as pool:
         results = list(pool.map(lambda job: launch(*job), jobs))
-    print(f"\n{args.env}, {args.steps} env steps ({args.learning_starts} random), final deterministic return "
-          f"(10 episodes), {len(args.seeds)} seeds")
-    print("| agent | mean | std | per seed | wall s (mean) |")
-    print("|---|---|---|---|---|")
+    table = Table(f"{args.env}, {args.steps} env steps ({args.learning_starts} random), final deterministic return "
+                  f"(10 episodes), {len(args.seeds)} seeds", ["agent", "mean", "std", "per seed", "wall s (mean)"])
     names = {"sb3": "SB3 SAC (2 critics, UTD 1)", "ours": "robot_rl SAC (2 critics, UTD 1)",
              "rlpd": f"robot_rl RLPD (10 LN critics, UTD {args.rlpd_utd})"}
     for agent in args.agents:
         scores = [r["return"] for a, _, r in results if a == agent]
         walls = [r["wall_s"] for a, _, r in results if a == agent]
-        print(f"| {names[agent]} | {np.mean(scores):.1f} | {np.std(scores):.1f} | "
-              f"{', '.join(f'{s:.0f}' for s in scores)} | {np.mean(walls):.0f} |")
+        table.add(names[agent], f"{np.mean(scores):.1f}", f"{np.std(scores):.1f}",
+                  ", ".join(f"{s:.0f}" for s in scores), f"{np.mean(walls):.0f}")
+    figures = {"env": args.env, "steps": args.steps, "learning_starts": args.learning_starts,
+               "rlpd_utd": args.rlpd_utd, "device": args.device, "sb3_device": args.sb3_device or args.device,
+               "runs": [{"agent": a, "seed": s, **r} for a, s, r in results]}
+    print(f"results: {write_result('sample_efficiency', figures, args.out, tables=[table])}")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import write_result
+from common import Table, write_result
 
 from robot_rl.vla.policy import load_vla
 
@@ -36,10 +36,30 @@ def latency(policy, threads: int, n: int) -> tuple[float, float]:
     return float(np.percentile(times, 50) * 1e3), float(np.percentile(times, 99) * 1e3)
 
 
+def tables(figures: dict) -> list[Table]:
+    """The result's tables: the model (size, training, inference latency) and the success per task."""
+    steps, seconds = figures["train"]["steps"], figures["train_seconds"]
+    model = Table("The small VLA", ["quantity", "figure"], echo=False)
+    model.add("parameters", f"{figures['parameters'] / 1e6:.2f} M")
+    model.add("demo transitions", f"{figures['transitions']:,}")
+    model.add("training time", f"{seconds / 60:.1f} min ({steps} steps of batch {figures['train']['batch_size']}, "
+                               f"{seconds / steps:.2f} s per step)")
+    model.add("inference, one chunk, p50 / p99",
+              ", ".join(f"{p50:.1f} / {p99:.1f} ms ({key.replace('_threads', '')} thread{'s' * (key[0] != '1')})"
+                        for key, (p50, p99) in figures["inference_ms_p50_p99"].items()))
+    tasks = Table(f"Success over {figures['eval_episodes']} deterministic episodes per task",
+                  ["task", "success", "95 % CI", "steps per success"], echo=False)
+    for name, r in figures["tasks"].items():
+        steps_ok = "-" if r["cycle_time"] != r["cycle_time"] else f"{r['cycle_time']:.1f}"  # NaN: no success
+        tasks.add(name, f"{r['success_rate']:.2f}", f"{r['success_ci_low']:.2f}-{r['success_ci_high']:.2f}", steps_ok)
+    return [model, tasks]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--policy", default="policies/vla_bench")
     parser.add_argument("--n", type=int, default=300)
+    parser.add_argument("--out", default=None, help="result file (default: benchmarks/results/vla.json)")
     args = parser.parse_args()
     summary = json.loads((Path(args.policy) / "eval.json").read_text())
     policy = load_vla(args.policy)
@@ -59,10 +79,10 @@ def main() -> None:
               f"{r['cycle_time']:>18.1f}")
     for key, (p50, p99) in lat.items():
         print(f"inference, {key.replace('_', ' ')}: p50 {p50:.1f} ms, p99 {p99:.1f} ms")
-    print("result:", write_result("vla", {"parameters": summary["parameters"], "transitions": summary["transitions"],
-                                          "train_seconds": summary["train_seconds"], "train": policy.info["train"],
-                                          "eval_episodes": episodes, "tasks": summary["tasks"],
-                                          "inference_ms_p50_p99": lat}))
+    figures = {"parameters": summary["parameters"], "transitions": summary["transitions"],
+               "train_seconds": summary["train_seconds"], "train": policy.info["train"], "eval_episodes": episodes,
+               "tasks": summary["tasks"], "inference_ms_p50_p99": lat}
+    print("result:", write_result("vla", figures, args.out, tables=tables(figures)))
 
 
 if __name__ == "__main__":

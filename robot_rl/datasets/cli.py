@@ -39,7 +39,8 @@ class RecordDemosArgs:
     task: Annotated[Positional[str], arg(metavar="TASK")]
     """Sim task (reach, PickCube, PegInsert-v0, robot_rl/Reach-v0) or a gymnasium id."""
     device: str = "scripted"
-    """scripted (the task's expert), or you on a keyboard, gamepad, spacemouse or ros (README: Teleoperation)."""
+    """scripted (the task's expert), or you on a keyboard, gamepad, spacemouse or ros
+    (docs/guides/demos-and-teleop.md)."""
     episodes: Annotated[int, arg(aliases=("-n",))] = 20
     """Demos to keep."""
     out: Annotated[str | None, derived("PATH", "demos/<task>-<n>-seed<seed>[-<kwargs hash>].zarr, the name that "

@@ -62,7 +62,7 @@ class RecordFramesArgs:
     seed: int = 0
     """sim: recording seed."""
     device: str = "keyboard"
-    """keys: teleop device (keyboard, gamepad, spacemouse, ros); event keys: README, Teleoperation."""
+    """keys: teleop device (keyboard, gamepad, spacemouse, ros); event keys: docs/guides/demos-and-teleop.md."""
     frames: int = 2000
     """keys: stop after this many frames (Ctrl-C ends early)."""
     overwrite: bool = False

@@ -5,7 +5,7 @@ Mapping, the same for every device: a device exposes named **axes** (values in [
 ``axes`` lists, per action dimension, the device axis that drives it (``"-y"`` inverts, ``"gripper"`` is the
 button-driven gripper, ``"0"`` is always zero); ``buttons`` maps a device button to a function (an episode event,
 the gripper, the takeover button, or ``"+z"`` / ``"-z"``: deflect a virtual axis while held). Empty ``axes`` or
-``buttons`` take the device's defaults for the action size (README: Teleoperation lists them).
+``buttons`` take the device's defaults for the action size (docs/guides/demos-and-teleop.md lists them).
 """
 
 from __future__ import annotations

@@ -79,7 +79,8 @@ def find_spacemouse(enumerate_fn: Callable[[], list[dict[str, Any]]] | None = No
 
 def hid_open(device_path: str = "") -> HidSource:
     """Opens a SpaceMouse with hidapi: ``device_path`` a hidraw path, ``vendor:product`` in hex, or "" (the
-    first one found). Raises OSError when there is none or it cannot be opened (permissions: README)."""
+    first one found). Raises OSError when there is none or it cannot be opened (permissions:
+    docs/troubleshooting.md)."""
     try:
         import hid
     except ImportError as exc:

@@ -53,7 +53,7 @@ def require_token_auth() -> None:
     mode = os.environ.setdefault("RAY_AUTH_MODE", "token")
     if mode.lower() != "token":
         raise RuntimeError(f"RAY_AUTH_MODE={mode}: the Ray transport runs only with token authentication "
-                           "(RAY_AUTH_MODE=token on every node; see README, Multi-machine (Ray))")
+                           "(RAY_AUTH_MODE=token on every node; see docs/guides/multi-machine.md)")
     if "ray" in sys.modules:  # Ray reads its config at import: refresh it, as Ray does when it turns auth on
         try:
             from ray._raylet import Config
