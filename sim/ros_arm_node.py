@@ -17,7 +17,10 @@ joints, every physics step: 500 Hz, 1 kHz with ``physics_dt`` 0.001; for the con
 ``success`` (``std_msgs/Bool`` from the task's own evaluation) at ``aux_rate_hz``, and
 ``camera/<name>/image_raw`` (rgb8) at ``camera_rate_hz`` when ``image_size > 0``; ``diagnostics`` once a second
 (effort command rate, largest gap between effort commands, how far physics is behind real time, and the count of
-effort commands that arrived non-finite or beyond the torque limits: ``bad_efforts``). Service ``~/reset``
+effort commands that arrived non-finite or beyond the torque limits: ``bad_efforts``). TF (``robot_rl.ros.tf``):
+``/tf`` at ``tf_rate_hz`` (links ``link1``..``link7``, fingers, the task object), ``/tf_static`` (``base`` ->
+``link0``, ``hand``, ``ee``, ``ft``, ``<camera>_camera_optical``: the images' frame ids) and ``robot_description``
+(URDF), all latched where static. Service ``~/reset``
 (``std_srvs/Trigger``): re-places the task objects (the arm is not moved unless ``reset_teleports_arm``).
 
 Injected imperfections: ``command_latency`` delays every command before it acts, ``state_latency`` delays every
@@ -49,6 +52,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 from robot_rl.ros.fast_sub import FastSubscription  # noqa: E402
 from robot_rl.ros.msgs import image_msg, set_pose, to_stamp  # noqa: E402
 from robot_rl.ros.params import declare_config  # noqa: E402
+from robot_rl.ros.tf import MujocoFrames, TfPublisher  # noqa: E402
 from robot_rl_sim.arm_model import ARM_JOINTS, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, TORQUE_LIMITS  # noqa: E402
 
 TASKS = ("Reach", "PickCube", "PegInsert")
@@ -59,7 +63,7 @@ class ArmHardwareConfig:
     """Parameters of the sim arm hardware node (all ROS 2 parameters)."""
 
     startup_only: ClassVar[tuple[str, ...]] = ("task", "seed", "image_size", "cameras", "physics_dt", "aux_rate_hz",
-                                               "camera_rate_hz")
+                                               "camera_rate_hz", "tf_rate_hz", "frame_prefix")
     """Read when the node starts (rates, scene, cameras): read-only parameters."""
 
     task: str = "PickCube"
@@ -74,6 +78,10 @@ class ArmHardwareConfig:
     """Cameras published as camera/<name>/image_raw."""
     camera_rate_hz: float = 20.0
     """Camera frame rate."""
+    tf_rate_hz: float = 50.0
+    """Rate of /tf (the moving links and the task object; /tf_static and robot_description are published once)."""
+    frame_prefix: str = ""
+    """Prepended to every frame id this node publishes (several robots in one TF tree), e.g. ``arm1/``."""
     command_latency: float = 0.0
     """Injected delay (s) before an arriving command takes effect."""
     state_latency: float = 0.0
@@ -97,8 +105,8 @@ class ArmHardwareConfig:
             raise ValueError(f"task must be one of {TASKS}")
         if not 0 <= self.physics_dt <= 0.01:
             raise ValueError("physics_dt must be in [0, 0.01] s (0 = the model's timestep)")
-        if self.aux_rate_hz <= 0 or self.camera_rate_hz <= 0 or self.command_timeout <= 0:
-            raise ValueError("aux_rate_hz, camera_rate_hz and command_timeout must be > 0")
+        if min(self.aux_rate_hz, self.camera_rate_hz, self.tf_rate_hz, self.command_timeout) <= 0:
+            raise ValueError("aux_rate_hz, camera_rate_hz, tf_rate_hz and command_timeout must be > 0")
         if min(self.command_latency, self.state_latency, self.joint_noise, self.pose_noise, self.image_size) < 0:
             raise ValueError("latencies, noise and image_size must be >= 0")
 
@@ -161,6 +169,9 @@ class ArmHardwareNode(Node):
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)  # global: the aggregator's topic
         cams = cfg.cameras if cfg.image_size > 0 else ()
         self.pub_cams = {c: self.create_publisher(Image, f"camera/{c}/image_raw", 2) for c in cams}
+        names = tuple(m.camera(c).name for c in range(m.ncam))  # every camera mount, with images or without
+        self.frames = MujocoFrames(m, "link0", "base", sites=("ee", "ft"), cameras=names)
+        self.tf = TfPublisher(self, self.frames, "robot_rl_arm", cfg.frame_prefix)
         self.command_sub = FastSubscription(self, JointState, "joint_command", self._on_joint_command)
         self.create_subscription(Float64MultiArray, "effort_controller/commands", self._on_array_command, 10)
         self.create_subscription(Float64, "gripper_command", self._on_gripper, 10)
@@ -247,6 +258,8 @@ class ArmHardwareNode(Node):
             if not self._stop.is_set() and self.context.ok():
                 raise
             del exc
+        finally:
+            self.env.close()  # the renderer's GL context is current on this thread: release it here, not at exit
 
     def _run(self) -> None:
         m, d, cfg = self.model, self.data, self.cfg
@@ -254,6 +267,7 @@ class ArmHardwareNode(Node):
         wall0 = time.time() - t0
         step = 0
         aux_every = max(1, int(round(1.0 / (cfg.aux_rate_hz * self.dt))))
+        tf_every = max(1, int(round(1.0 / (cfg.tf_rate_hz * self.dt))))
         cam_every = max(1, int(round(1.0 / (cfg.camera_rate_hz * self.dt))))
         diag_every = int(round(1.0 / self.dt))
         while not self._stop.is_set() and self.context.ok():
@@ -284,15 +298,21 @@ class ArmHardwareNode(Node):
                 stamp = wall0 + time.perf_counter()
                 self._publish_joints(stamp)
                 cam_step = bool(self.pub_cams) and step % cam_every == 0
-                if step % aux_every == 0 or cam_step:
+                tf_step = step % tf_every == 0
+                if step % aux_every == 0 or cam_step or tf_step:
                     mujoco.mj_forward(m, d)  # derived quantities (site poses, sensors) of the new state
                 if step % aux_every == 0:
                     self._publish_aux(stamp)
+                if tf_step:
+                    b = self.obj_body  # the task object as a frame of its own (sim-privileged, like object_pose)
+                    self.tf.publish(d, to_stamp(stamp), [("base", m.body(b).name, d.xpos[b], d.xquat[b])] if b >= 0
+                                    else [])
                 if step % diag_every == 0:
                     self._publish_diag(diag_every * self.dt, time.perf_counter() - due)
                 if cam_step:
                     for cam, pub in self.pub_cams.items():
-                        self._publish(pub, image_msg(self.env.render_camera(cam, cfg.image_size), stamp, cam))
+                        frame = f"{cfg.frame_prefix}{cam}_camera_optical"
+                        self._publish(pub, image_msg(self.env.render_camera(cam, cfg.image_size), stamp, frame))
             self._flush()
 
     def _publish_diag(self, window: float, behind: float) -> None:
@@ -349,25 +369,26 @@ class ArmHardwareNode(Node):
         if cfg.pose_noise > 0:
             pos += self.rng.normal(0.0, cfg.pose_noise, 3)
         pose = PoseStamped()
-        pose.header.stamp, pose.header.frame_id = ts, "base"
+        base = cfg.frame_prefix + "base"
+        pose.header.stamp, pose.header.frame_id = ts, base
         set_pose(pose.pose, pos, quat)
         self._publish(self.pub_pose, pose)
         vel = np.zeros(6)
         mujoco.mj_objectVelocity(self.model, d, mujoco.mjtObj.mjOBJ_SITE, env.ee_site, vel, 0)
         tw = TwistStamped()
-        tw.header.stamp, tw.header.frame_id = ts, "base"
+        tw.header.stamp, tw.header.frame_id = ts, base
         tw.twist.angular.x, tw.twist.angular.y, tw.twist.angular.z = (float(v) for v in vel[:3])
         tw.twist.linear.x, tw.twist.linear.y, tw.twist.linear.z = (float(v) for v in vel[3:])
         self._publish(self.pub_twist, tw)
         ft = d.sensordata[env.ft_adr]
         wr = WrenchStamped()
-        wr.header.stamp, wr.header.frame_id = ts, "ft"
+        wr.header.stamp, wr.header.frame_id = ts, cfg.frame_prefix + "ft"
         wr.wrench.force.x, wr.wrench.force.y, wr.wrench.force.z = (float(v) for v in ft[:3])
         wr.wrench.torque.x, wr.wrench.torque.y, wr.wrench.torque.z = (float(v) for v in ft[3:])
         self._publish(self.pub_wrench, wr)
         if self.obj_body >= 0:
             obj = PoseStamped()
-            obj.header.stamp, obj.header.frame_id = ts, "base"
+            obj.header.stamp, obj.header.frame_id = ts, base
             obj_pos = env._object_state()[:3]
             set_pose(obj.pose, obj_pos, d.xquat[self.obj_body])
             self._publish(self.pub_object, obj)

@@ -3,7 +3,9 @@
 Input ``cmd_vel`` (geometry_msgs/Twist: ``linear.x`` m/s, ``angular.z`` rad/s), turned into wheel speeds by
 :func:`robot_rl_controllers.driving.twist_to_wheel_speeds` (the law the sim env uses). Outputs: ``odom``
 (nav_msgs/Odometry, world frame pose, body frame twist) at ``odom_rate_hz``, ``collision`` (std_msgs/Bool, wall
-contact), ``camera/front/image_raw`` at ``camera_rate_hz`` when ``image_size > 0``. Service ``~/reset``
+contact), ``camera/front/image_raw`` at ``camera_rate_hz`` when ``image_size > 0`` (frame
+``front_camera_optical``), ``/tf`` with the odometry (``odom`` -> ``base_link``, the wheels), ``/tf_static`` (the camera
+mount) and ``robot_description`` (URDF, ``robot_rl.ros.tf``). Service ``~/reset``
 (std_srvs/Trigger) puts the car back at a start pose at rest. Without a command for ``command_timeout`` the wheels
 are stopped. ``command_latency`` delays commands before they act.
 """
@@ -31,6 +33,7 @@ from std_srvs.srv import Trigger  # noqa: E402
 
 from robot_rl.ros.msgs import image_msg, to_stamp  # noqa: E402
 from robot_rl.ros.params import declare_config  # noqa: E402
+from robot_rl.ros.tf import MujocoFrames, TfPublisher  # noqa: E402
 from robot_rl_controllers.driving import twist_to_wheel_speeds  # noqa: E402
 
 
@@ -38,13 +41,16 @@ from robot_rl_controllers.driving import twist_to_wheel_speeds  # noqa: E402
 class CarHardwareConfig:
     """Parameters of the sim car hardware node (all ROS 2 parameters)."""
 
-    startup_only: ClassVar[tuple[str, ...]] = ("seed", "odom_rate_hz", "image_size", "camera_rate_hz")
+    startup_only: ClassVar[tuple[str, ...]] = ("seed", "odom_rate_hz", "image_size", "camera_rate_hz",
+                                               "frame_prefix")
     """Read when the node starts (rates, scene, cameras): read-only parameters."""
 
     seed: int = 0
     """Seed of the start poses."""
     odom_rate_hz: float = 50.0
-    """Rate of odom and collision."""
+    """Rate of odom, collision and /tf (odom -> base_link, the wheels)."""
+    frame_prefix: str = ""
+    """Prepended to every frame id this node publishes (several robots in one TF tree), e.g. ``car1/``."""
     image_size: int = 0
     """Side of the square front camera image (0 = no camera)."""
     camera_rate_hz: float = 20.0
@@ -96,6 +102,9 @@ class CarHardwareNode(Node):
         self.pub_odom = self.create_publisher(Odometry, "odom", 10)
         self.pub_collision = self.create_publisher(Bool, "collision", 10)
         self.pub_cam = self.create_publisher(Image, "camera/front/image_raw", 2) if self.cfg.image_size else None
+        self.frames = MujocoFrames(self.model, "car", "odom", cameras=("front",), move_root=True,
+                                   rename={"car": "base_link"})
+        self.tf = TfPublisher(self, self.frames, "robot_rl_car", self.cfg.frame_prefix)
         self.create_subscription(Twist, "cmd_vel", self._on_cmd, 10)
         self.create_service(Trigger, "~/reset", self._on_reset)
         self._stop = threading.Event()
@@ -115,6 +124,12 @@ class CarHardwareNode(Node):
         return response
 
     def _loop(self) -> None:
+        try:
+            self._run()
+        finally:
+            self.env.close()  # the renderer's GL context is current on this thread: release it here, not at exit
+
+    def _run(self) -> None:
         m, d, env, cfg = self.model, self.data, self.env, self.cfg
         t0, step = time.perf_counter(), 0
         wall0 = time.time() - t0
@@ -144,7 +159,8 @@ class CarHardwareNode(Node):
                         self._publish_odom(stamp)
                     if self.pub_cam is not None and step % cam_every == 0:
                         mujoco.mj_forward(m, d)
-                        self.pub_cam.publish(image_msg(env.render_camera("front", cfg.image_size), stamp, "front"))
+                        frame = f"{cfg.frame_prefix}front_camera_optical"
+                        self.pub_cam.publish(image_msg(env.render_camera("front", cfg.image_size), stamp, frame))
                 except Exception:  # noqa: BLE001  (rclpy shut down under us: stop quietly)
                     if self.context.ok() and not self._stop.is_set():
                         raise
@@ -156,7 +172,9 @@ class CarHardwareNode(Node):
         _, yaw = env.car_pose()
         c, s = math.cos(yaw), math.sin(yaw)
         msg = Odometry()
-        msg.header.stamp, msg.header.frame_id, msg.child_frame_id = to_stamp(stamp), "odom", "base_link"
+        prefix = self.cfg.frame_prefix
+        msg.header.stamp = to_stamp(stamp)
+        msg.header.frame_id, msg.child_frame_id = prefix + "odom", prefix + "base_link"
         p, o = msg.pose.pose.position, msg.pose.pose.orientation
         p.x, p.y, p.z = float(q[0]), float(q[1]), float(q[2])
         o.w, o.x, o.y, o.z = (float(x) for x in q[3:7])
@@ -177,6 +195,7 @@ class CarHardwareNode(Node):
         msg.pose.covariance = odom_covariance(pose_std)
         msg.twist.covariance = odom_covariance(twist_std)
         self.pub_odom.publish(msg)
+        self.tf.publish(d, msg.header.stamp, root_pose=((p.x, p.y, p.z), (o.w, o.x, o.y, o.z)))
         self.pub_collision.publish(Bool(data=bool(d.sensordata[env.wall_sensor] > 0)))
 
     def close(self) -> None:
