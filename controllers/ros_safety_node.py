@@ -19,7 +19,6 @@ out ``controller/cmd_vel``. (Node-relative names: put the graph in a namespace o
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -31,8 +30,9 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_msgs.msg import Bool, Float64, String
 from std_srvs.srv import Trigger
 
+from robot_rl.ros.clock import NodeTime
 from robot_rl.ros.fast_sub import FastSubscription, PolledSubscription
-from robot_rl.ros.msgs import pose_arrays, pose_stamped, to_stamp
+from robot_rl.ros.msgs import pose_arrays, pose_stamped
 from robot_rl.ros.params import declare_config
 from robot_rl.ros.qos import watch_qos
 from robot_rl.safety.limits import (
@@ -111,6 +111,7 @@ class _SafetyBase(Node):
         self.estopped = False
         self.holding = False
         self.last_cmd: float | None = None
+        self.time = NodeTime(self)  # monotonic, or the simulation's /clock with use_sim_time
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         self.pub_state = self.create_publisher(String, "safety_state", latched)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)  # global: the aggregator's topic
@@ -197,7 +198,7 @@ class _SafetyBase(Node):
         if self.estopped:
             self._reject(["estop"])
             return False
-        self.last_cmd = time.monotonic()
+        self.last_cmd = self.time.now()
         if self.holding:
             self.holding = False
             self._publish_state()
@@ -208,10 +209,10 @@ class _SafetyBase(Node):
             if self.estopped:
                 self._while_stopped()
                 return
-            if self.last_cmd is None or time.monotonic() - self.last_cmd <= self.cfg.watchdog_timeout:
+            if self.last_cmd is None or self.time.now() - self.last_cmd <= self.cfg.watchdog_timeout:
                 return
             if not self.holding:
-                stale = time.monotonic() - self.last_cmd
+                stale = self.time.now() - self.last_cmd
                 self.holding = True
                 self._reject(["stale"])
                 self._hold()
@@ -298,7 +299,7 @@ class ArmSafetyNode(_SafetyBase):
                 self._reject(["no_state"])
                 return
             pos, quat = pose_arrays(msg.pose)
-            now = time.monotonic()
+            now = self.time.now()
             dt = None if self.last_time is None else now - self.last_time
             lim = self.cfg.limits
             pos, quat, reasons = filter_arm_target(lim, pos, quat, self.last_pos, self.last_quat, self.ee_pos, dt,
@@ -331,7 +332,7 @@ class ArmSafetyNode(_SafetyBase):
         speed, decel = float(np.linalg.norm(self.ee_vel)), self.cfg.stop_deceleration
         self.stop_profile = None
         if decel > 0 and speed > 1e-3:
-            self.stop_profile = (time.monotonic(), self.ee_pos.copy(), self.ee_vel.copy(), decel, speed / decel)
+            self.stop_profile = (self.time.now(), self.ee_pos.copy(), self.ee_vel.copy(), decel, speed / decel)
             self._stop_reach = 0.0
             self._while_stopped()  # its first point
             return
@@ -341,15 +342,15 @@ class ArmSafetyNode(_SafetyBase):
         pos = np.clip(pos, self.cfg.limits.workspace_low, self.cfg.limits.workspace_high)
         quat = self.last_quat if self.last_quat is not None else self.ee_quat
         self.hold_pose = (pos, quat)
-        self.last_pos, self.last_quat, self.last_time = pos, quat, time.monotonic()
-        self.send_target(pos, quat, to_stamp(time.time()))
+        self.last_pos, self.last_quat, self.last_time = pos, quat, self.time.now()
+        self.send_target(pos, quat, self.time.stamp())
 
     def _while_stopped(self) -> None:
         """At the watchdog rate while holding: the next point of the stop profile (until it has come to rest)."""
         if self.stop_profile is None:
             return
         t0, p0, v0, decel, duration = self.stop_profile
-        t = min(time.monotonic() - t0, duration)
+        t = min(self.time.now() - t0, duration)
         # reference p(t) = p0 + v0 t - a t^2 / 2 along v0 (speed falling linearly from |v0| to 0 at t = duration);
         # the target leads it by the arm's tracking lag at the reference's current speed
         speed = float(np.linalg.norm(v0))

@@ -9,18 +9,14 @@ Inputs (node-relative names; remap in the launch file):
   ``JointGroupEffortController`` forwards), same effect.
 * ``gripper_command`` — ``std_msgs/Float64``: gripper opening (m, 0-0.08) for the position-controlled fingers.
 
-Outputs, stamped with the wall-clock time of the physics state they describe (efforts beyond the joint torque
-limits are clipped and non-finite ones dropped by the hardware too): ``joint_states`` (arm + finger
-joints, every physics step: 500 Hz, 1 kHz with ``physics_dt`` 0.001; for the controller), ``gripper/joint_states``
-(fingers only), ``ee_pose`` (PoseStamped), ``ee_twist`` (TwistStamped, world frame),
-``wrench`` (WrenchStamped, wrist sensor frame), ``object_pose`` (PoseStamped: the task object, sim-privileged),
-``success`` (``std_msgs/Bool`` from the task's own evaluation) at ``aux_rate_hz``, and
-``camera/<name>/image_raw`` (rgb8) at ``camera_rate_hz`` when ``image_size > 0``; ``diagnostics`` once a second
-(effort command rate, largest gap between effort commands, how far physics is behind real time, and the count of
-effort commands that arrived non-finite or beyond the torque limits: ``bad_efforts``). TF (``robot_rl.ros.tf``):
-``/tf`` at ``tf_rate_hz`` (links ``link1``..``link7``, fingers, the task object), ``/tf_static`` (``base`` ->
-``link0``, ``hand``, ``ee``, ``ft``, ``<camera>_camera_optical``: the images' frame ids) and ``robot_description``
-(URDF), all latched where static. Service ``~/reset``
+Outputs, stamped with the time of the physics state they describe (wall clock; with ``use_sim_time`` the physics
+time, which this node then publishes on ``/clock``: a loaded sim runs slower than real time, its stamps stay
+consistent): ``joint_states`` (arm + fingers, every physics step), ``gripper/joint_states``, ``ee_pose``,
+``ee_twist`` (base frame), ``wrench`` (``ft`` frame), ``object_pose`` (sim-privileged), ``success`` (the task's own
+check) at ``aux_rate_hz``; ``camera/<name>/image_raw`` (rgb8) at ``camera_rate_hz`` when ``image_size > 0``;
+``/diagnostics`` once a second (effort command rate and largest gap, how far physics is behind real time,
+``bad_efforts``: commands non-finite or beyond the torque limits, which are dropped or clipped); ``/tf`` at
+``tf_rate_hz``, ``/tf_static`` and ``robot_description`` (URDF), see ``robot_rl.ros.tf``. Service ``~/reset``
 (``std_srvs/Trigger``): re-places the task objects (the arm is not moved unless ``reset_teleports_arm``).
 
 Injected imperfections: ``command_latency`` delays every command before it acts, ``state_latency`` delays every
@@ -45,6 +41,7 @@ import numpy as np  # noqa: E402
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue  # noqa: E402
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped  # noqa: E402
 from rclpy.node import Node  # noqa: E402
+from rosgraph_msgs.msg import Clock  # noqa: E402
 from sensor_msgs.msg import Image, JointState  # noqa: E402
 from std_msgs.msg import Bool, Float64, Float64MultiArray, Header  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
@@ -167,6 +164,11 @@ class ArmHardwareNode(Node):
         self.pub_success = self.create_publisher(Bool, "success", 10)
         self.pub_fingers = self.create_publisher(JointState, "gripper/joint_states", 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)  # global: the aggregator's topic
+        # use_sim_time: this node is the clock. Physics time (never skipped, whatever the CPU load) on /clock and
+        # in every stamp; injected latencies and timeouts count it too.
+        use_sim = bool(self.get_parameter("use_sim_time").value)
+        self.pub_clock = self.create_publisher(Clock, "/clock", 10) if use_sim else None
+        self.sim_t = 0.0
         cams = cfg.cameras if cfg.image_size > 0 else ()
         self.pub_cams = {c: self.create_publisher(Image, f"camera/{c}/image_raw", 2) for c in cams}
         names = tuple(m.camera(c).name for c in range(m.ncam))  # every camera mount, with images or without
@@ -180,12 +182,16 @@ class ArmHardwareNode(Node):
         self._thread = threading.Thread(target=self._loop, name="physics", daemon=True)
         self._thread.start()
 
+    def now(self) -> float:
+        """The time commands and latencies are counted in: physics time with ``use_sim_time``, else wall clock."""
+        return self.sim_t if self.pub_clock is not None else time.time()
+
     # ------------------------------------------------------------ inputs
     def enqueue(self, kind: str, value: object) -> None:
         """Queues an input to act at the first physics step after ``command_latency``: ``effort`` ((efforts,
         stamp)), ``gripper`` (opening, m) or ``call`` (a function called in the physics loop). No lock: deque
         appends and pops are atomic, and the physics loop holds ``lock`` for a whole step."""
-        self._cmd_queue.append((time.time() + self.cfg.command_latency, kind, value))
+        self._cmd_queue.append((self.now() + self.cfg.command_latency, kind, value))
 
     def _on_joint_command(self, msg: JointState) -> None:
         effort = np.asarray(msg.effort, np.float64)
@@ -279,7 +285,7 @@ class ArmHardwareNode(Node):
                 t0 += -delay
             if self.pre_step is not None:
                 self.pre_step()
-            now = time.time()
+            now = self.now()
             with self.lock:
                 self._apply_commands(now)
                 if self.in_loop is not None:  # composed controller: read -> update -> write, as ros2_control
@@ -295,7 +301,10 @@ class ArmHardwareNode(Node):
                     d.ctrl[arm] = self.effort
                 mujoco.mj_step(m, d)
                 step += 1
-                stamp = wall0 + time.perf_counter()
+                self.sim_t += self.dt
+                stamp = self.sim_t if self.pub_clock else wall0 + time.perf_counter()
+                if self.pub_clock is not None:  # /clock first: a node's clock is current when the state arrives
+                    self.pub_clock.publish(Clock(clock=to_stamp(stamp)))
                 self._publish_joints(stamp)
                 cam_step = bool(self.pub_cams) and step % cam_every == 0
                 tf_step = step % tf_every == 0
@@ -327,18 +336,18 @@ class ArmHardwareNode(Node):
         status.values = [KeyValue(key=k, value=f"{v:.1f}" if isinstance(v, float) else str(v))
                          for k, v in values.items()]
         msg = DiagnosticArray(status=[status])
-        msg.header.stamp = to_stamp(time.time())
+        msg.header.stamp = to_stamp(self.now())
         self.pub_diag.publish(msg)
         self.commands_received, self.max_gap = 0, 0.0
 
     def _publish(self, pub: object, msg: object) -> None:
         if self.cfg.state_latency > 0:
-            self._out_queue.append((time.time() + self.cfg.state_latency, pub, msg))
+            self._out_queue.append((self.now() + self.cfg.state_latency, pub, msg))
         else:
             pub.publish(msg)
 
     def _flush(self) -> None:
-        q, now = self._out_queue, time.time()
+        q, now = self._out_queue, self.now()
         while q and q[0][0] <= now:
             _, pub, msg = q.popleft()
             pub.publish(msg)

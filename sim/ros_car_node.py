@@ -27,6 +27,7 @@ import numpy as np  # noqa: E402
 from geometry_msgs.msg import Twist  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402
 from rclpy.node import Node  # noqa: E402
+from rosgraph_msgs.msg import Clock  # noqa: E402
 from sensor_msgs.msg import Image  # noqa: E402
 from std_msgs.msg import Bool  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
@@ -99,6 +100,9 @@ class CarHardwareNode(Node):
         self._queue: deque[tuple[float, float, float]] = deque()
         self.last_cmd = -math.inf
         self.noise = np.random.default_rng(self.cfg.seed)
+        use_sim = bool(self.get_parameter("use_sim_time").value)
+        self.pub_clock = self.create_publisher(Clock, "/clock", 10) if use_sim else None
+        self.sim_t = 0.0
         self.pub_odom = self.create_publisher(Odometry, "odom", 10)
         self.pub_collision = self.create_publisher(Bool, "collision", 10)
         self.pub_cam = self.create_publisher(Image, "camera/front/image_raw", 2) if self.cfg.image_size else None
@@ -111,11 +115,15 @@ class CarHardwareNode(Node):
         self._thread = threading.Thread(target=self._loop, name="physics", daemon=True)
         self._thread.start()
 
+    def now(self) -> float:
+        """Physics time with ``use_sim_time``, else wall clock (commands, latency and timeout count it)."""
+        return self.sim_t if self.pub_clock is not None else time.time()
+
     def _on_cmd(self, msg: Twist) -> None:
         v, w = float(msg.linear.x), float(msg.angular.z)
         if math.isfinite(v) and math.isfinite(w):
             with self.lock:
-                self._queue.append((time.time() + self.cfg.command_latency, v, w))
+                self._queue.append((self.now() + self.cfg.command_latency, v, w))
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         with self.lock:
@@ -141,7 +149,7 @@ class CarHardwareNode(Node):
                 time.sleep(delay)
             elif delay < -0.1:
                 t0 += -delay
-            now = time.time()
+            now = self.now()
             with self.lock:
                 while self._queue and self._queue[0][0] <= now:
                     _, v, w = self._queue.popleft()
@@ -152,7 +160,10 @@ class CarHardwareNode(Node):
                     d.ctrl[env.wheel_ctrl] = 0.0
                 mujoco.mj_step(m, d)
                 step += 1
-                stamp = wall0 + time.perf_counter()
+                self.sim_t += self.dt
+                stamp = self.sim_t if self.pub_clock else wall0 + time.perf_counter()
+                if self.pub_clock is not None:  # use_sim_time: this node is the clock (physics time)
+                    self.pub_clock.publish(Clock(clock=to_stamp(stamp)))
                 try:
                     if step % odom_every == 0:
                         mujoco.mj_forward(m, d)

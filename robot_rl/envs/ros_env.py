@@ -99,6 +99,10 @@ class RosArmEnvConfig:
     output and state, joint states, EE pose and twist, object pose, success, diagnostics and the cameras
     (``ros2 bag play`` / Foxglove open them; ``robot-rl datasets import --format rosbag`` turns them into demos).
     Empty = no recording."""
+    use_sim_time: bool = False
+    """Take time from the simulation's ``/clock`` (the sim hardware started with ``use_sim_time``): the control
+    period, stamps and freshness checks count physics time, so a sim slower than real time behaves as at full
+    speed. Off for a real robot (wall clock)."""
     record_images: str = "raw"
     """Camera topics in the bags: ``raw`` (sensor_msgs/Image as published), ``compressed`` (JPEG
     sensor_msgs/CompressedImage on ``<topic>/compressed``, about 10x smaller) or ``none``."""
@@ -113,6 +117,8 @@ class RosArmEnvConfig:
             raise ValueError("success_source must be topic, key or none")
         if self.image_size < 0 or (self.image_size > 0 and not self.cameras):
             raise ValueError("image_size > 0 needs cameras")
+        if self.rig is not None and self.use_sim_time:
+            raise ValueError("use_sim_time is for simulated hardware; rig cameras are stamped on this host's clock")
         if self.rig is not None and (self.image_size or self.cameras):
             raise ValueError("rig replaces image_size/cameras: set one or the other")
         if self.record_images not in ("raw", "compressed", "none"):
@@ -168,10 +174,12 @@ class RosArmEnv(gym.Env):
         from std_msgs.msg import Bool, Float64, String
 
         from robot_rl.envs.ros_io import RosLink
+        from robot_rl.ros.clock import NodeTime
         from robot_rl.ros.msgs import image_array, pose_arrays
 
         cfg = self.cfg
-        link = RosLink("robot_env", cfg.namespace)
+        link = RosLink("robot_env", cfg.namespace, use_sim_time=cfg.use_sim_time)
+        self.clock = NodeTime(link.node, real=time.time)  # wall clock (the stamps'), or /clock with use_sim_time
 
         def opening(msg: JointState) -> float:
             index = {n: i for i, n in enumerate(msg.name)}
@@ -232,7 +240,7 @@ class RosArmEnv(gym.Env):
     def _publish(self) -> None:
         from robot_rl.ros.msgs import pose_stamped
 
-        now = time.time()
+        now = self.clock.now()
         self._pub_target.publish(pose_stamped(self.target_pos, self.target_quat, now))
         opening = self.cfg.limits.max_opening * 0.5 * (1.0 - self.gripper)
         self._pub_gripper.publish(self._Float64(data=float(opening)))
@@ -290,7 +298,7 @@ class RosArmEnv(gym.Env):
         self._key.clear()
         self.steps = 0
         self.target_pos, self.target_quat = (np.array(x, np.float64) for x in self.ee()[:2])
-        self._tick = time.time()
+        self._tick = self.clock.now()
         self.link.streams["success"].clear()
         if self.recorder is not None:
             self.recorder.start_episode()  # from the settled start on: reset motion is not part of the episode
@@ -308,7 +316,7 @@ class RosArmEnv(gym.Env):
         self.target_quat = np.asarray(lim.home_quat, np.float64)
         self.gripper = -1.0
         deadline = time.monotonic() + self.cfg.reset_timeout
-        tick = time.monotonic()
+        tick = self.clock.now()
         while True:
             pos, _, vel = self.ee()
             if np.linalg.norm(pos - home) < self.cfg.settle_tolerance and np.linalg.norm(vel) < self.cfg.settle_speed:
@@ -320,7 +328,7 @@ class RosArmEnv(gym.Env):
             self.target_pos = np.clip(self.target_pos + step, pos - lim.max_target_lead, pos + lim.max_target_lead)
             self._publish()
             tick += self.period
-            time.sleep(max(0.0, tick - time.monotonic()))
+            self.clock.sleep_until(tick)
 
     def hold_action(self) -> np.ndarray:
         """Zero motion with the gripper command currently applied: the robot stays where it is."""
@@ -350,12 +358,12 @@ class RosArmEnv(gym.Env):
         self.gripper = float(action[3])
         self._publish()
         self._tick += self.period
-        now = time.time()
+        now = self.clock.now()
         if now > self._tick:  # the caller took longer than a period: start a new schedule from now
             self.overruns += 1
             self._tick = now
         else:
-            time.sleep(self._tick - now)
+            self.clock.sleep_until(self._tick)
         obs, info = self._observe(self._tick - 0.5 * self.period)
         self.steps += 1
         success = self._success()

@@ -19,6 +19,7 @@ from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
 
+from robot_rl.ros.clock import use_sim_time_override
 from robot_rl.ros.fast_sub import FastSubscription
 from robot_rl.ros.msgs import from_stamp
 
@@ -97,10 +98,12 @@ class RosLink:
     """An rclpy node of its own (own context: several envs or tests in one process do not interfere) spun by a
     single-threaded executor in a daemon thread."""
 
-    def __init__(self, name: str, namespace: str = "", args: list[str] | None = None) -> None:
+    def __init__(self, name: str, namespace: str = "", args: list[str] | None = None,
+                 use_sim_time: bool = False) -> None:
         self.context = Context()
         rclpy.init(args=args, context=self.context)
-        self.node = Node(name, namespace=namespace, context=self.context)
+        self.node = Node(name, namespace=namespace, context=self.context,
+                         parameter_overrides=use_sim_time_override(use_sim_time))
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
         self.streams: dict[str, Stream] = {}

@@ -28,12 +28,31 @@ def _compose(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray])
     return pa + _rotate(qa, pb), q
 
 
-def _collect(node, until, timeout: float) -> None:  # noqa: ANN001
+def _listen(extra: dict[str, tuple[type, str]], enough_tf: int) -> dict[str, list]:
+    """Messages of /tf, /tf_static, /robot_description (latched) and the ``extra`` topics (key -> (type, topic)),
+    until each has one and /tf ``enough_tf`` (90 s at most)."""
     import rclpy
+    from rclpy.node import Node
+    from rclpy.qos import DurabilityPolicy, QoSProfile
+    from std_msgs.msg import String
+    from tf2_msgs.msg import TFMessage
 
-    deadline = time.monotonic() + timeout
-    while not until() and time.monotonic() < deadline:
-        rclpy.spin_once(node, timeout_sec=0.05)
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    topics = {"tf": (TFMessage, "/tf", 200), "static": (TFMessage, "/tf_static", latched),
+              "urdf": (String, "/robot_description", latched), **{k: (*v, 200) for k, v in extra.items()}}
+    rclpy.init()
+    node = Node("tf_probe")
+    got: dict[str, list] = {k: [] for k in topics}
+    for key, (kind, topic, qos) in topics.items():
+        node.create_subscription(kind, topic, got[key].append, qos)
+    try:
+        deadline = time.monotonic() + 90.0
+        while not (all(got.values()) and len(got["tf"]) >= enough_tf) and time.monotonic() < deadline:
+            rclpy.spin_once(node, timeout_sec=0.05)
+    finally:
+        node.destroy_node()
+        rclpy.shutdown()
+    return got
 
 
 def _edges(msgs) -> dict[str, tuple[str, float, np.ndarray, np.ndarray]]:  # noqa: ANN001
@@ -50,29 +69,11 @@ def _edges(msgs) -> dict[str, tuple[str, float, np.ndarray, np.ndarray]]:  # noq
 
 @pytest.mark.timeout(180)
 def test_the_arm_publishes_a_complete_tf_tree_and_a_matching_urdf(graph):
-    import rclpy
     from geometry_msgs.msg import PoseStamped
-    from rclpy.node import Node
-    from rclpy.qos import DurabilityPolicy, QoSProfile
     from sensor_msgs.msg import Image
-    from std_msgs.msg import String
-    from tf2_msgs.msg import TFMessage
 
     graph.start("arm_hardware", "-p", "image_size:=16", "-p", "tf_rate_hz:=100.0")
-    rclpy.init()
-    node = Node("tf_probe")
-    got: dict[str, list] = {"tf": [], "static": [], "urdf": [], "pose": [], "image": []}
-    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-    node.create_subscription(TFMessage, "/tf", got["tf"].append, 100)
-    node.create_subscription(TFMessage, "/tf_static", got["static"].append, latched)
-    node.create_subscription(String, "/robot_description", got["urdf"].append, latched)
-    node.create_subscription(PoseStamped, "/ee_pose", got["pose"].append, 200)
-    node.create_subscription(Image, "/camera/wrist/image_raw", got["image"].append, 10)
-    try:
-        _collect(node, lambda: all(len(v) >= 1 for v in got.values()) and len(got["tf"]) >= 20, 90.0)
-    finally:
-        node.destroy_node()
-        rclpy.shutdown()
+    got = _listen({"pose": (PoseStamped, "/ee_pose"), "image": (Image, "/camera/wrist/image_raw")}, 20)
     assert all(got.values()), ({k: len(v) for k, v in got.items()}, graph.log("arm_hardware")[-2000:])
 
     urdf = ET.fromstring(got["urdf"][0].data)
@@ -121,27 +122,10 @@ def test_the_arm_publishes_a_complete_tf_tree_and_a_matching_urdf(graph):
 
 @pytest.mark.timeout(180)
 def test_the_car_publishes_odom_to_base_link_matching_its_odometry(graph):
-    import rclpy
     from nav_msgs.msg import Odometry
-    from rclpy.node import Node
-    from rclpy.qos import DurabilityPolicy, QoSProfile
-    from std_msgs.msg import String
-    from tf2_msgs.msg import TFMessage
 
     graph.start("car_hardware", "-p", "image_size:=16")
-    rclpy.init()
-    node = Node("tf_probe")
-    got: dict[str, list] = {"tf": [], "static": [], "urdf": [], "odom": []}
-    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-    node.create_subscription(TFMessage, "/tf", got["tf"].append, 100)
-    node.create_subscription(TFMessage, "/tf_static", got["static"].append, latched)
-    node.create_subscription(String, "/robot_description", got["urdf"].append, latched)
-    node.create_subscription(Odometry, "/odom", got["odom"].append, 100)
-    try:
-        _collect(node, lambda: all(len(v) >= 1 for v in got.values()) and len(got["tf"]) >= 10, 90.0)
-    finally:
-        node.destroy_node()
-        rclpy.shutdown()
+    got = _listen({"odom": (Odometry, "/odom")}, 10)
     assert all(got.values()), ({k: len(v) for k, v in got.items()}, graph.log("car_hardware")[-2000:])
     links = {link.get("name") for link in ET.fromstring(got["urdf"][0].data).iter("link")}
     frames = {**_edges(got["static"]), **_edges(got["tf"])}
