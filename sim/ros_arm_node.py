@@ -60,7 +60,8 @@ class ArmHardwareConfig:
     """Parameters of the sim arm hardware node (all ROS 2 parameters)."""
 
     startup_only: ClassVar[tuple[str, ...]] = ("task", "seed", "image_size", "cameras", "physics_dt", "aux_rate_hz",
-                                               "camera_rate_hz", "tf_rate_hz", "frame_prefix")
+                                               "camera_rate_hz", "tf_rate_hz", "clock_rate_hz",
+                                               "frame_prefix")
     """Read when the node starts (rates, scene, cameras): read-only parameters."""
 
     task: str = "PickCube"
@@ -77,6 +78,8 @@ class ArmHardwareConfig:
     """Camera frame rate."""
     tf_rate_hz: float = 50.0
     """Rate of /tf (the moving links and the task object; /tf_static and robot_description are published once)."""
+    clock_rate_hz: float = 250.0
+    """Rate of ``/clock`` with ``use_sim_time`` (the resolution of the other nodes' time; stamps are exact)."""
     frame_prefix: str = ""
     """Prepended to every frame id this node publishes (several robots in one TF tree), e.g. ``arm1/``."""
     command_latency: float = 0.0
@@ -102,8 +105,8 @@ class ArmHardwareConfig:
             raise ValueError(f"task must be one of {TASKS}")
         if not 0 <= self.physics_dt <= 0.01:
             raise ValueError("physics_dt must be in [0, 0.01] s (0 = the model's timestep)")
-        if min(self.aux_rate_hz, self.camera_rate_hz, self.tf_rate_hz, self.command_timeout) <= 0:
-            raise ValueError("aux_rate_hz, camera_rate_hz, tf_rate_hz and command_timeout must be > 0")
+        if min(self.aux_rate_hz, self.camera_rate_hz, self.tf_rate_hz, self.clock_rate_hz, self.command_timeout) <= 0:
+            raise ValueError("rates and command_timeout must be > 0")
         if min(self.command_latency, self.state_latency, self.joint_noise, self.pose_noise, self.image_size) < 0:
             raise ValueError("latencies, noise and image_size must be >= 0")
 
@@ -274,6 +277,7 @@ class ArmHardwareNode(Node):
         step = 0
         aux_every = max(1, int(round(1.0 / (cfg.aux_rate_hz * self.dt))))
         tf_every = max(1, int(round(1.0 / (cfg.tf_rate_hz * self.dt))))
+        clock_every = max(1, int(round(1.0 / (cfg.clock_rate_hz * self.dt))))
         cam_every = max(1, int(round(1.0 / (cfg.camera_rate_hz * self.dt))))
         diag_every = int(round(1.0 / self.dt))
         while not self._stop.is_set() and self.context.ok():
@@ -301,9 +305,9 @@ class ArmHardwareNode(Node):
                     d.ctrl[arm] = self.effort
                 mujoco.mj_step(m, d)
                 step += 1
-                self.sim_t += self.dt
-                stamp = self.sim_t if self.pub_clock else wall0 + time.perf_counter()
-                if self.pub_clock is not None:  # /clock first: a node's clock is current when the state arrives
+                self.sim_t = step * self.dt  # physics time (a sum of dt would drift)
+                stamp = self.sim_t if self.pub_clock is not None else wall0 + time.perf_counter()
+                if self.pub_clock is not None and step % clock_every == 0:  # before the step's state goes out
                     self.pub_clock.publish(Clock(clock=to_stamp(stamp)))
                 self._publish_joints(stamp)
                 cam_step = bool(self.pub_cams) and step % cam_every == 0
@@ -313,9 +317,11 @@ class ArmHardwareNode(Node):
                 if step % aux_every == 0:
                     self._publish_aux(stamp)
                 if tf_step:
-                    b = self.obj_body  # the task object as a frame of its own (sim-privileged, like object_pose)
-                    self.tf.publish(d, to_stamp(stamp), [("base", m.body(b).name, d.xpos[b], d.xquat[b])] if b >= 0
-                                    else [])
+                    b = self.obj_body  # the task object's body as a frame of its own (sim-privileged)
+                    tf = self.tf.moving(d, to_stamp(stamp), [("base", m.body(b).name, d.xpos[b], d.xquat[b])]
+                                        if b >= 0 else [])
+                    if tf is not None:
+                        self._publish(self.tf.pub, tf)  # with the state's injected latency
                 if step % diag_every == 0:
                     self._publish_diag(diag_every * self.dt, time.perf_counter() - due)
                 if cam_step:

@@ -77,11 +77,12 @@ ODOM_VARIANCE_FLOOR = 1e-9
 """Variance published for exact sim quantities: zero would read as "unknown" to filters such as robot_localization."""
 
 
-def odom_covariance(std: float) -> list[float]:
-    """Row-major 6x6 covariance of (x, y, z, roll, pitch, yaw) or (vx, vy, vz, wx, wy, wz): independent dimensions of
-    variance ``std**2`` (floored), the form nav_msgs/Odometry carries."""
-    var = max(std * std, ODOM_VARIANCE_FLOOR)
-    return [var if i % 7 == 0 else 0.0 for i in range(36)]
+def odom_covariance(std: float, noisy: tuple[int, ...] = (0, 1, 5)) -> list[float]:
+    """Row-major 6x6 covariance of (x, y, z, roll, pitch, yaw) or (vx, vy, vz, wx, wy, wz), the form nav_msgs/Odometry
+    carries: independent dimensions, variance ``std**2`` on the ``noisy`` ones (the planar x, y, yaw the noise is
+    added to), the floor on the exact rest."""
+    diagonal = [max(std * std, ODOM_VARIANCE_FLOOR) if i in noisy else ODOM_VARIANCE_FLOOR for i in range(6)]
+    return [diagonal[i // 6] if i % 7 == 0 else 0.0 for i in range(36)]
 
 
 class CarHardwareNode(Node):
@@ -160,9 +161,9 @@ class CarHardwareNode(Node):
                     d.ctrl[env.wheel_ctrl] = 0.0
                 mujoco.mj_step(m, d)
                 step += 1
-                self.sim_t += self.dt
-                stamp = self.sim_t if self.pub_clock else wall0 + time.perf_counter()
-                if self.pub_clock is not None:  # use_sim_time: this node is the clock (physics time)
+                self.sim_t = step * self.dt  # physics time (a sum of dt would drift)
+                stamp = self.sim_t if self.pub_clock is not None else wall0 + time.perf_counter()
+                if self.pub_clock is not None and step % odom_every == 0:  # use_sim_time: this node is the clock
                     self.pub_clock.publish(Clock(clock=to_stamp(stamp)))
                 try:
                     if step % odom_every == 0:
@@ -206,7 +207,9 @@ class CarHardwareNode(Node):
         msg.pose.covariance = odom_covariance(pose_std)
         msg.twist.covariance = odom_covariance(twist_std)
         self.pub_odom.publish(msg)
-        self.tf.publish(d, msg.header.stamp, root_pose=((p.x, p.y, p.z), (o.w, o.x, o.y, o.z)))
+        tf = self.tf.moving(d, msg.header.stamp, root_pose=((p.x, p.y, p.z), (o.w, o.x, o.y, o.z)))
+        if tf is not None:
+            self.tf.pub.publish(tf)
         self.pub_collision.publish(Bool(data=bool(d.sensordata[env.wall_sensor] > 0)))
 
     def close(self) -> None:

@@ -101,8 +101,8 @@ class RosArmEnvConfig:
     Empty = no recording."""
     use_sim_time: bool = False
     """Take time from the simulation's ``/clock`` (the sim hardware started with ``use_sim_time``): the control
-    period, stamps and freshness checks count physics time, so a sim slower than real time behaves as at full
-    speed. Off for a real robot (wall clock)."""
+    period, command stamps and freshness checks count physics time, also when the sim runs slower than real time.
+    Off for a real robot (wall clock)."""
     record_images: str = "raw"
     """Camera topics in the bags: ``raw`` (sensor_msgs/Image as published), ``compressed`` (JPEG
     sensor_msgs/CompressedImage on ``<topic>/compressed``, about 10x smaller) or ``none``."""
@@ -217,6 +217,11 @@ class RosArmEnv(gym.Env):
         if unheard:
             self.close()
             raise TimeoutError(f"nobody subscribes to {unheard} (namespace {cfg.namespace!r}): is the safety node up?")
+        try:
+            self.clock.wait_for_clock(cfg.connect_timeout)
+        except TimeoutError:
+            self.close()
+            raise
         if cfg.rig is not None:
             try:
                 self.rig = CameraRig(cfg.rig).start()
@@ -328,7 +333,7 @@ class RosArmEnv(gym.Env):
             self.target_pos = np.clip(self.target_pos + step, pos - lim.max_target_lead, pos + lim.max_target_lead)
             self._publish()
             tick += self.period
-            self.clock.sleep_until(tick)
+            self.clock.sleep_until(tick, self.cfg.obs_timeout)
 
     def hold_action(self) -> np.ndarray:
         """Zero motion with the gripper command currently applied: the robot stays where it is."""
@@ -363,7 +368,7 @@ class RosArmEnv(gym.Env):
             self.overruns += 1
             self._tick = now
         else:
-            self.clock.sleep_until(self._tick)
+            self.clock.sleep_until(self._tick, self.cfg.obs_timeout)
         obs, info = self._observe(self._tick - 0.5 * self.period)
         self.steps += 1
         success = self._success()

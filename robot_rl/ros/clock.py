@@ -9,13 +9,14 @@ is the host's clock otherwise (real robots: nothing changes).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
 from builtin_interfaces.msg import Time as TimeMsg
-from rclpy.clock import ClockType
+from rclpy.clock import JumpThreshold
+from rclpy.duration import Duration
 from rclpy.node import Node
-from rclpy.time import Time
 
 
 class NodeTime:
@@ -36,13 +37,31 @@ class NodeTime:
     def stamp(self) -> TimeMsg:
         return self.clock.now().to_msg()
 
-    def sleep_until(self, t: float) -> None:
-        """Returns once ``now() >= t`` (in sim time: once ``/clock`` has passed ``t``, however slow the sim)."""
+    def sleep_until(self, t: float, timeout: float | None = None) -> None:
+        """Returns once ``now() >= t``: in sim time once ``/clock`` has passed ``t``, however slow the sim, but at
+        most ``timeout`` s of real time (then TimeoutError: a simulation that stopped must not hang its callers)."""
         if not self.sim:
             time.sleep(max(0.0, t - self.real()))
             return
-        until = Time(nanoseconds=int(t * 1e9), clock_type=ClockType.ROS_TIME)
-        self.clock.sleep_until(until, context=self.node.context)
+        until = int(t * 1e9)
+        reached = threading.Event()
+
+        def on_jump(_jump: object) -> None:
+            if self.clock.now().nanoseconds >= until:
+                reached.set()
+
+        threshold = JumpThreshold(min_forward=Duration(nanoseconds=1), min_backward=None, on_clock_change=True)
+        with self.clock.create_jump_callback(threshold, post_callback=on_jump):
+            if self.clock.now().nanoseconds < until and not reached.wait(timeout):
+                raise TimeoutError(f"/clock did not reach {t:.3f} s within {timeout} s (simulation stopped?)")
+
+    def wait_for_clock(self, timeout: float) -> None:
+        """In sim time: until the first ``/clock`` has arrived (ROS time reads 0 before)."""
+        deadline = time.monotonic() + timeout
+        while self.sim and self.clock.now().nanoseconds == 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no /clock within {timeout} s (is the sim hardware started with use_sim_time?)")
+            time.sleep(0.01)
 
 
 def use_sim_time_override(enabled: bool) -> list:

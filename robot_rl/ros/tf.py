@@ -47,14 +47,15 @@ def rpy(quat: np.ndarray) -> tuple[float, float, float]:
     m = np.empty(9)
     mujoco.mju_quat2Mat(m, np.asarray(quat, np.float64))
     r = m.reshape(3, 3)
-    pitch = math.asin(max(-1.0, min(1.0, -r[2, 0])))
-    if abs(r[2, 0]) < 1.0 - 1e-9:
+    cos_pitch = math.hypot(r[0, 0], r[1, 0])
+    pitch = math.atan2(-r[2, 0], cos_pitch)  # accurate near +-pi/2, where asin is not
+    if cos_pitch > 1e-9:
         return math.atan2(r[2, 1], r[2, 2]), pitch, math.atan2(r[1, 0], r[0, 0])
     return 0.0, pitch, math.atan2(-r[0, 1], r[1, 1])  # gimbal lock: yaw carries the rotation about z
 
 
 def _numbers(values) -> str:  # noqa: ANN001
-    return " ".join(f"{float(v) + 0.0:.6g}" for v in values)  # + 0.0: no "-0"
+    return " ".join(f"{float(v) + 0.0:.10g}" for v in values)  # + 0.0: no "-0"
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,12 @@ class MujocoFrames:
         self.names = {b: (rename or {}).get(model.body(b).name, model.body(b).name) for b in self.bodies}
         self.root, self.move_root = root, move_root
         self.moving = [b for b in self.bodies if b != root and model.body_jntnum[b] > 0]
+        for b in self.moving:  # what a URDF joint can say: one hinge or slide through the body's origin
+            j = int(model.body_jntadr[b])
+            if (model.body_jntnum[b] != 1 or np.any(model.jnt_pos[j] != 0)
+                    or model.jnt_type[j] not in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)):
+                raise ValueError(f"body {model.body(b).name!r}: only one hinge or slide joint at the body origin "
+                                 "can be described")
         self.fixed: list[FixedFrame] = []
         for b in self.bodies:
             if b != root and model.body_jntnum[b] == 0:
@@ -246,8 +253,10 @@ class TfPublisher:
             out.append(t)
         return tf_message(transforms=out)
 
-    def publish(self, data: mujoco.MjData, stamp: object, extra: list[tuple[str, str, np.ndarray, np.ndarray]] = (),
-                root_pose: tuple[np.ndarray, np.ndarray] | None = None) -> None:
-        """``/tf``: the moving links in the state of ``data`` (kinematics current), plus ``extra`` transforms."""
-        if self.pub is not None:
-            self.pub.publish(self.message([*self.frames.moving_transforms(data, root_pose), *extra], stamp))
+    def moving(self, data: mujoco.MjData, stamp: object, extra: list[tuple[str, str, np.ndarray, np.ndarray]] = (),
+               root_pose: tuple[np.ndarray, np.ndarray] | None = None) -> object | None:
+        """The ``/tf`` message of the moving links in the state of ``data`` (kinematics current) plus ``extra``
+        transforms (None without tf2_msgs); publish it on ``pub``."""
+        if self.pub is None:
+            return None
+        return self.message([*self.frames.moving_transforms(data, root_pose), *extra], stamp)

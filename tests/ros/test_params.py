@@ -62,11 +62,12 @@ def test_parameters_of_every_type_are_set_at_run_time_and_startup_ones_refused(a
         assert not any(r.successful for r in refused)
         assert all("read-only" in r.reason for r in refused), [r.reason for r in refused]
         # the array form of the efforts is advertised only when it is published
-        if "arm_controller" in arm_graph.procs:  # a controller node of its own (the stack's is in the physics loop)
-            deadline = time.monotonic() + 10.0  # discovery of the controller's publishers
-            while node.count_publishers("/joint_command") < 1 and time.monotonic() < deadline:
-                rclpy.spin_once(node, timeout_sec=0.05)
-            assert node.count_publishers("/joint_command") == 1
+        separate = "arm_controller" in arm_graph.procs  # else the stack: its controller runs in the physics loop
+        discovered = ("/joint_command", "/joint_states") if separate else ("/joint_states",)
+        deadline = time.monotonic() + 10.0  # discovery of the graph's publishers
+        while any(node.count_publishers(t) < 1 for t in discovered) and time.monotonic() < deadline:
+            rclpy.spin_once(node, timeout_sec=0.05)
+        assert all(node.count_publishers(t) == 1 for t in discovered)
         assert node.count_publishers("/effort_controller/commands") == 0
         bad = set_params("arm_safety", {"limits.workspace_low": [0.7, 0.0, 0.0]})  # above workspace_high
         assert not bad[0].successful and bad[0].reason

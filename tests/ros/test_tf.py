@@ -19,6 +19,17 @@ def _rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
     return v + 2.0 * np.cross(xyz, np.cross(xyz, v) + w * v)
 
 
+def _quat_from_rpy(roll: float, pitch: float, yaw: float) -> np.ndarray:
+    """URDF rpy (fixed axes: R = Rz(yaw) Ry(pitch) Rx(roll)) -> (w, x, y, z)."""
+    def axis(angle: float, i: int) -> np.ndarray:
+        q = np.zeros(4)
+        q[0], q[1 + i] = np.cos(angle / 2), np.sin(angle / 2)
+        return q
+
+    return _compose((np.zeros(3), _compose((np.zeros(3), axis(yaw, 2)), (np.zeros(3), axis(pitch, 1)))[1]),
+                    (np.zeros(3), axis(roll, 0)))[1]
+
+
 def _compose(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     (pa, qa), (pb, qb) = a, b
     w1, x1, y1, z1 = qa
@@ -92,6 +103,20 @@ def test_the_arm_publishes_a_complete_tf_tree_and_a_matching_urdf(graph):
             seen.add(frame)
             frame = frames[frame][0]
     assert {"ee", "ft", "front_camera_optical", "wrist_camera_optical", "link7", "finger_left"} <= links
+    # the URDF's fixed joints carry the same transforms as /tf_static (its rpy convention included) ...
+    for joint in urdf.iter("joint"):
+        child = joint.find("child").get("link")
+        if joint.get("type") == "fixed":
+            origin = joint.find("origin")
+            xyz = np.array([float(v) for v in origin.get("xyz").split()])
+            quat = _quat_from_rpy(*(float(v) for v in origin.get("rpy").split()))
+            _, _, p, q = static[child]
+            assert np.allclose(xyz, p, atol=1e-8) and abs(abs(float(quat @ q)) - 1.0) < 1e-9, child
+    # ... and the front camera's optical z axis (REP-103: forward) looks at the workspace in front of the arm
+    _, _, cam_pos, cam_quat = static["front_camera_optical"]
+    forward = _rotate(cam_quat, np.array([0.0, 0.0, 1.0]))
+    to_table = np.array([0.5, 0.0, 0.05]) - cam_pos
+    assert forward @ to_table / np.linalg.norm(to_table) > 0.8, (forward, to_table)
     assert got["image"][0].header.frame_id == "wrist_camera_optical"
 
     # base -> ... -> ee from TF at one /tf stamp equals ee_pose of the same physics step
