@@ -18,6 +18,8 @@ from rclpy.clock import JumpThreshold
 from rclpy.duration import Duration
 from rclpy.node import Node
 
+from robot_rl.ros.msgs import to_stamp
+
 
 class NodeTime:
     """``now()`` in seconds: ``real()`` (default ``time.monotonic``: timeouts immune to wall-clock steps; the robot
@@ -26,16 +28,15 @@ class NodeTime:
 
     def __init__(self, node: Node, real: Callable[[], float] = time.monotonic) -> None:
         self.node, self.clock, self.real = node, node.get_clock(), real
-
-    @property
-    def sim(self) -> bool:
-        return bool(self.clock.ros_time_is_active)
+        # read once: rclpy settles use_sim_time while it builds the node, and the hot paths (the safety node's
+        # watchdog) should not take the clock's lock on every call
+        self.sim = bool(self.clock.ros_time_is_active)
 
     def now(self) -> float:
         return self.clock.now().nanoseconds * 1e-9 if self.sim else self.real()
 
     def stamp(self) -> TimeMsg:
-        return self.clock.now().to_msg()
+        return self.clock.now().to_msg() if self.sim else to_stamp(time.time())
 
     def sleep_until(self, t: float, timeout: float | None = None) -> None:
         """Returns once ``now() >= t``: in sim time once ``/clock`` has passed ``t``, however slow the sim, but at

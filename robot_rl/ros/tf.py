@@ -89,7 +89,8 @@ class MujocoFrames:
         for b in self.moving:  # what a URDF joint can say: one hinge or slide through the body's origin
             j = int(model.body_jntadr[b])
             if (model.body_jntnum[b] != 1 or np.any(model.jnt_pos[j] != 0)
-                    or model.jnt_type[j] not in (mujoco.mjtJoint.mjJNT_HINGE, mujoco.mjtJoint.mjJNT_SLIDE)):
+                    or int(model.jnt_type[j]) not in (int(mujoco.mjtJoint.mjJNT_HINGE),
+                                                      int(mujoco.mjtJoint.mjJNT_SLIDE))):
                 raise ValueError(f"body {model.body(b).name!r}: only one hinge or slide joint at the body origin "
                                  "can be described")
         self.fixed: list[FixedFrame] = []
@@ -161,7 +162,7 @@ class MujocoFrames:
                 self._visuals(link, body)
         for b in self.moving:
             jid = int(m.body_jntadr[b])
-            hinge = int(m.jnt_type[jid]) == mujoco.mjtJoint.mjJNT_HINGE
+            hinge = int(m.jnt_type[jid]) == int(mujoco.mjtJoint.mjJNT_HINGE)
             limited = bool(m.jnt_limited[jid])
             urdf_type = ("revolute" if limited else "continuous") if hinge else "prismatic"
             joint = ET.SubElement(top, "joint", name=m.joint(jid).name, type=urdf_type)
