@@ -19,8 +19,6 @@ out ``controller/cmd_vel``. (Node-relative names: put the graph in a namespace o
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
-from typing import ClassVar
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
@@ -36,66 +34,12 @@ from robot_rl.ros.msgs import pose_arrays, pose_stamped
 from robot_rl.ros.params import declare_config
 from robot_rl.ros.qos import watch_qos
 from robot_rl.safety.limits import (
-    ArmLimits,
-    CarLimits,
     RejectionCounter,
     filter_arm_target,
     filter_gripper,
     filter_twist,
 )
-
-
-@dataclass
-class SafetyConfig:
-    """Watchdog and reporting parameters common to the arm and car safety nodes."""
-
-    startup_only: ClassVar[tuple[str, ...]] = ("watchdog_rate_hz", "diagnostics_rate_hz")
-    """Read when the node starts (rates, scene, cameras): read-only parameters."""
-
-    watchdog_timeout: float = 0.075
-    """Commands older than this (s) are stale: hold (arm) / stop (car). Default 1.5 periods of a 20 Hz policy."""
-    watchdog_rate_hz: float = 200.0
-    """How often staleness is checked, on a thread of its own (and a car's stop command repeated)."""
-    diagnostics_rate_hz: float = 5.0
-    """Rate of the diagnostics topic (it is also published on every state change)."""
-
-    def validate(self) -> None:
-        if min(self.watchdog_timeout, self.watchdog_rate_hz, self.diagnostics_rate_hz) <= 0:
-            raise ValueError("watchdog_timeout, watchdog_rate_hz and diagnostics_rate_hz must be > 0")
-
-
-@dataclass
-class ArmSafetyConfig(SafetyConfig):
-    """Parameters of the arm safety node: the watchdog fields plus the limits (parameters ``limits.<field>``)."""
-
-    limits: ArmLimits = field(default_factory=ArmLimits)
-    """The limits, the same dataclass (and defaults) the robot env applies."""
-    stop_deceleration: float = 2.0
-    """Deceleration (m/s^2) of the controlled stop when the watchdog fires or the e-stop latches: the hold target
-    moves on from the measured EE position along its velocity, slowing at this rate to rest (no rebound), instead
-    of jumping to where the arm is. 0 = hold the measured pose at once."""
-    stop_lead_s: float = 0.1
-    """How far (in seconds of motion) an impedance-controlled arm trails its target at constant speed (its
-    damping over stiffness: 2 / sqrt(kp) = 0.1 s for the default controller). The stop target leads the planned
-    stop trajectory by this much, so the arm follows the trajectory instead of being pulled back at the start."""
-
-    def validate(self) -> None:
-        super().validate()
-        self.limits.validate()
-        if self.stop_deceleration < 0 or self.stop_lead_s < 0:
-            raise ValueError("stop_deceleration and stop_lead_s must be >= 0")
-
-
-@dataclass
-class CarSafetyConfig(SafetyConfig):
-    """Parameters of the car safety node."""
-
-    limits: CarLimits = field(default_factory=CarLimits)
-    """Speed and yaw-rate limits."""
-
-    def validate(self) -> None:
-        super().validate()
-        self.limits.validate()
+from robot_rl_controllers.ros_safety_config import ArmSafetyConfig, CarSafetyConfig, SafetyConfig  # noqa: F401
 
 
 class _SafetyBase(Node):

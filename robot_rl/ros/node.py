@@ -55,6 +55,7 @@ def run_node(make: Callable[[], Node | list[Node]], argv: list[str] | None = Non
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     nodes: list[Node] = []
+    ex: Executor | None = None
     try:
         made = make()
         nodes = made if isinstance(made, list) else [made]
@@ -66,6 +67,8 @@ def run_node(make: Callable[[], Node | list[Node]], argv: list[str] | None = Non
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        if ex is not None:  # before rclpy shuts down: a later garbage collection of it raised in __del__ at exit
+            ex.shutdown(timeout_sec=1.0)
         for node in nodes:  # in the given order: a composed process lists the node owning the loop first
             close = getattr(node, "close", None)
             if close is not None:

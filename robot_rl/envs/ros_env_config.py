@@ -1,0 +1,91 @@
+"""Config of the ROS 2 robot env (:class:`robot_rl.envs.ros_env.RosArmEnv`): its env kwargs in a run config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from robot_rl.cameras.config import RigConfig
+from robot_rl.safety.limits import ArmLimits
+
+HOME_POS = (0.5295, 0.0, 0.2793)
+"""Home TCP position of the sim arm (m, base frame), where ``reset`` brings the arm."""
+FINGER_JOINTS = ("finger_left", "finger_right")
+
+
+@dataclass
+class RosArmEnvConfig:
+    """Config of :class:`RosArmEnv` (env kwargs in a run config)."""
+
+    namespace: str = ""
+    """ROS 2 namespace of the robot's topics (e.g. "/arm"); topic names below are relative to it."""
+    control_hz: float = 20.0
+    """Rate of env.step (the policy's command rate)."""
+    max_episode_steps: int = 100
+    """Time limit in control steps (truncation)."""
+    limits: ArmLimits = field(default_factory=ArmLimits)
+    """First-layer limits (the safety node gets the same values); ``limits.max_step`` scales the action."""
+    home_pos: tuple[float, float, float] = HOME_POS
+    """EE position ``reset`` moves to (m)."""
+    include_wrench: bool = False
+    """Append the wrist wrench (6) to the state."""
+    object_state: bool = True
+    """Append the object position (3, from ``object_pose``: sim-privileged) to the state."""
+    image_size: int = 0
+    """Side of the camera images (0 = no pixels); must match the camera topics."""
+    cameras: tuple[str, ...] = ()
+    """Cameras subscribed as camera/<name>/image_raw into obs['pixels']."""
+    rig: RigConfig | None = None
+    """Cameras read through :mod:`robot_rl.cameras` instead (RealSense / OpenCV on this PC, or any ROS 2 image
+    topic, with crop/resize per camera); replaces ``image_size``/``cameras``. Started on the first reset."""
+    success_source: str = "topic"
+    """"topic" (std_msgs/Bool on ``success``), "key" (Enter on stdin) or "none"."""
+    terminate_on_success: bool = True
+    """End the episode when the task succeeds."""
+    reset_service: str = "arm_hardware/reset"
+    """std_srvs/Trigger called at the end of reset ("" = none; the sim hardware re-places its objects)."""
+    settle_tolerance: float = 0.002
+    """Reset is done when the EE is this close to home (m) ...  (a policy trained on sim resets, which start
+    exactly at home and at rest, is sensitive to the start: at 1 cm / 2 cm/s a PickCube policy lost 1-3 of 40)"""
+    settle_speed: float = 0.005
+    """... and slower than this (m/s)."""
+    reset_timeout: float = 15.0
+    """Longest reset (s) before an error."""
+    sync_slack: float = 0.0
+    """Every other topic must have a message stamped no earlier than the reference's stamp minus this (s) before
+    an observation is taken (0: the same instant, as the sim hardware stamps all topics of a physics step alike;
+    raise it for a robot whose drivers publish at different rates)."""
+    obs_timeout: float = 1.0
+    """Longest wait (s) for fresh observations after a period before an error."""
+    require_safety: bool = True
+    """The first reset waits for the safety node's ``safety_state`` (no commands before the safety layer is up)."""
+    connect_timeout: float = 30.0
+    """Longest wait (s) on the first reset for every subscribed topic to deliver a message."""
+    record_dir: str = ""
+    """Record every episode as a rosbag2 bag (MCAP) under this folder: the policy's command, the safety node's
+    output and state, joint states, EE pose and twist, object pose, success, diagnostics and the cameras
+    (``ros2 bag play`` / Foxglove open them; ``robot-rl datasets import --format rosbag`` turns them into demos).
+    Empty = no recording."""
+    use_sim_time: bool = False
+    """Take time from the simulation's ``/clock`` (the sim hardware started with ``use_sim_time``): the control
+    period, command stamps and freshness checks count physics time, also when the sim runs slower than real time.
+    Off for a real robot (wall clock)."""
+    record_images: str = "raw"
+    """Camera topics in the bags: ``raw`` (sensor_msgs/Image as published), ``compressed`` (JPEG
+    sensor_msgs/CompressedImage on ``<topic>/compressed``, about 10x smaller) or ``none``."""
+
+    def validate(self) -> None:
+        self.limits.validate()
+        if self.control_hz <= 0 or self.max_episode_steps <= 0:
+            raise ValueError("control_hz and max_episode_steps must be > 0")
+        if self.sync_slack < 0 or self.obs_timeout <= 0:
+            raise ValueError("sync_slack must be >= 0 and obs_timeout > 0")
+        if self.success_source not in ("topic", "key", "none"):
+            raise ValueError("success_source must be topic, key or none")
+        if self.image_size < 0 or (self.image_size > 0 and not self.cameras):
+            raise ValueError("image_size > 0 needs cameras")
+        if self.rig is not None and self.use_sim_time:
+            raise ValueError("use_sim_time is for simulated hardware; rig cameras are stamped on this host's clock")
+        if self.rig is not None and (self.image_size or self.cameras):
+            raise ValueError("rig replaces image_size/cameras: set one or the other")
+        if self.record_images not in ("raw", "compressed", "none"):
+            raise ValueError("record_images must be raw, compressed or none")
