@@ -18,22 +18,37 @@ demos and cameras).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 from common import Table, write_result
 
-# what the small VLA's demos were recorded with
+# what the small VLA's demos were recorded with, where the base's policy.json does not say
 ENV_KWARGS = {"cameras": ["front", "wrist"], "image_size": 64, "object_state": False, "instruction": True}
 
 
-METHODS = ("residual", "critic", "steer", "rlpd")
+def env_kwargs(args: argparse.Namespace) -> dict:
+    """The env kwargs the base was trained on for ``args.task`` (its policy.json's task list), else ENV_KWARGS:
+    a base trained with the object state in its observation is fine-tuned with it."""
+    from robot_rl.vla.policy import read_policy_json
+
+    for task in read_policy_json(args.base).get("tasks", []):
+        if task.get("env_id") == f"robot_rl/{args.task}-v0" and task.get("env_kwargs"):
+            return dict(task["env_kwargs"])
+    return dict(ENV_KWARGS)
+
+
+ACTOR_TIMING = ("base_inference_ms", "base_missed_steps", "base_late_chunks", "jitter_p99_ms", "paused_s")
+METHODS = ("residual", "served", "critic", "steer", "rlpd")
 
 
 def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
@@ -44,12 +59,17 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
     (the LatentSteering wrapper; one env step = one chunk); rlpd: SAC with the RLPD recipe from scratch on the same
     demos and cameras, no base."""
     sac = {"name": "sac", "utd": args.utd, "batch_size": args.batch_size}
-    env = {"id": f"robot_rl/{args.task}-v0", "kwargs": ENV_KWARGS}
+    env = {"id": f"robot_rl/{args.task}-v0", "kwargs": env_kwargs(args)}
     if method == "residual":
         return {"env": env, "base_policy": {"path": args.base},
                 "agent": {"name": "residual", "utd": args.utd, "batch_size": args.batch_size,
                           "residual_scale": args.residual_scale, "critic_warmup_updates": args.critic_warmup,
                           "scale_anneal_updates": args.anneal}}, 1
+    if method == "served":  # the residual run, its base behind the policy server, actor and learner as processes
+        residual, _ = method_config("residual", args)
+        return {**residual, "base_policy": {"path": args.base_url, "latency_s": args.served_latency},
+                "execution": {"mode": args.served_mode},
+                "runtime": {"processes": True, "control_hz": args.control_hz}}, 1
     if method == "critic":
         return {"env": env, "base_policy": {"path": args.base}, "execution": {"execute_steps": args.execute_steps},
                 "agent": {"name": "critic_guided", "utd": args.utd, "batch_size": args.batch_size,
@@ -62,8 +82,9 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
         chunk = int(read_policy_json(args.base)["config"]["chunk_length"])
         wrapper = {"target": "robot_rl.policies.steering:LatentSteering", "kwargs": {"path": args.base}}
         return {"env": {**env, "wrappers": [wrapper]}, "agent": sac}, chunk
-    if method == "rlpd":
-        return {"env": env, "agent": sac}, 1
+    if method == "rlpd":  # no base to read the pixels: state-only unless --rlpd-cameras (SAC on pixels is slow here)
+        kwargs = env["kwargs"] if args.rlpd_cameras else {**env["kwargs"], "image_size": 0}
+        return {"env": {**env, "kwargs": kwargs}, "agent": sac}, 1
     raise ValueError(f"unknown method {method!r} (methods: {', '.join(METHODS)})")
 
 
@@ -77,7 +98,7 @@ def base_only(args: argparse.Namespace, seed: int, method: str) -> float:
     from robot_rl.runtime.evaluation import evaluate
     from robot_rl.runtime.seeds import Seeds
 
-    env = make_env(EnvConfig(id=f"robot_rl/{args.task}-v0", kwargs=ENV_KWARGS))
+    env = make_env(EnvConfig(id=f"robot_rl/{args.task}-v0", kwargs=env_kwargs(args)))
     steps = args.execute_steps if method == "critic" else 0  # the base executed as the method's runs execute it
     agent = ExecutorAgent(load_policy(BasePolicyConfig(path=args.base)),
                           ExecutionConfig(mode="sync", execute_steps=steps), env)
@@ -89,6 +110,33 @@ def base_only(args: argparse.Namespace, seed: int, method: str) -> float:
 
 
 def run_one(args: argparse.Namespace, method: str, seed: int) -> dict:
+
+    if method == "served":
+        with served(args.base) as url:
+            args.base_url = url
+            return run_one_with(args, method, seed)
+    return run_one_with(args, method, seed)
+
+
+@contextlib.contextmanager
+def served(policy: str) -> Iterator[str]:
+    """``robot-rl serve-policy POLICY`` in a process of its own on a free local port; yields its URL."""
+    from robot_rl.policies.client import wait_for_server
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "robot_rl.cli", "serve-policy", policy, "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_server(f"ws://127.0.0.1:{port}", 120)
+        yield f"ws://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def run_one_with(args: argparse.Namespace, method: str, seed: int) -> dict:
     from robot_rl.config import from_dict
     from robot_rl.runtime.supervisor import train
 
@@ -98,8 +146,8 @@ def run_one(args: argparse.Namespace, method: str, seed: int) -> dict:
             "total_env_steps": args.env_steps // per_step, "random_steps": args.warmup // per_step,
             "learning_starts": args.warmup // per_step, "eval_every": args.eval_every // per_step,
             "eval_episodes": args.eval_episodes, "checkpoint_every": 0, "log_every": 500, "progress": False,
-            "demos": [f"scripted:{args.demos}"] if args.demos and per_step == 1 else [], **sections,
-            "runtime": {"processes": False},
+            "demos": [f"scripted:{args.demos}"] if args.demos and per_step == 1 else [],
+            "runtime": {"processes": False}, **sections,
             "replay": {"online_capacity": args.env_steps * 11 // 10 + 2000, "demos_capacity": 200 * args.demos + 1000,
                        "interventions_capacity": 100}}
     from robot_rl.runtime.config import TrainConfig
@@ -108,8 +156,11 @@ def run_one(args: argparse.Namespace, method: str, seed: int) -> dict:
     run_dir, final = train(from_dict(TrainConfig, data))
     rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
     curve = [(int(r["step"]) * per_step, float(r["eval/success_rate"])) for r in rows if "eval/success_rate" in r]
+    # a processes run's actor reports its base's timing (served: the latency at work) in the logged rows
+    timing = {k.rsplit("/", 1)[1]: float(v) for r in rows for k, v in r.items()
+              if k.startswith("actor/") and k.rsplit("/", 1)[1] in ACTOR_TIMING}
     return {"curve": curve, "final": float(final["success_rate"]), "wall_s": time.perf_counter() - start,
-            "base": base_only(args, seed, method)}
+            "base": base_only(args, seed, method), "actor": timing}
 
 
 def summarise(method: str, runs: list[dict]) -> dict:
@@ -122,7 +173,8 @@ def summarise(method: str, runs: list[dict]) -> dict:
     drops = [min([v for s, v in r["curve"] if s > 2000] or [r["base"]]) - r["base"] for r in runs]
     return {"method": method, "base_mean": float(bases.mean()), "final_iqm": mid, "final_ci": [lo, hi],
             "finals": finals.tolist(), "bases": bases.tolist(), "steps_to_90": to90, "worst_drop": drops,
-            "wall_min": [round(r["wall_s"] / 60, 1) for r in runs], "curves": [r["curve"] for r in runs]}
+            "wall_min": [round(r["wall_s"] / 60, 1) for r in runs], "curves": [r["curve"] for r in runs],
+            "actor": [r.get("actor", {}) for r in runs]}
 
 
 def tables(figures: dict) -> list[Table]:
@@ -140,7 +192,38 @@ def tables(figures: dict) -> list[Table]:
                     to90, f"{min(m['worst_drop']):+.2f}", " / ".join(f"{v:.1f}" for v in m["wall_min"]))
         for seed, base, curve in zip(figures["seeds"], m["bases"], m["curves"]):
             curves.add(m["method"], seed, f"{base:.2f}", ", ".join(f"{s}: {v:.2f}" for s, v in curve))
-    return [summary, curves]
+    timing = Table("The actor's base-policy timing at the end of each run (actor and learner as processes)",
+                   ["method", "seed", "base inference (ms, median)", "steps held for a late chunk",
+                    "late chunks", "control jitter p99 (ms)"], echo=False)
+    for m in methods:
+        for seed, actor in zip(figures["seeds"], m.get("actor", [])):
+            if actor:
+                timing.add(m["method"], seed, f"{actor.get('base_inference_ms', 0):.0f}",
+                           int(actor.get("base_missed_steps", 0)), int(actor.get("base_late_chunks", 0)),
+                           f"{actor.get('jitter_p99_ms', 0):.1f}")
+    return [summary, curves] + ([timing] if timing.rows else [])
+
+
+def launch_children(args: argparse.Namespace, method: str) -> list[dict]:
+    """One child process per seed, ``--parallel`` at a time (each with ``cores // parallel`` torch threads)."""
+    threads = max(1, (os.cpu_count() or 1) // args.parallel)
+    env = {**os.environ, "MUJOCO_GL": "egl", "OMP_NUM_THREADS": str(threads)}
+    results: dict[int, dict] = {}
+    pending = list(args.seeds)
+    while pending:
+        batch, pending = pending[:args.parallel], pending[args.parallel:]
+        procs = {seed: subprocess.Popen([sys.executable, __file__, *sys.argv[1:], "--runs-dir", args.runs_dir,
+                                         "--child", method, str(seed)], stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, env=env) for seed in batch}
+        for seed, proc in procs.items():
+            out, err = proc.communicate()
+            lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
+            if proc.returncode or not lines:
+                raise SystemExit(f"{method} seed {seed} failed:\n{err[-3000:]}")
+            run = results[seed] = json.loads(lines[-1][7:])
+            print(f"{method} seed {seed}: base {run['base']:.2f} -> {run['final']:.2f} "
+                  f"({run['wall_s'] / 60:.1f} min) curve {run['curve']}", flush=True)
+    return [results[seed] for seed in args.seeds]
 
 
 def main() -> None:
@@ -165,6 +248,11 @@ def main() -> None:
     parser.add_argument("--improve-batch", type=int, default=32, help="critic: observations per improvement")
     parser.add_argument("--num-samples", type=int, default=8, help="critic: chunks sampled per observation")
     parser.add_argument("--critic-cameras", action="store_true", help="critic: the critics encode the cameras")
+    parser.add_argument("--served-latency", type=float, default=0.1, help="served: latency added per inference (s)")
+    parser.add_argument("--served-mode", default="future", help="served: chunk execution (sync, async, future)")
+    parser.add_argument("--control-hz", type=float, default=20.0, help="served: the actor's control rate")
+    parser.add_argument("--rlpd-cameras", action="store_true", help="rlpd: SAC encodes the cameras too")
+    parser.add_argument("--parallel", type=int, default=1, help="runs at once (each with cores/parallel threads)")
     parser.add_argument("--runs-dir", default="")
     parser.add_argument("--out", default=None)
     parser.add_argument("--child", nargs=2, metavar=("METHOD", "SEED"), help=argparse.SUPPRESS)
@@ -175,16 +263,7 @@ def main() -> None:
         return
     table = []
     for method in args.methods:
-        runs = []
-        for seed in args.seeds:  # one run at a time: each takes both cores
-            argv = [sys.executable, __file__, *sys.argv[1:], "--runs-dir", args.runs_dir, "--child", method, str(seed)]
-            proc = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "MUJOCO_GL": "egl"})
-            lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
-            if proc.returncode or not lines:
-                raise SystemExit(f"{method} seed {seed} failed:\n{proc.stderr[-3000:]}")
-            runs.append(json.loads(lines[-1][7:]))
-            print(f"{method} seed {seed}: base {runs[-1]['base']:.2f} -> {runs[-1]['final']:.2f} "
-                  f"({runs[-1]['wall_s'] / 60:.1f} min) curve {runs[-1]['curve']}", flush=True)
+        runs = launch_children(args, method)
         table.append(summarise(method, runs))
     print(f"\n{args.task}, {args.env_steps} env steps, {len(args.seeds)} seeds, {args.eval_episodes} evaluation "
           f"episodes per point")
