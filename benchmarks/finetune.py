@@ -64,7 +64,8 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
         return {"env": env, "base_policy": {"path": args.base},
                 "agent": {"name": "residual", "utd": args.utd, "batch_size": args.batch_size,
                           "residual_scale": args.residual_scale, "critic_warmup_updates": args.critic_warmup,
-                          "scale_anneal_updates": args.anneal}}, 1
+                          "scale_anneal_updates": args.anneal, "residual_penalty": args.residual_penalty,
+                          "bc_weight": args.bc_weight}}, 1
     if method == "served":  # the residual run, its base behind the policy server, actor and learner as processes
         residual, _ = method_config("residual", args)
         return {**residual, "base_policy": {"path": args.base_url, "latency_s": args.served_latency},
@@ -240,6 +241,8 @@ def main() -> None:
     parser.add_argument("--utd", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--residual-scale", type=float, default=0.3)
+    parser.add_argument("--residual-penalty", type=float, default=0.1, help="residual: weight of its size penalty")
+    parser.add_argument("--bc-weight", type=float, default=1.0, help="residual: Q-filtered BC on relabelled demos")
     parser.add_argument("--critic-warmup", type=int, default=500, help="updates before the residual acts")
     parser.add_argument("--anneal", type=int, default=1000, help="updates over which the bound grows in")
     parser.add_argument("--execute-steps", type=int, default=1, help="critic: actions executed per chunk")

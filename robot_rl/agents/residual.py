@@ -8,7 +8,9 @@ action each control step; this agent adds a bounded residual:
 ``f``'s output layer starts at zero, so the untrained agent executes the base exactly. The critics (a LayerNorm
 ensemble, RLPD's subset-min target) score the executed action next to the base's proposal and the step's phase
 in its chunk, trained on n-step returns; the residual actor is deterministic (TD3-style) with small fixed
-exploration noise, trained after a critic-only warm-up, with its bound optionally annealed in. Demo and
+exploration noise, trained after a critic-only warm-up, with its bound optionally annealed in. Its objective is
+``-Q / mean|Q| + residual_penalty * |residual / bound|^2``: the residual grows only where the critics' gradient holds
+it (a plain ``-Q`` pushed it to its bound within 1k updates and made a 50 % base fail). Demo and
 intervention rows enter as they are (the executed action); the base's proposals on demo observations are
 labelled when the run starts (robot_rl.policies.relabel), so their residual is ``a - base``.
 """
@@ -201,7 +203,13 @@ class ResidualAgent:
             residual = self.actor(xd)
             action = (base + residual).clamp(-1.0, 1.0)
             q_pi = self.critic(xd, action, detach_params=True).squeeze(-1).mean(0)
-            actor_loss = -q_pi.mean()
+            if cfg.residual_penalty > 0:  # scale-free Q term against a penalty on the residual's size
+                scale = q_pi.detach().abs().mean().clamp_min(1e-6)
+                penalty = (residual / bound.clamp_min(1e-8)).square().sum(-1).mean()
+                actor_loss = -q_pi.mean() / scale + cfg.residual_penalty * penalty
+                metrics["residual_penalty"] = penalty.detach()
+            else:
+                actor_loss = -q_pi.mean()
             if cfg.bc_weight > 0:
                 relabelled = {**mb, "action": (base + (mb["action"].float() - base).clamp(-bound, bound)).clamp(-1, 1)}
                 bc_loss, bc_rows, _ = bc_term(action, relabelled, q.detach().mean(0), q_pi.detach(), cfg.bc_q_filter)

@@ -59,9 +59,15 @@ class ResidualConfig(AgentConfig):
     """Adam learning rate of the residual actor."""
     critic_lr: float = 3e-4
     """Adam learning rate of the critics and the encoder."""
-    bc_weight: float = 0.0
+    residual_penalty: float = 0.1
+    """Weight of ``mean((residual / bound)^2)`` in the residual actor's loss, whose Q term is divided by the
+    batch's mean ``|Q|`` (as TD3+BC scales it): the residual grows only as far as the critics' gradient holds it
+    against the penalty, so an early, extrapolating critic cannot push it to its bound (which made a 50 % base fail
+    within 1k updates); 0 = the plain ``-Q`` objective."""
+    bc_weight: float = 1.0
     """Weight of a behaviour-cloning term on demo and intervention rows, relabelled as residuals against the
-    base's proposal there (``clip(a - base, -bound, bound)``); 0 = off."""
+    base's proposal there (``clip(a - base, -bound, bound)``); 0 = off. Without demos or interventions it does
+    nothing; with them it steers the early residual towards what the demonstrator did where the base differs."""
     bc_q_filter: bool = True
     """Apply that term only where the critics value the stored action above the agent's own."""
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
@@ -83,6 +89,7 @@ class ResidualConfig(AgentConfig):
             (0.0 <= self.discount <= 1.0, "discount must be in [0, 1]"),
             (0.0 < self.tau <= 1.0, "tau must be in (0, 1]"),
             (self.bc_weight >= 0, "bc_weight must be >= 0"),
+            (self.residual_penalty >= 0, "residual_penalty must be >= 0"),
         ]
         for ok, message in checks:
             if not ok:
