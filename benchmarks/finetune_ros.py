@@ -35,18 +35,12 @@ ROS_ENV_ID = "robot_rl.envs.ros_env:robot_rl/RosArm-v0"
 def actors(cfg, run_dir: str, env):  # noqa: ANN001, ANN201 - (fine-tuned, base alone) acting on ``env``
     import dataclasses
 
-    from safetensors.torch import load_file
-
-    from robot_rl.agents.registry import make_agent
-    from robot_rl.policies.evaluate import ExecutorAgent, evaluation_agent
+    from robot_rl.policies.evaluate import ExecutorAgent
     from robot_rl.policies.loader import load_policy
-    from robot_rl.runtime.checkpoint import latest_checkpoint
-    from robot_rl.spaces import ObsSpec, action_dim_of
+    from robot_rl.vla.distill import specialist
 
-    agent = make_agent(cfg.agent, ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
-    agent.load_policy_state(load_file(str(latest_checkpoint(run_dir) / "policy.safetensors")))
     base = ExecutorAgent(load_policy(cfg.base_policy), dataclasses.replace(cfg.execution, mode="sync"), env)
-    return evaluation_agent(cfg, agent, env), base
+    return specialist(run_dir, env), base
 
 
 def score(cfg, run_dir: str, env, episodes: int) -> dict[str, np.ndarray]:  # noqa: ANN001
@@ -72,14 +66,15 @@ def sim_env(cfg, placements: list[np.ndarray]):  # noqa: ANN001, ANN201
     return env
 
 
-def ros_arm_env(cfg):  # noqa: ANN001, ANN201
-    """RosArmEnv with the run's cameras, image size and instruction (a fixed one: the robot reports none)."""
+def ros_arm_env(cfg, instruction: str):  # noqa: ANN001, ANN201
+    """RosArmEnv with the run's cameras and image size, and the sim task's instruction as a fixed one (the robot
+    reports none)."""
     import dataclasses
 
     from robot_rl.envs.make import make_env
 
     kwargs = cfg.env.kwargs
-    env_cfg = dataclasses.replace(cfg.env, id=ROS_ENV_ID, instruction=cfg.env.instruction or "pick up the red cube",
+    env_cfg = dataclasses.replace(cfg.env, id=ROS_ENV_ID, instruction=cfg.env.instruction or instruction,
                                   kwargs={"cameras": list(kwargs.get("cameras", [])),
                                           "image_size": int(kwargs.get("image_size", 0)),
                                           "object_state": bool(kwargs.get("object_state", True))})
@@ -105,6 +100,7 @@ def main() -> None:
     sim = sim_env(cfg, placements)
     try:
         pure = score(cfg, args.run_dir, sim, args.episodes)
+        instruction = sim.unwrapped.instruction()
     finally:
         sim.close()
     os.environ.update(ros_env(args.domain))
@@ -118,7 +114,7 @@ def main() -> None:
         graph.start("arm_safety")
     try:
         wait_ready(graph, "arm_hardware", "arm_safety")
-        env = ros_arm_env(cfg)
+        env = ros_arm_env(cfg, instruction)
         try:
             ros = score(cfg, args.run_dir, env, args.episodes)
         finally:

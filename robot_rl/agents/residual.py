@@ -10,7 +10,7 @@ ensemble, RLPD's subset-min target) score the executed action next to the base's
 in its chunk, trained on n-step returns; the residual actor is deterministic (TD3-style) with small fixed
 exploration noise, trained after a critic-only warm-up, with its bound optionally annealed in. Its objective is
 ``-Q / mean|Q| + residual_penalty * |residual / bound|^2``: the residual grows only where the critics' gradient holds
-it (a plain ``-Q`` pushed it to its bound within 1k updates and made a 50 % base fail). Demo and
+it (a plain ``-Q`` follows an extrapolating critic to the bound, which can make a working base fail). Demo and
 intervention rows enter as they are (the executed action); the base's proposals on demo observations are
 labelled when the run starts (robot_rl.policies.relabel), so their residual is ``a - base``.
 """

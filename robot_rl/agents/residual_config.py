@@ -60,10 +60,10 @@ class ResidualConfig(AgentConfig):
     critic_lr: float = 3e-4
     """Adam learning rate of the critics and the encoder."""
     residual_penalty: float = 0.1
-    """Weight of ``mean((residual / bound)^2)`` in the residual actor's loss, whose Q term is divided by the
-    batch's mean ``|Q|`` (as TD3+BC scales it): the residual grows only as far as the critics' gradient holds it
-    against the penalty, so an early, extrapolating critic cannot push it to its bound (which made a 50 % base fail
-    within 1k updates); 0 = the plain ``-Q`` objective."""
+    """Weight of ``|residual / bound|^2`` (summed over the action's dimensions, averaged over the batch) in the
+    residual actor's loss, whose Q term is divided by the batch's mean ``|Q|`` (as TD3+BC scales it): the residual
+    grows only as far as the critics' gradient holds it against the penalty, so an early, extrapolating critic cannot push it to its bound (where it can make a working
+    base fail); 0 = the plain ``-Q`` objective."""
     bc_weight: float = 1.0
     """Weight of a behaviour-cloning term on demo and intervention rows, relabelled as residuals against the
     base's proposal there (``clip(a - base, -bound, bound)``); 0 = off. Without demos or interventions it does
