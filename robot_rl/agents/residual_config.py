@@ -62,8 +62,8 @@ class ResidualConfig(AgentConfig):
     residual_penalty: float = 0.1
     """Weight of ``|residual / bound|^2`` (summed over the action's dimensions, averaged over the batch) in the
     residual actor's loss, whose Q term is divided by the batch's mean ``|Q|`` (as TD3+BC scales it): the residual
-    grows only as far as the critics' gradient holds it against the penalty, so an early, extrapolating critic cannot push it to its bound (where it can make a working
-    base fail); 0 = the plain ``-Q`` objective."""
+    grows only as far as the critics' gradient holds it against the penalty, so an early, extrapolating critic
+    cannot push it to its bound (where it can make a working base fail); 0 = the plain ``-Q`` objective."""
     bc_weight: float = 1.0
     """Weight of a behaviour-cloning term on demo and intervention rows, relabelled as residuals against the
     base's proposal there (``clip(a - base, -bound, bound)``); 0 = off. Without demos or interventions it does
