@@ -38,9 +38,11 @@ ENV_KWARGS = {"cameras": ["front", "wrist"], "image_size": 64, "object_state": F
 
 def env_kwargs(args: argparse.Namespace) -> dict:
     """The env kwargs the base was trained on for ``args.task`` (its policy.json's task list), else ENV_KWARGS:
-    a base trained with the object state in its observation is fine-tuned with it."""
+    a base trained with the object state in its observation is fine-tuned with it. ``--env-kwargs`` overrides."""
     from robot_rl.vla.policy import read_policy_json
 
+    if args.env_kwargs:
+        return json.loads(args.env_kwargs)
     for task in read_policy_json(args.base).get("tasks", []):
         if task.get("env_id") == f"robot_rl/{args.task}-v0" and task.get("env_kwargs"):
             return dict(task["env_kwargs"])
@@ -85,12 +87,14 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
         return {"env": {**env, "wrappers": [wrapper]}, "agent": sac}, chunk
     if method == "rlpd":  # no base to read the pixels: state-only unless --rlpd-cameras (SAC on pixels is slow here)
         kwargs = env["kwargs"] if args.rlpd_cameras else {**env["kwargs"], "image_size": 0}
-        return {"env": {**env, "kwargs": kwargs}, "agent": sac}, 1
+        # the bundled PickCube job's recipe: low fixed-start temperature, no entropy backup, Q-filtered BC on demos
+        rlpd = {**sac, "init_temperature": 0.01, "backup_entropy": False, "bc_weight": args.bc_weight}
+        return {"env": {**env, "kwargs": kwargs}, "agent": rlpd}, 1
     raise ValueError(f"unknown method {method!r} (methods: {', '.join(METHODS)})")
 
 
 def base_only(args: argparse.Namespace, seed: int, method: str) -> float:
-    """The base's success on the evaluation episodes every run of ``seed`` is scored on."""
+    """The base's success on the evaluation episodes every run of ``seed`` is scored on (nan without a base)."""
     from robot_rl.envs.config import EnvConfig
     from robot_rl.envs.make import make_env
     from robot_rl.policies.config import BasePolicyConfig, ExecutionConfig
@@ -99,6 +103,8 @@ def base_only(args: argparse.Namespace, seed: int, method: str) -> float:
     from robot_rl.runtime.evaluation import evaluate
     from robot_rl.runtime.seeds import Seeds
 
+    if not Path(args.base).exists() and not args.base.startswith("ws://"):
+        return float("nan")
     env = make_env(EnvConfig(id=f"robot_rl/{args.task}-v0", kwargs=env_kwargs(args)))
     steps = args.execute_steps if method == "critic" else 0  # the base executed as the method's runs execute it
     agent = ExecutorAgent(load_policy(BasePolicyConfig(path=args.base)),
@@ -231,6 +237,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", default="policies/vla_bench")
     parser.add_argument("--task", default="PickColor")
+    parser.add_argument("--env-kwargs", default="", help="the env kwargs as JSON (default: the base's, see env_kwargs)")
     parser.add_argument("--methods", nargs="+", default=["residual"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--env-steps", type=int, default=10_000)
