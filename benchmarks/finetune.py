@@ -65,7 +65,8 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
     if method == "residual":
         return {"env": env, "base_policy": {"path": args.base},
                 "agent": {"name": "residual", "utd": args.utd, "batch_size": args.batch_size,
-                          "residual_scale": args.residual_scale, "critic_warmup_updates": args.critic_warmup,
+                          "residual_scale": args.residual_scale, "residual_scales": args.residual_scales,
+                          "critic_warmup_updates": args.critic_warmup,
                           "scale_anneal_updates": args.anneal, "residual_penalty": args.residual_penalty,
                           "bc_weight": args.bc_weight}}, 1
     if method == "served":  # the residual run, its base behind the policy server, actor and learner as processes
@@ -248,6 +249,8 @@ def main() -> None:
     parser.add_argument("--utd", type=int, default=4)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--residual-scale", type=float, default=0.3)
+    parser.add_argument("--residual-scales", nargs="*", type=float, default=[],
+                        help="residual: per-dimension bounds (e.g. 0.3 0.3 0.3 2.0: the gripper can cross over)")
     parser.add_argument("--residual-penalty", type=float, default=0.1, help="residual: weight of its size penalty")
     parser.add_argument("--bc-weight", type=float, default=1.0, help="residual: Q-filtered BC on relabelled demos")
     parser.add_argument("--critic-warmup", type=int, default=500, help="updates before the residual acts")

@@ -38,13 +38,20 @@ if TYPE_CHECKING:
 
 
 class ResidualActor(nn.Module):
-    """``bound * tanh(mlp(x))`` with a zero-initialised output layer; the bound is a buffer (it ships with the
-    policy, so actors use the annealed bound of the weights they run)."""
+    """``bound * tanh(mlp(x))`` with a zero-initialised output layer; the bound (one per action dimension) is a
+    buffer: it ships with the policy, so actors use the annealed bound of the weights they run."""
 
     def __init__(self, in_dim: int, action_dim: int, hidden_dims: tuple[int, ...], layer_norm: bool) -> None:
         super().__init__()
         self.net = mlp(in_dim, hidden_dims, action_dim, layer_norm)
-        self.register_buffer("bound", torch.zeros(1))  # 1-D: the weight board has no 0-d slots
+        self.register_buffer("bound", torch.zeros(action_dim))
+
+    def _load_from_state_dict(self, state: dict, prefix: str, *args: Any) -> None:
+        # policies saved with one bound for every dimension (shape [1]) load as that bound per dimension
+        key = prefix + "bound"
+        if key in state and state[key].shape == (1,) and self.bound.shape != (1,):
+            state[key] = state[key].expand_as(self.bound).clone()
+        super()._load_from_state_dict(state, prefix, *args)
 
     def zero_output(self) -> None:
         with torch.no_grad():
@@ -88,6 +95,7 @@ class ResidualAgent:
         self._online, self._target = list(self.critic.parameters()), list(self.target_critic.parameters())
         self.generator = seeded_generator(seed + 1, self.device)
         self.act_generator = seeded_generator(seed + 2, self.device)
+        self._full_bound = torch.tensor(cfg.bounds(action_dim), dtype=torch.float32, device=self.device)
         self.update_step = 0
         self.critic_step = 0
         self._set_bound()
@@ -114,8 +122,8 @@ class ResidualAgent:
     # ------------------------------------------------------------------ acting
     @property
     def bound(self) -> float:
-        """The residual's current bound (0 during the critic warm-up)."""
-        return float(self.actor.bound)
+        """The residual's current bound, the largest over the action's dimensions (0 during the critic warm-up)."""
+        return float(self.actor.bound.max())
 
     def _seen(self, obs: Mapping[str, Any]) -> dict[str, Any]:
         """The observation without the cameras when the agent does not encode them (no copy of their frames)."""
@@ -154,7 +162,7 @@ class ResidualAgent:
             share = 0.0
         else:
             share = 1.0 if cfg.scale_anneal_updates == 0 else min(1.0, past / cfg.scale_anneal_updates)
-        self.actor.bound.fill_(cfg.residual_scale * share)
+        self.actor.bound.copy_(self._full_bound * share)
 
     def update(self, batch: Mapping[str, Any]) -> dict[str, float]:
         """``utd`` critic steps on a ``[utd, B, ...]`` sample; the last also trains the residual actor (once the

@@ -18,6 +18,10 @@ class ResidualConfig(AgentConfig):
     """Which agent (``residual`` here; see AgentConfig)."""
     residual_scale: float = 0.2
     """Bound of the residual per action dimension, in normalised action units ([-1, 1] is the full range)."""
+    residual_scales: tuple[float, ...] = ()
+    """Per-dimension bounds, one per action dimension, in place of residual_scale (empty = residual_scale for
+    every dimension). An absolute command needs a bound that can cross its range: a gripper the base holds open
+    (-1) closes only with a residual near +2, so ``(0.3, 0.3, 0.3, 2.0)`` for an arm's ``[dx, dy, dz, gripper]``."""
     scale_anneal_updates: int = 1000
     """Updates (after the critic warm-up) over which the bound grows linearly from 0 to residual_scale; 0 = the
     full bound at once."""
@@ -73,10 +77,20 @@ class ResidualConfig(AgentConfig):
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     """Observation encoder (state MLP; conv nets when use_cameras)."""
 
+    def bounds(self, action_dim: int) -> tuple[float, ...]:
+        """The residual's full bound for each of ``action_dim`` dimensions."""
+        if not self.residual_scales:
+            return (self.residual_scale,) * action_dim
+        if len(self.residual_scales) != action_dim:
+            raise ValueError(f"agent config (residual): residual_scales has {len(self.residual_scales)} entries, the "
+                             f"action {action_dim} dimensions")
+        return tuple(self.residual_scales)
+
     def validate(self) -> None:
         """Raises ValueError naming the offending field."""
         checks = [
             (0.0 < self.residual_scale <= 2.0, "residual_scale must be in (0, 2]"),
+            (all(0.0 < b <= 2.0 for b in self.residual_scales), "every residual_scales entry must be in (0, 2]"),
             (self.scale_anneal_updates >= 0 and self.critic_warmup_updates >= 0,
              "scale_anneal_updates and critic_warmup_updates must be >= 0"),
             (self.exploration_std >= 0 and self.target_noise_std >= 0 and self.target_noise_clip >= 0,

@@ -105,7 +105,43 @@ def test_resume_restores_the_agent_exactly() -> None:
     assert np.array_equal(actor.act(obs, deterministic=True), agent.act(obs, deterministic=True))
 
 
+def test_per_dimension_bounds_let_the_residual_cross_an_absolute_command() -> None:
+    """A base that holds its gripper open (-1) where the target is closed (+1): a bound of 2 on that dimension alone
+    lets the residual close it, while the motion dimension stays within its own small bound."""
+    rng = np.random.default_rng(0)
+    target = np.array([0.2, 1.0], np.float32)
+    replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=4000, demos_capacity=10, interventions_capacity=10))
+    replay.with_base = True
+    for _ in range(2000):  # the base proposes [0.5, -1]; reward -||a - target||^2
+        s = rng.uniform(-1, 1, 3).astype(np.float32)
+        base = np.array([0.5, -1.0], np.float32)
+        a = np.clip(base + rng.uniform([-0.3, 0.0], [0.3, 2.0]), -1, 1).astype(np.float32)
+        replay.add({"state": s}, a, -float(np.sum((a - target) ** 2)), True, False, {"state": s},
+                   base_action=base, chunk_index=0)
+    cfg = ResidualConfig(**SMALL, residual_scales=(0.2, 2.0), critic_warmup_updates=20, scale_anneal_updates=40,
+                         n_step=1, residual_penalty=0.01)
+    agent = ResidualAgent(SPEC, 2, cfg, seed=0)
+    s = agent.sampling(cfg)
+    replay.set_n_step(s.n_step, s.discount)
+    agent.prepare(replay)
+    for _ in range(400):
+        metrics = agent.update(replay.sample(s.batch_size, mix={"online": 1.0}, utd=s.utd))
+    assert metrics["residual_bound"] == pytest.approx(2.0)
+    assert torch.allclose(agent.actor.bound, torch.tensor([0.2, 2.0]))
+    obs = {"state": rng.uniform(-1, 1, (16, 3)).astype(np.float32),
+           "base_action": np.tile([0.5, -1.0], (16, 1)).astype(np.float32), "chunk_index": np.zeros(16, np.int64)}
+    action = agent.act(obs, deterministic=True)
+    assert np.all(action[:, 0] >= 0.3 - 1e-6) and np.all(action[:, 0] < 0.45)  # moved down, at most 0.2
+    assert np.all(action[:, 1] > 0.0)  # the gripper crossed over to closed
+    old = {k: (v[:1] if k == "actor.bound" else v) for k, v in agent.policy_state().items()}  # a [1]-bound policy
+    actor = ResidualAgent(SPEC, 2, cfg, seed=5)
+    actor.load_policy_state(old)
+    assert torch.equal(actor.actor.bound, torch.tensor([0.2, 0.2]))
+
+
 def test_bad_residual_configs_are_refused() -> None:
-    for bad in ({"residual_scale": 0.0}, {"n_step": 0}, {"num_min_critics": 20}):
+    for bad in ({"residual_scale": 0.0}, {"n_step": 0}, {"num_min_critics": 20}, {"residual_scales": (0.3, 2.5)}):
         with pytest.raises(ValueError, match="residual"):
             ResidualConfig(**bad).validate()
+    with pytest.raises(ValueError, match="residual_scales has 2 entries"):
+        ResidualAgent(SPEC, 3, ResidualConfig(residual_scales=(0.3, 2.0)))
