@@ -85,7 +85,10 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
 
         chunk = int(read_policy_json(args.base)["config"]["chunk_length"])
         wrapper = {"target": "robot_rl.policies.steering:LatentSteering", "kwargs": {"path": args.base}}
-        return {"env": {**env, "wrappers": [wrapper]}, "agent": sac}, chunk
+        # one env step is a whole chunk here: --steer-utd updates per chunk (the residual's UTD counts per action)
+        # SAC reads the state (the base reads the cameras) unless --steer-cameras
+        agent = {**sac, "utd": args.steer_utd, "use_cameras": args.steer_cameras}
+        return {"env": {**env, "wrappers": [wrapper]}, "agent": agent}, chunk
     if method == "rlpd":  # no base to read the pixels: state-only unless --rlpd-cameras (SAC on pixels is slow here)
         kwargs = env["kwargs"] if args.rlpd_cameras else {**env["kwargs"], "image_size": 0}
         # the bundled PickCube job's recipe: low fixed-start temperature, no entropy backup, Q-filtered BC on demos
@@ -264,6 +267,8 @@ def main() -> None:
     parser.add_argument("--served-latency", type=float, default=0.1, help="served: latency added per inference (s)")
     parser.add_argument("--served-mode", default="future", help="served: chunk execution (sync, async, future)")
     parser.add_argument("--control-hz", type=float, default=20.0, help="served: the actor's control rate")
+    parser.add_argument("--steer-utd", type=int, default=20, help="steer: updates per chunk (one env step)")
+    parser.add_argument("--steer-cameras", action="store_true", help="steer: SAC encodes the cameras too")
     parser.add_argument("--rlpd-cameras", action="store_true", help="rlpd: SAC encodes the cameras too")
     parser.add_argument("--parallel", type=int, default=1, help="runs at once (each with cores/parallel threads)")
     parser.add_argument("--runs-dir", default="")

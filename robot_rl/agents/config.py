@@ -42,6 +42,9 @@ class SACConfig(AgentConfig):
 
     hidden_dims: tuple[int, ...] = (256, 256)
     """Hidden layer sizes of the actor and of every critic."""
+    use_cameras: bool = True
+    """Encode the env's cameras (a conv net per camera). Off: the agent reads the state and the instruction only,
+    and samples carry no frames (e.g. SAC steering a base that reads the cameras itself)."""
     num_critics: int = 10
     """Critic ensemble size (RLPD: 10)."""
     num_min_critics: int = 2

@@ -49,7 +49,9 @@ class SACAgent:
         self.cfg = cfg = cfg or SACConfig()
         cfg.validate()
         self.check_spaces(obs_spec, action_dim, cfg)
-        self.obs_spec = obs_spec
+        # what the agent reads (export takes the same): without use_cameras, the state and instruction only
+        self.obs_spec = obs_spec if cfg.use_cameras else ObsSpec(obs_spec.state_dim, {}, obs_spec.instruction_dim)
+        obs_spec = self.obs_spec
         self.action_dim = action_dim
         self.device = torch.device(cfg.device)
         init = seeded_generator(seed)
@@ -93,13 +95,14 @@ class SACAgent:
         """SAC takes any proprioception size and any cameras; it needs at least one action dimension."""
         if action_dim < 1:
             raise ValueError(f"agent sac needs a continuous action of at least 1 dimension, got {action_dim}")
-        if obs_spec.state_dim < 1 and not obs_spec.cameras:
-            raise ValueError("agent sac needs a state vector or at least one camera in the observation")
+        if obs_spec.state_dim < 1 and not (cfg.use_cameras and obs_spec.cameras):
+            raise ValueError("agent sac needs a state vector or at least one camera in the observation (and "
+                             "use_cameras on)")
 
     @classmethod
     def sampling(cls, cfg: SACConfig) -> Sampling:
         """One update = ``utd`` critic steps on a ``[utd, batch_size]`` sample in the replay's mix."""
-        return Sampling(batch_size=cfg.batch_size, utd=cfg.utd)
+        return Sampling(batch_size=cfg.batch_size, utd=cfg.utd, pixels=cfg.use_cameras)
 
     def prepare(self, replay: ReplayBuffer) -> None:
         """Before the first update: fit the state standardisation on everything in the replay (demos and warm-up
@@ -112,6 +115,8 @@ class SACAgent:
     @torch.no_grad()
     def act(self, obs: Mapping[str, Any], deterministic: bool = False) -> np.ndarray:
         """Action(s) in [-1, 1] for one observation (``state [D]``) or a batch (``state [N, D]``)."""
+        if not self.cfg.use_cameras:  # no copy of frames the agent does not read
+            obs = {k: v for k, v in obs.items() if k != "pixels"}
         tobs, single = obs_batch(obs, self.device)
         with self._autocast():
             action, _ = self.actor(self.encoder(tobs), deterministic, self.act_generator)

@@ -155,6 +155,23 @@ def test_pixel_agent_acts_and_updates_and_actor_grads_do_not_reach_encoder():
     assert any(not torch.equal(a, b) for a, b in zip(enc_before, agent.encoder.parameters()))
 
 
+def test_without_use_cameras_the_agent_reads_the_state_alone_and_samples_carry_no_frames():
+    cfg = small(use_cameras=False)
+    agent = SACAgent(PIX, A, cfg)
+    assert not agent.encoder.has_pixels and agent.obs_spec.cameras == {} and agent._manual is not None
+    assert SACAgent.sampling(cfg).pixels is False and SACAgent.sampling(small()).pixels is True
+    b = batch(None, PIX)
+    blind = {k: v for k, v in b["obs"].items() if k != "pixels"}
+    with_frames = agent.act(b["obs"], deterministic=True)
+    assert np.array_equal(with_frames, agent.act(blind, deterministic=True))  # the frames change nothing
+    no_frames = batch(1, PIX)
+    for key in ("obs", "next_obs"):
+        no_frames[key].pop("pixels")
+    agent.update(no_frames)  # a state-only sample updates it
+    with pytest.raises(ValueError, match="use_cameras"):
+        SACAgent(ObsSpec(0, PIX.cameras), A, cfg)
+
+
 def test_random_shift_is_an_integer_translation_of_the_padded_image():
     images = torch.rand(6, 3, 10, 10)
     out = random_shift(images, pad=2, generator=torch.Generator().manual_seed(0))
