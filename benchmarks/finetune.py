@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -60,7 +61,9 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
     weights (agent critic_guided, executing ``--execute-steps`` of each chunk); steer: SAC in the base's noise space
     (the LatentSteering wrapper; one env step = one chunk); rlpd: SAC with the RLPD recipe from scratch on the same
     demos and cameras, no base."""
-    sac = {"name": "sac", "utd": args.utd, "batch_size": args.batch_size}
+    # SAC as the bundled PickCube job runs it (a sparse reward): low initial temperature, no entropy backup
+    sac = {"name": "sac", "utd": args.utd, "batch_size": args.batch_size, "init_temperature": 0.01,
+           "backup_entropy": False}
     env = {"id": f"robot_rl/{args.task}-v0", "kwargs": env_kwargs(args)}
     if method == "residual":
         return {"env": env, "base_policy": {"path": args.base},
@@ -91,8 +94,7 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
         return {"env": {**env, "wrappers": [wrapper]}, "agent": agent}, chunk
     if method == "rlpd":  # no base to read the pixels: state-only unless --rlpd-cameras (SAC on pixels is slow here)
         kwargs = env["kwargs"] if args.rlpd_cameras else {**env["kwargs"], "image_size": 0}
-        # the bundled PickCube job's recipe: low fixed-start temperature, no entropy backup, Q-filtered BC on demos
-        rlpd = {**sac, "init_temperature": 0.01, "backup_entropy": False, "bc_weight": args.bc_weight}
+        rlpd = {**sac, "bc_weight": args.bc_weight}  # + Q-filtered BC on the demos, as that job
         return {"env": {**env, "kwargs": kwargs}, "agent": rlpd}, 1
     raise ValueError(f"unknown method {method!r} (methods: {', '.join(METHODS)})")
 
@@ -215,26 +217,45 @@ def tables(figures: dict) -> list[Table]:
     return [summary, curves] + ([timing] if timing.rows else [])
 
 
-def launch_children(args: argparse.Namespace, method: str) -> list[dict]:
-    """One child process per seed, ``--parallel`` at a time (each with ``cores // parallel`` torch threads)."""
+def launch_children(args: argparse.Namespace) -> dict[tuple[str, int], dict]:
+    """One child process per (method, seed), ``--parallel`` at a time across methods (each with ``cores //
+    parallel`` torch threads). A child's result and log are kept in the runs folder: rerunning with the same
+    ``--runs-dir`` reuses the finished runs (a long benchmark resumes where it stopped)."""
     threads = max(1, (os.cpu_count() or 1) // args.parallel)
     env = {**os.environ, "MUJOCO_GL": "egl", "OMP_NUM_THREADS": str(threads)}
-    results: dict[int, dict] = {}
-    pending = list(args.seeds)
-    while pending:
-        batch, pending = pending[:args.parallel], pending[args.parallel:]
-        procs = {seed: subprocess.Popen([sys.executable, __file__, *sys.argv[1:], "--runs-dir", args.runs_dir,
-                                         "--child", method, str(seed)], stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True, env=env) for seed in batch}
-        for seed, proc in procs.items():
-            out, err = proc.communicate()
+    folder = Path(args.runs_dir)
+    results: dict[tuple[str, int], dict] = {}
+    pending = [(m, s) for m in args.methods for s in args.seeds]
+    running: dict[tuple[str, int], subprocess.Popen] = {}
+    while pending or running:
+        while pending and len(running) < args.parallel:
+            job = pending.pop(0)
+            done = folder / f"{job[0]}-{job[1]}.result.json"
+            if done.exists():
+                results[job] = json.loads(done.read_text())
+                print(f"{job[0]} seed {job[1]}: reused {done}", flush=True)
+                continue
+            shutil.rmtree(folder / f"{job[0]}-{job[1]}", ignore_errors=True)  # a killed attempt's run starts over
+            with open(folder / f"{job[0]}-{job[1]}.log", "w") as log:
+                running[job] = subprocess.Popen([sys.executable, __file__, *sys.argv[1:], "--runs-dir", args.runs_dir,
+                                                 "--child", job[0], str(job[1])], stdout=log,
+                                                stderr=subprocess.STDOUT, text=True, env=env)
+        for job, proc in list(running.items()):
+            if proc.poll() is None:
+                continue
+            del running[job]
+            out = (folder / f"{job[0]}-{job[1]}.log").read_text()
             lines = [ln for ln in out.splitlines() if ln.startswith("RESULT ")]
             if proc.returncode or not lines:
-                raise SystemExit(f"{method} seed {seed} failed:\n{err[-3000:]}")
-            run = results[seed] = json.loads(lines[-1][7:])
-            print(f"{method} seed {seed}: base {run['base']:.2f} -> {run['final']:.2f} "
+                for other in running.values():
+                    other.terminate()
+                raise SystemExit(f"{job[0]} seed {job[1]} failed:\n{out[-3000:]}")
+            run = results[job] = json.loads(lines[-1][7:])
+            (folder / f"{job[0]}-{job[1]}.result.json").write_text(json.dumps(run))
+            print(f"{job[0]} seed {job[1]}: base {run['base']:.2f} -> {run['final']:.2f} "
                   f"({run['wall_s'] / 60:.1f} min) curve {run['curve']}", flush=True)
-    return [results[seed] for seed in args.seeds]
+        time.sleep(1.0)
+    return results
 
 
 def main() -> None:
@@ -270,19 +291,19 @@ def main() -> None:
     parser.add_argument("--steer-utd", type=int, default=20, help="steer: updates per chunk (one env step)")
     parser.add_argument("--steer-cameras", action="store_true", help="steer: SAC encodes the cameras too")
     parser.add_argument("--rlpd-cameras", action="store_true", help="rlpd: SAC encodes the cameras too")
-    parser.add_argument("--parallel", type=int, default=1, help="runs at once (each with cores/parallel threads)")
+    parser.add_argument("--parallel", type=int, default=1,
+                        help="runs at once, across methods and seeds (each with cores/parallel threads)")
     parser.add_argument("--runs-dir", default="")
     parser.add_argument("--out", default=None)
     parser.add_argument("--child", nargs=2, metavar=("METHOD", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.runs_dir = args.runs_dir or tempfile.mkdtemp(prefix="finetune_")
+    Path(args.runs_dir).mkdir(parents=True, exist_ok=True)
     if args.child:
         print("RESULT " + json.dumps(run_one(args, args.child[0], int(args.child[1]))), flush=True)
         return
-    table = []
-    for method in args.methods:
-        runs = launch_children(args, method)
-        table.append(summarise(method, runs))
+    runs = launch_children(args)
+    table = [summarise(m, [runs[(m, seed)] for seed in args.seeds]) for m in args.methods]
     print(f"\n{args.task}, {args.env_steps} env steps, {len(args.seeds)} seeds, {args.eval_episodes} evaluation "
           f"episodes per point")
     print(f"{'method':<10} {'base':>6} {'final IQM':>10} {'95 % CI':>12} {'steps to 90 %':>16} {'worst drop':>11}")

@@ -244,7 +244,8 @@ class WeightBoard:
             raise FileNotFoundError(f"weight board {name} is not initialised yet")
         elif int(self.header[_W_NBYTES]) != total:
             raise ValueError(f"weight board {name} holds {int(self.header[_W_NBYTES])} bytes, this policy needs "
-                             f"{total}: actor and learner configs differ")
+                             f"{total}: actor and learner configs differ, or a killed earlier run of the same "
+                             f"name left it behind (remove /dev/shm/{name} if no process of that run is alive)")
         self.payload = np.ndarray((total,), np.uint8, self.shm.buf, offset=_W_HEADER_WORDS * 8)
 
     @property
