@@ -258,33 +258,31 @@ def main(argv: list[str] | None = None) -> None:
     """The ``bag_recorder`` node (launch/record_arm.launch.yaml): records an arm's topics (:func:`arm_topics`) in its
     namespace into one bag under the ``record_dir`` parameter until it is stopped (SIGINT / SIGTERM: the bag is
     closed cleanly). Parameters: ``record_dir``, ``cameras`` (names), ``record_images`` (raw, compressed, none)."""
-    import signal
-
-    import rclpy
-    from rclpy.executors import ExternalShutdownException
     from rclpy.node import Node
 
-    rclpy.init(args=argv)
-    node = Node("bag_recorder")
-    folder = node.declare_parameter("record_dir", "bags").value
-    cams = tuple(node.declare_parameter("cameras", [""]).value or ())
-    cams = tuple(c for c in cams if c)
-    mode = node.declare_parameter("record_images", "raw").value
-    raw = cams if mode == "raw" else ()
-    packed = tuple(f"camera/{c}/image_raw" for c in cams) if mode == "compressed" else ()
-    recorder = BagRecorder(node, arm_topics(raw), folder, compress=packed)
-    recorder.start_episode()
-    node.get_logger().info(f"recording {node.get_namespace()} into {recorder.bag.folder}")
-    signal.signal(signal.SIGTERM, lambda *_: rclpy.try_shutdown())
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        recorder.end_episode(session=True)
-        recorder.close()
-        node.destroy_node()
-        rclpy.try_shutdown()
+    from robot_rl.ros.node import run_node
+
+    def make() -> Node:
+        node = Node("bag_recorder")
+        folder = node.declare_parameter("record_dir", "bags").value
+        cams = tuple(c for c in (node.declare_parameter("cameras", [""]).value or ()) if c)
+        mode = node.declare_parameter("record_images", "raw").value
+        raw = cams if mode == "raw" else ()
+        packed = tuple(f"camera/{c}/image_raw" for c in cams) if mode == "compressed" else ()
+        recorder = BagRecorder(node, arm_topics(raw), folder, compress=packed)
+        recorder.start_episode()
+        node.get_logger().info(f"recording {node.get_namespace()} into {recorder.bag.folder}")
+
+        def close() -> None:  # run_node calls it after the spin stopped, before rclpy shuts down
+            recorder.end_episode(session=True)
+            recorder.close()
+
+        node.close = close
+        return node
+
+    # a signal stops the spin loop; rclpy is shut down only after the bag is closed (shutting it down from the
+    # signal handler raced the executor's wait: "the given context is not valid", exit code 1)
+    raise SystemExit(run_node(make, argv))
 
 
 if __name__ == "__main__":
