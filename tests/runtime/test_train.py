@@ -29,9 +29,10 @@ def small_config(tmp_path, **overrides) -> TrainConfig:
                          "runtime.processes": False, **overrides})
 
 
-@pytest.mark.slow
+@pytest.mark.benchmark
 def test_pendulum_learns_beyond_random(tmp_path):
-    """Pendulum-v1: random policy scores about -1200; SAC gets above -400 within 3000 steps."""
+    """Pendulum-v1: random policy scores about -1200; SAC gets above -400 within 3000 steps. A learning run (about
+    2 min on one core), so out of the default suite: ``pytest -m benchmark``."""
     cfg = TrainConfig(name="learn", runs_dir=str(tmp_path), total_env_steps=3000, random_steps=300,
                       learning_starts=300, eval_every=0, eval_episodes=5, checkpoint_every=0, progress=False)
     cfg = replace(cfg, {"agent.num_critics": 3, "agent.utd": 2, "runtime.processes": False})
