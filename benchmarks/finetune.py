@@ -176,7 +176,7 @@ def run_one_with(args: argparse.Namespace, method: str, seed: int) -> dict:
             "base": base_only(args, seed, method), "actor": timing}
 
 
-def summarise(method: str, runs: list[dict]) -> dict:
+def summarise(method: str, runs: list[dict], seeds: list[int]) -> dict:
     from robot_rl.runtime.stats import iqm_ci
 
     finals = np.array([r["final"] for r in runs])
@@ -184,7 +184,7 @@ def summarise(method: str, runs: list[dict]) -> dict:
     mid, lo, hi = iqm_ci(finals)
     to90 = [next((s for s, v in r["curve"] if v >= 0.9), None) for r in runs]
     drops = [min([v for s, v in r["curve"] if s > 2000] or [r["base"]]) - r["base"] for r in runs]
-    return {"method": method, "base_mean": float(bases.mean()), "final_iqm": mid, "final_ci": [lo, hi],
+    return {"method": method, "seeds": seeds, "base_mean": float(bases.mean()), "final_iqm": mid, "final_ci": [lo, hi],
             "finals": finals.tolist(), "bases": bases.tolist(), "steps_to_90": to90, "worst_drop": drops,
             "wall_min": [round(r["wall_s"] / 60, 1) for r in runs], "curves": [r["curve"] for r in runs],
             "actor": [r.get("actor", {}) for r in runs]}
@@ -193,23 +193,24 @@ def summarise(method: str, runs: list[dict]) -> dict:
 def tables(figures: dict) -> list[Table]:
     """The result's tables: per method the summary over seeds, then every run's evaluation curve."""
     methods = figures["methods"]
-    summary = Table(f"{figures['task']}, {figures['env_steps']} env steps, {len(figures['seeds'])} seed(s)",
-                    ["method", "base", "final success (IQM)", "95 % CI", "per seed", "env steps to 90 %",
+    summary = Table(f"{figures['task']}, {figures['env_steps']} env steps",
+                    ["method", "seeds", "base", "final success (IQM)", "95 % CI", "per seed", "env steps to 90 %",
                      "worst evaluation after 2k steps vs base", "minutes per run"], echo=False)
     curves = Table(f"{figures['task']}: success at each evaluation (env steps: success)",
                    ["method", "seed", "base", "evaluations"], echo=False)
     for m in methods:
         to90 = ", ".join("not reached" if s is None else str(s) for s in m["steps_to_90"])
-        summary.add(m["method"], f"{m['base_mean']:.2f}", f"{m['final_iqm']:.2f}",
+        summary.add(m["method"], len(m.get("seeds", figures["seeds"])), f"{m['base_mean']:.2f}",
+                    f"{m['final_iqm']:.2f}",
                     f"{m['final_ci'][0]:.2f}-{m['final_ci'][1]:.2f}", " / ".join(f"{v:.2f}" for v in m["finals"]),
                     to90, f"{min(m['worst_drop']):+.2f}", " / ".join(f"{v:.1f}" for v in m["wall_min"]))
-        for seed, base, curve in zip(figures["seeds"], m["bases"], m["curves"]):
+        for seed, base, curve in zip(m.get("seeds", figures["seeds"]), m["bases"], m["curves"]):
             curves.add(m["method"], seed, f"{base:.2f}", ", ".join(f"{s}: {v:.2f}" for s, v in curve))
     timing = Table("The actor's base-policy timing at the end of each run (actor and learner as processes)",
                    ["method", "seed", "base inference (ms, median)", "steps held for a late chunk",
                     "late chunks", "control jitter p99 (ms)"], echo=False)
     for m in methods:
-        for seed, actor in zip(figures["seeds"], m.get("actor", [])):
+        for seed, actor in zip(m.get("seeds", figures["seeds"]), m.get("actor", [])):
             if actor:
                 timing.add(m["method"], seed, f"{actor.get('base_inference_ms', 0):.0f}",
                            int(actor.get("base_missed_steps", 0)), int(actor.get("base_late_chunks", 0)),
@@ -218,14 +219,15 @@ def tables(figures: dict) -> list[Table]:
 
 
 def launch_children(args: argparse.Namespace) -> dict[tuple[str, int], dict]:
-    """One child process per (method, seed), ``--parallel`` at a time across methods (each with ``cores //
-    parallel`` torch threads). A child's result and log are kept in the runs folder: rerunning with the same
-    ``--runs-dir`` reuses the finished runs (a long benchmark resumes where it stopped)."""
+    """One child process per (method, seed), ``--parallel`` at a time (each with ``cores // parallel`` torch
+    threads), seed by seed: every method's seed 0 first, so a partial benchmark is already side by side. A child's
+    result and log are kept in the runs folder: rerunning with the same ``--runs-dir`` reuses the finished runs (a
+    long benchmark resumes where it stopped); ``--finished-only`` launches nothing and reports those."""
     threads = max(1, (os.cpu_count() or 1) // args.parallel)
     env = {**os.environ, "MUJOCO_GL": "egl", "OMP_NUM_THREADS": str(threads)}
     folder = Path(args.runs_dir)
     results: dict[tuple[str, int], dict] = {}
-    pending = [(m, s) for m in args.methods for s in args.seeds]
+    pending = [(m, s) for s in args.seeds for m in args.methods]
     running: dict[tuple[str, int], subprocess.Popen] = {}
     while pending or running:
         while pending and len(running) < args.parallel:
@@ -234,6 +236,9 @@ def launch_children(args: argparse.Namespace) -> dict[tuple[str, int], dict]:
             if done.exists():
                 results[job] = json.loads(done.read_text())
                 print(f"{job[0]} seed {job[1]}: reused {done}", flush=True)
+                continue
+            if args.finished_only:
+                print(f"{job[0]} seed {job[1]}: not finished, left out", flush=True)
                 continue
             shutil.rmtree(folder / f"{job[0]}-{job[1]}", ignore_errors=True)  # a killed attempt's run starts over
             with open(folder / f"{job[0]}-{job[1]}.log", "w") as log:
@@ -295,6 +300,8 @@ def main() -> None:
                         help="runs at once, across methods and seeds (each with cores/parallel threads)")
     parser.add_argument("--runs-dir", default="")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--finished-only", action="store_true",
+                        help="launch nothing: report the finished runs of --runs-dir (seeds may differ by method)")
     parser.add_argument("--child", nargs=2, metavar=("METHOD", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.runs_dir = args.runs_dir or tempfile.mkdtemp(prefix="finetune_")
@@ -303,13 +310,14 @@ def main() -> None:
         print("RESULT " + json.dumps(run_one(args, args.child[0], int(args.child[1]))), flush=True)
         return
     runs = launch_children(args)
-    table = [summarise(m, [runs[(m, seed)] for seed in args.seeds]) for m in args.methods]
-    print(f"\n{args.task}, {args.env_steps} env steps, {len(args.seeds)} seeds, {args.eval_episodes} evaluation "
-          f"episodes per point")
-    print(f"{'method':<10} {'base':>6} {'final IQM':>10} {'95 % CI':>12} {'steps to 90 %':>16} {'worst drop':>11}")
+    done = {m: [s for s in args.seeds if (m, s) in runs] for m in args.methods}
+    table = [summarise(m, [runs[(m, s)] for s in done[m]], done[m]) for m in args.methods if done[m]]
+    print(f"\n{args.task}, {args.env_steps} env steps, {args.eval_episodes} evaluation episodes per point")
+    print(f"{'method':<10} {'seeds':>5} {'base':>6} {'final IQM':>10} {'95 % CI':>12} {'steps to 90 %':>16} "
+          f"{'worst drop':>11}")
     for row in table:
         to90 = ",".join("-" if s is None else str(s) for s in row["steps_to_90"])
-        print(f"{row['method']:<10} {row['base_mean']:>6.2f} {row['final_iqm']:>10.2f} "
+        print(f"{row['method']:<10} {len(row['seeds']):>5} {row['base_mean']:>6.2f} {row['final_iqm']:>10.2f} "
               f"{row['final_ci'][0]:>5.2f}-{row['final_ci'][1]:<5.2f} {to90:>16} {min(row['worst_drop']):>+11.2f}")
     figures = {"task": args.task, "env_steps": args.env_steps, "seeds": args.seeds, "methods": table}
     path = write_result(f"finetune_{args.task.lower()}", figures, args.out, tables=tables(figures))
