@@ -200,17 +200,17 @@ def tables(figures: dict) -> list[Table]:
                    ["method", "seed", "base", "evaluations"], echo=False)
     for m in methods:
         to90 = ", ".join("not reached" if s is None else str(s) for s in m["steps_to_90"])
-        summary.add(m["method"], len(m.get("seeds", figures["seeds"])), f"{m['base_mean']:.2f}",
+        summary.add(m["method"], len(m["seeds"]), f"{m['base_mean']:.2f}",
                     f"{m['final_iqm']:.2f}",
                     f"{m['final_ci'][0]:.2f}-{m['final_ci'][1]:.2f}", " / ".join(f"{v:.2f}" for v in m["finals"]),
                     to90, f"{min(m['worst_drop']):+.2f}", " / ".join(f"{v:.1f}" for v in m["wall_min"]))
-        for seed, base, curve in zip(m.get("seeds", figures["seeds"]), m["bases"], m["curves"]):
+        for seed, base, curve in zip(m["seeds"], m["bases"], m["curves"]):
             curves.add(m["method"], seed, f"{base:.2f}", ", ".join(f"{s}: {v:.2f}" for s, v in curve))
     timing = Table("The actor's base-policy timing at the end of each run (actor and learner as processes)",
                    ["method", "seed", "base inference (ms, median)", "steps held for a late chunk",
                     "late chunks", "control jitter p99 (ms)"], echo=False)
     for m in methods:
-        for seed, actor in zip(m.get("seeds", figures["seeds"]), m.get("actor", [])):
+        for seed, actor in zip(m["seeds"], m.get("actor", [])):
             if actor:
                 timing.add(m["method"], seed, f"{actor.get('base_inference_ms', 0):.0f}",
                            int(actor.get("base_missed_steps", 0)), int(actor.get("base_late_chunks", 0)),

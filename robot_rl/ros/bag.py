@@ -254,7 +254,7 @@ def arm_topics(cameras: tuple[str, ...] = ()) -> dict[str, type]:
     return topics
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
     """The ``bag_recorder`` node (launch/record_arm.launch.yaml): records an arm's topics (:func:`arm_topics`) in its
     namespace into one bag under the ``record_dir`` parameter until it is stopped (SIGINT / SIGTERM: the bag is
     closed cleanly). Parameters: ``record_dir``, ``cameras`` (names), ``record_images`` (raw, compressed, none)."""
@@ -262,28 +262,24 @@ def main(argv: list[str] | None = None) -> None:
 
     from robot_rl.ros.node import run_node
 
-    def make() -> Node:
-        node = Node("bag_recorder")
-        folder = node.declare_parameter("record_dir", "bags").value
-        cams = tuple(c for c in (node.declare_parameter("cameras", [""]).value or ()) if c)
-        mode = node.declare_parameter("record_images", "raw").value
-        raw = cams if mode == "raw" else ()
-        packed = tuple(f"camera/{c}/image_raw" for c in cams) if mode == "compressed" else ()
-        recorder = BagRecorder(node, arm_topics(raw), folder, compress=packed)
-        recorder.start_episode()
-        node.get_logger().info(f"recording {node.get_namespace()} into {recorder.bag.folder}")
+    class BagRecorderNode(Node):
+        def __init__(self) -> None:
+            super().__init__("bag_recorder")
+            folder = self.declare_parameter("record_dir", "bags").value
+            cams = tuple(c for c in (self.declare_parameter("cameras", [""]).value or ()) if c)
+            mode = self.declare_parameter("record_images", "raw").value
+            raw = cams if mode == "raw" else ()
+            packed = tuple(f"camera/{c}/image_raw" for c in cams) if mode == "compressed" else ()
+            self.recorder = BagRecorder(self, arm_topics(raw), folder, compress=packed)
+            self.recorder.start_episode()
+            self.get_logger().info(f"recording {self.get_namespace()} into {self.recorder.bag.folder}")
 
-        def close() -> None:  # run_node calls it after the spin stopped, before rclpy shuts down
-            recorder.end_episode(session=True)
-            recorder.close()
+        def close(self) -> None:  # run_node: after the spin loop stopped, before rclpy shuts down
+            self.recorder.end_episode(session=True)
+            self.recorder.close()
 
-        node.close = close
-        return node
-
-    # a signal stops the spin loop; rclpy is shut down only after the bag is closed (shutting it down from the
-    # signal handler raced the executor's wait: "the given context is not valid", exit code 1)
-    raise SystemExit(run_node(make, argv))
+    return run_node(BagRecorderNode, argv)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
