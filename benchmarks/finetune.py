@@ -149,12 +149,28 @@ def served(policy: str) -> Iterator[str]:
         server.wait(30)
 
 
+def agent_overrides(pairs: list[str]) -> dict:
+    """``--agent-set key=value ...`` as agent config fields (values parsed as JSON where they parse)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--agent-set takes key=value pairs, got {pair!r}")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
 def run_one_with(args: argparse.Namespace, method: str, seed: int) -> dict:
     from robot_rl.config import from_dict
     from robot_rl.runtime.supervisor import train
 
     sections, per_step = method_config(method, args)
     # steering's env steps are chunks: its budget, warm-up and evaluation marks are divided by the chunk length
+    if args.device != "cpu" or args.agent_set:  # the learner on another device (the base stays on the CPU), sweeps
+        sections = {**sections, "agent": {**sections["agent"], "device": args.device, **agent_overrides(args.agent_set)}}
     data = {"name": f"{method}-{seed}", "runs_dir": args.runs_dir, "seed": seed,
             "total_env_steps": args.env_steps // per_step, "random_steps": args.warmup // per_step,
             "learning_starts": args.warmup // per_step, "eval_every": args.eval_every // per_step,
@@ -296,6 +312,9 @@ def main() -> None:
     parser.add_argument("--steer-utd", type=int, default=20, help="steer: updates per chunk (one env step)")
     parser.add_argument("--steer-cameras", action="store_true", help="steer: SAC encodes the cameras too")
     parser.add_argument("--rlpd-cameras", action="store_true", help="rlpd: SAC encodes the cameras too")
+    parser.add_argument("--device", default="cpu", help="torch device of the learner (cuda: a GPU)")
+    parser.add_argument("--agent-set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="agent config fields for every method's agent (e.g. residual_penalty=0 exploration_std=0.1)")
     parser.add_argument("--parallel", type=int, default=1,
                         help="runs at once, across methods and seeds (each with cores/parallel threads)")
     parser.add_argument("--runs-dir", default="")
