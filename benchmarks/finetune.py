@@ -70,8 +70,9 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
                 "agent": {"name": "residual", "utd": args.utd, "batch_size": args.batch_size,
                           "residual_scale": args.residual_scale, "residual_scales": args.residual_scales,
                           "critic_warmup_updates": args.critic_warmup,
-                          "scale_anneal_updates": args.anneal, "residual_penalty": args.residual_penalty,
-                          "bc_weight": args.bc_weight}}, 1
+                          "scale_anneal_updates": args.anneal,
+                          **({} if args.residual_penalty is None else {"residual_penalty": args.residual_penalty}),
+                          **({} if args.bc_weight is None else {"bc_weight": args.bc_weight})}}, 1
     if method == "served":  # the residual run, its base behind the policy server, actor and learner as processes
         residual, _ = method_config("residual", args)
         return {**residual, "base_policy": {"path": args.base_url, "latency_s": args.served_latency},
@@ -94,7 +95,7 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
         return {"env": {**env, "wrappers": [wrapper]}, "agent": agent}, chunk
     if method == "rlpd":  # no base to read the pixels: state-only unless --rlpd-cameras (SAC on pixels is slow here)
         kwargs = env["kwargs"] if args.rlpd_cameras else {**env["kwargs"], "image_size": 0}
-        rlpd = {**sac, "bc_weight": args.bc_weight}  # + Q-filtered BC on the demos, as that job
+        rlpd = {**sac, "bc_weight": 1.0 if args.bc_weight is None else args.bc_weight}  # + Q-filtered BC, as that job
         return {"env": {**env, "kwargs": kwargs}, "agent": rlpd}, 1
     raise ValueError(f"unknown method {method!r} (methods: {', '.join(METHODS)})")
 
@@ -170,7 +171,8 @@ def run_one_with(args: argparse.Namespace, method: str, seed: int) -> dict:
     sections, per_step = method_config(method, args)
     # steering's env steps are chunks: its budget, warm-up and evaluation marks are divided by the chunk length
     if args.device != "cpu" or args.agent_set:  # the learner on another device (the base stays on the CPU), sweeps
-        sections = {**sections, "agent": {**sections["agent"], "device": args.device, **agent_overrides(args.agent_set)}}
+        agent = {**sections["agent"], "device": args.device, **agent_overrides(args.agent_set)}
+        sections = {**sections, "agent": agent}
     data = {"name": f"{method}-{seed}", "runs_dir": args.runs_dir, "seed": seed,
             "total_env_steps": args.env_steps // per_step, "random_steps": args.warmup // per_step,
             "learning_starts": args.warmup // per_step, "eval_every": args.eval_every // per_step,
@@ -296,8 +298,10 @@ def main() -> None:
     parser.add_argument("--residual-scale", type=float, default=0.3)
     parser.add_argument("--residual-scales", nargs="*", type=float, default=[],
                         help="residual: per-dimension bounds (e.g. 0.3 0.3 0.3 2.0: the gripper can cross over)")
-    parser.add_argument("--residual-penalty", type=float, default=0.1, help="residual: weight of its size penalty")
-    parser.add_argument("--bc-weight", type=float, default=1.0, help="residual: Q-filtered BC on relabelled demos")
+    parser.add_argument("--residual-penalty", type=float, default=None,
+                        help="residual: weight of its size penalty (default: the agent's)")
+    parser.add_argument("--bc-weight", type=float, default=None,
+                        help="BC weight of the residual (default: the agent's) and of rlpd (default 1)")
     parser.add_argument("--critic-warmup", type=int, default=500, help="updates before the residual acts")
     parser.add_argument("--anneal", type=int, default=1000, help="updates over which the bound grows in")
     parser.add_argument("--execute-steps", type=int, default=1, help="critic: actions executed per chunk")
@@ -314,7 +318,7 @@ def main() -> None:
     parser.add_argument("--rlpd-cameras", action="store_true", help="rlpd: SAC encodes the cameras too")
     parser.add_argument("--device", default="cpu", help="torch device of the learner (cuda: a GPU)")
     parser.add_argument("--agent-set", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="agent config fields for every method's agent (e.g. residual_penalty=0 exploration_std=0.1)")
+                        help="agent fields for every method's agent (e.g. residual_penalty=0 exploration_std=0.1)")
     parser.add_argument("--parallel", type=int, default=1,
                         help="runs at once, across methods and seeds (each with cores/parallel threads)")
     parser.add_argument("--runs-dir", default="")

@@ -28,7 +28,7 @@ class ResidualConfig(AgentConfig):
     critic_warmup_updates: int = 500
     """Updates that train only the critics; the residual stays zero (the base acts alone) until then, so a
     still-random critic cannot steer the robot away from what the base does."""
-    exploration_std: float = 0.05
+    exploration_std: float = 0.1
     """Std of the Gaussian noise added to the residual when acting (fixed, not learned; clipped to the bound)."""
     target_noise_std: float = 0.1
     """Std of the noise on the next residual in the critic target (target policy smoothing), as a fraction of
@@ -59,21 +59,24 @@ class ResidualConfig(AgentConfig):
     """Discount factor gamma."""
     tau: float = 0.005
     """Polyak rate of the target critics."""
-    actor_lr: float = 1e-4
+    actor_lr: float = 3e-4
     """Adam learning rate of the residual actor."""
     critic_lr: float = 3e-4
     """Adam learning rate of the critics and the encoder."""
-    residual_penalty: float = 0.1
+    residual_penalty: float = 0.0
     """Weight of ``|residual / bound|^2`` (summed over the action's dimensions, averaged over the batch) in the
-    residual actor's loss, whose Q term is divided by the batch's mean ``|Q|`` (as TD3+BC scales it): the residual
-    grows only as far as the critics' gradient holds it against the penalty, so an early, extrapolating critic
-    cannot push it to its bound (where it can make a working base fail); 0 = the plain ``-Q`` objective."""
-    bc_weight: float = 1.0
+    residual actor's loss, whose Q term is then divided by the batch's mean ``|Q|`` (as TD3+BC scales it): the
+    residual grows only as far as the critics' gradient holds it against the penalty, so an early, extrapolating
+    critic cannot push it to its bound; 0 = the plain ``-Q`` objective (the behaviour-cloning term and the critic
+    warm-up keep the early residual near the demonstrator instead; a penalty of 0.1 cost about 20 points of final
+    success on the PickColor benchmark, docs/benchmarks/generalist-policies.md)."""
+    bc_weight: float = 2.5
     """Weight of a behaviour-cloning term on demo and intervention rows, relabelled as residuals against the
     base's proposal there (``clip(a - base, -bound, bound)``); 0 = off. Without demos or interventions it does
     nothing; with them it steers the early residual towards what the demonstrator did where the base differs."""
-    bc_q_filter: bool = True
-    """Apply that term only where the critics value the stored action above the agent's own."""
+    bc_q_filter: bool = False
+    """Apply that term only where the critics value the stored action above the agent's own (off: on every demo
+    and intervention row, which learnt faster from a weak base in the PickColor sweep)."""
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     """Observation encoder (state MLP; conv nets when use_cameras)."""
 
