@@ -150,13 +150,23 @@ def served(policy: str) -> Iterator[str]:
         server.wait(30)
 
 
-def agent_overrides(pairs: list[str]) -> dict:
-    """``--agent-set key=value ...`` as agent config fields (values parsed as JSON where they parse)."""
+def agent_overrides(pairs: list[str], agent: str) -> dict:
+    """``--agent-set key=value ...`` as fields of the agent ``agent`` (values parsed as JSON where they parse): a
+    field this agent lacks is left out (another method's agent has it); one that no agent has is an error."""
+    import dataclasses
+
+    from robot_rl.agents.registry import config_class, registered_names
+
+    own = {f.name for f in dataclasses.fields(config_class(agent))}
+    known = {f.name for name in registered_names() for f in dataclasses.fields(config_class(name))}
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--agent-set takes key=value pairs, got {pair!r}")
+        if not sep or key not in known:
+            raise SystemExit(f"--agent-set takes key=value with a field of an agent, got {pair!r}")
+        if key not in own:
+            print(f"--agent-set {key}: agent {agent} has no such field, left out", flush=True)
+            continue
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
@@ -169,10 +179,11 @@ def run_one_with(args: argparse.Namespace, method: str, seed: int) -> dict:
     from robot_rl.runtime.supervisor import train
 
     sections, per_step = method_config(method, args)
-    # steering's env steps are chunks: its budget, warm-up and evaluation marks are divided by the chunk length
-    if args.device != "cpu" or args.agent_set:  # the learner on another device (the base stays on the CPU), sweeps
-        agent = {**sections["agent"], "device": args.device, **agent_overrides(args.agent_set)}
+    if args.device != "cpu" or args.agent_set:  # the learner on another device, a sweep's agent fields
+        agent = sections["agent"]
+        agent = {**agent, "device": args.device, **agent_overrides(args.agent_set, agent["name"])}
         sections = {**sections, "agent": agent}
+    # steering's env steps are chunks: its budget, warm-up and evaluation marks are divided by the chunk length
     data = {"name": f"{method}-{seed}", "runs_dir": args.runs_dir, "seed": seed,
             "total_env_steps": args.env_steps // per_step, "random_steps": args.warmup // per_step,
             "learning_starts": args.warmup // per_step, "eval_every": args.eval_every // per_step,
@@ -317,8 +328,8 @@ def main() -> None:
     parser.add_argument("--steer-cameras", action="store_true", help="steer: SAC encodes the cameras too")
     parser.add_argument("--rlpd-cameras", action="store_true", help="rlpd: SAC encodes the cameras too")
     parser.add_argument("--device", default="cpu", help="torch device of the learner (cuda: a GPU)")
-    parser.add_argument("--agent-set", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="agent fields for every method's agent (e.g. residual_penalty=0 exploration_std=0.1)")
+    parser.add_argument("--agent-set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
+                        help="agent fields, for each method whose agent has them (e.g. residual_penalty=0.1 utd=8)")
     parser.add_argument("--parallel", type=int, default=1,
                         help="runs at once, across methods and seeds (each with cores/parallel threads)")
     parser.add_argument("--runs-dir", default="")

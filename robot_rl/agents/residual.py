@@ -9,8 +9,10 @@ action each control step; this agent adds a bounded residual:
 ensemble, RLPD's subset-min target) score the executed action next to the base's proposal and the step's phase
 in its chunk, trained on n-step returns; the residual actor is deterministic (TD3-style) with small fixed
 exploration noise, trained after a critic-only warm-up, with its bound optionally annealed in. Its objective is
-``-Q / mean|Q| + residual_penalty * |residual / bound|^2``: the residual grows only where the critics' gradient holds
-it (a plain ``-Q`` follows an extrapolating critic to the bound, which can make a working base fail). Demo and
+``-Q`` plus behaviour cloning on the demo and intervention rows' residuals (which holds the early residual near
+what the demonstrator did), or, with a residual_penalty, ``-Q / mean|Q| + residual_penalty * |residual / bound|^2``
+(the residual then grows only where the critics' gradient holds it; without demos a plain ``-Q`` can follow an
+extrapolating critic to the bound and make a working base fail). Demo and
 intervention rows enter as they are (the executed action); the base's proposals on demo observations are
 labelled when the run starts (robot_rl.policies.relabel), so their residual is ``a - base``.
 """

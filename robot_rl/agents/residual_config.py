@@ -67,13 +67,15 @@ class ResidualConfig(AgentConfig):
     """Weight of ``|residual / bound|^2`` (summed over the action's dimensions, averaged over the batch) in the
     residual actor's loss, whose Q term is then divided by the batch's mean ``|Q|`` (as TD3+BC scales it): the
     residual grows only as far as the critics' gradient holds it against the penalty, so an early, extrapolating
-    critic cannot push it to its bound; 0 = the plain ``-Q`` objective (the behaviour-cloning term and the critic
-    warm-up keep the early residual near the demonstrator instead; a penalty of 0.1 cost about 20 points of final
-    success on the PickColor benchmark, docs/benchmarks/generalist-policies.md)."""
+    critic cannot push it to its bound; 0 = the plain ``-Q`` objective (the demos' behaviour-cloning term holds the
+    early residual instead; a penalty of 0.1 did not help in the PickColor sweep,
+    docs/benchmarks/generalist-policies.md). Set it when fine-tuning without demos."""
     bc_weight: float = 2.5
     """Weight of a behaviour-cloning term on demo and intervention rows, relabelled as residuals against the
     base's proposal there (``clip(a - base, -bound, bound)``); 0 = off. Without demos or interventions it does
-    nothing; with them it steers the early residual towards what the demonstrator did where the base differs."""
+    nothing; with them it steers the early residual towards what the demonstrator did where the base differs. It
+    is weighed against the raw ``-Q`` (against ``-Q / mean|Q|`` with a residual_penalty), so its balance depends on
+    the reward's scale: 2.5 was tuned on sparse 0/1 rewards."""
     bc_q_filter: bool = False
     """Apply that term only where the critics value the stored action above the agent's own (off: on every demo
     and intervention row, which learnt faster from a weak base in the PickColor sweep)."""

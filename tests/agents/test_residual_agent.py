@@ -1,5 +1,5 @@
 """The residual agent on its own: exactly the base before it learns, bounded always, critic-only warm-up and the
-annealed bound, learning a correction of a biased base on real replay samples, exact resume."""
+annealed bound, learning a correction of a biased base on real replay samples, the demos' BC term, exact resume."""
 
 from __future__ import annotations
 
@@ -145,3 +145,35 @@ def test_bad_residual_configs_are_refused() -> None:
             ResidualConfig(**bad).validate()
     with pytest.raises(ValueError, match="residual_scales has 2 entries"):
         ResidualAgent(SPEC, 3, ResidualConfig(residual_scales=(0.3, 2.0)))
+
+
+def test_demo_rows_pull_the_residual_towards_the_demonstrator() -> None:
+    """The BC term (on by default, on every demo row): demos that act 0.15 above a base proposing 0, online data
+    that says nothing (reward 0 everywhere), so only the relabelled demo residuals can move the residual."""
+    rng = np.random.default_rng(0)
+    replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=2000, demos_capacity=2000, interventions_capacity=10))
+    replay.with_base = True
+    base = np.zeros(2, np.float32)
+    for source, n in (("online", 1000), ("demo", 1000)):
+        for _ in range(n):
+            s = rng.uniform(-1, 1, 3).astype(np.float32)
+            a = (np.full(2, 0.15) if source == "demo" else rng.uniform(-0.2, 0.2, 2)).astype(np.float32)
+            replay.add({"state": s}, a, 0.0, True, False, {"state": s}, source=source, base_action=base,
+                       chunk_index=0)
+    obs = {"state": rng.uniform(-1, 1, (16, 3)).astype(np.float32), "base_action": np.zeros((16, 2), np.float32),
+           "chunk_index": np.zeros(16, np.int64)}
+    residuals = {}
+    for bc_weight in (2.5, 0.0):
+        cfg = ResidualConfig(**SMALL, residual_scale=0.2, critic_warmup_updates=10, scale_anneal_updates=0, n_step=1,
+                             bc_weight=bc_weight)
+        assert not cfg.bc_q_filter
+        agent = ResidualAgent(SPEC, 2, cfg, seed=0)
+        s = agent.sampling(cfg)
+        replay.set_n_step(s.n_step, s.discount)
+        agent.prepare(replay)
+        for _ in range(120):
+            metrics = agent.update(replay.sample(s.batch_size, utd=s.utd))
+        residuals[bc_weight] = agent.act(obs, deterministic=True)
+    assert metrics["residual_bound"] == pytest.approx(0.2)
+    assert np.all(np.abs(residuals[2.5] - 0.15) < 0.05), residuals[2.5]  # what the demonstrator did
+    assert np.abs(residuals[0.0] - 0.15).mean() > np.abs(residuals[2.5] - 0.15).mean() + 0.03  # not the critics' doing
