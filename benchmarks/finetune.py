@@ -174,15 +174,19 @@ def agent_overrides(pairs: list[str], agent: str) -> dict:
     return out
 
 
+def metric_rows(run_dir: Path) -> list[dict]:
+    """A run's logged rows (``metrics.jsonl``; none yet: empty)."""
+    path = run_dir / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
 def run_one_with(args: argparse.Namespace, method: str, seed: int) -> dict:
     from robot_rl.config import from_dict
     from robot_rl.runtime.supervisor import train
 
     sections, per_step = method_config(method, args)
-    if args.device != "cpu" or args.agent_set:  # the learner on another device, a sweep's agent fields
-        agent = sections["agent"]
-        agent = {**agent, "device": args.device, **agent_overrides(args.agent_set, agent["name"])}
-        sections = {**sections, "agent": agent}
+    agent = sections["agent"]  # the learner's device, a sweep's agent fields
+    sections = {**sections, "agent": {**agent, "device": args.device, **agent_overrides(args.agent_set, agent["name"])}}
     # steering's env steps are chunks: its budget, warm-up and evaluation marks are divided by the chunk length
     data = {"name": f"{method}-{seed}", "runs_dir": args.runs_dir, "seed": seed,
             "total_env_steps": args.env_steps // per_step, "random_steps": args.warmup // per_step,
@@ -196,7 +200,7 @@ def run_one_with(args: argparse.Namespace, method: str, seed: int) -> dict:
 
     start = time.perf_counter()
     run_dir, final = train(from_dict(TrainConfig, data))
-    rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
+    rows = metric_rows(Path(run_dir))
     curve = [(int(r["step"]) * per_step, float(r["eval/success_rate"])) for r in rows if "eval/success_rate" in r]
     # a processes run's actor reports its base's timing (served: the latency at work) in the logged rows
     timing = {k.rsplit("/", 1)[1]: float(v) for r in rows for k, v in r.items()

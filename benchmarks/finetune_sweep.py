@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 from common import Table, write_result
-from finetune import METHODS
+from finetune import METHODS, metric_rows
 
 HERE = Path(__file__).resolve().parent
 
@@ -64,7 +64,7 @@ def run_record(folder: Path, log: Path) -> dict:
     if result:
         curve = [(int(s), round(float(v), 4)) for s, v in result[-1]["curve"]]
     else:
-        rows = [json.loads(line) for m in folder.glob("*/metrics.jsonl") for line in m.read_text().splitlines()]
+        rows = [r for run in folder.iterdir() if run.is_dir() for r in metric_rows(run)]
         curve = [(int(r["step"]), round(float(r["eval/success_rate"]), 4)) for r in rows if "eval/success_rate" in r]
     exits = [line[5:] for line in text.splitlines() if line.startswith("EXIT ")]
     return {"curve": curve, "final": curve[-1][1] if curve else None, "finished": bool(result),
@@ -132,8 +132,7 @@ def final_cell(run: dict) -> str:
 def summary(configs: list[dict], runs_dir: str) -> tuple[dict, Table]:
     """Every config's runs (curves, finals) and the table of final success per seed ("-": no evaluation)."""
     table = Table("Final success per config (each seed's last evaluation; * = stopped before the last step)",
-                  ["config", "method", "agent fields", "seeds", "final per seed", "mean", "first evaluation"],
-                  echo=False)
+                  ["config", "method", "agent fields", "seeds", "final per seed", "mean", "first evaluation"])
     figures: dict = {"configs": []}
     for c in configs:
         runs = [run_record(Path(runs_dir) / f"{c['name']}-{s}", Path(runs_dir) / f"{c['name']}-{s}.log")
@@ -162,10 +161,7 @@ def main() -> None:
     configs = read_sweep(args.sweep)
     if not args.collect_only:
         launch(configs, args, common)
-    figures, table = summary(configs, args.runs_dir)
-    print(table.title)
-    for row in [table.columns, *table.rows]:
-        print("| " + " | ".join(row) + " |")
+    figures, table = summary(configs, args.runs_dir)  # the table prints as it fills
     name = "finetune_sweep_" + Path(args.sweep).stem
     print(f"results: {write_result(name, {**figures, 'common': common}, args.out, tables=[table])}")
 
