@@ -36,12 +36,21 @@ def register_builtin(env_id: str) -> None:
         import robot_rl_sim  # noqa: F401  (registers the sim tasks)
 
 
+def _told_time_limit(env: gym.Env, cfg: EnvConfig) -> gym.Env:
+    """An env with a ``time_limit`` attribute learns the TimeLimit wrapper's ``max_episode_steps`` (it must know
+    where its episodes end, e.g. to close a recording)."""
+    if hasattr(env.unwrapped, "time_limit"):
+        env.unwrapped.time_limit = cfg.max_episode_steps
+    return env
+
+
 def _make_raw(cfg: EnvConfig, render_mode: str | None, extra_kwargs: dict[str, Any]) -> gym.Env:
     load_imports(cfg.imports, "env.imports")
     register_builtin(cfg.id)
     kwargs = {**cfg.kwargs, **extra_kwargs}
     try:
-        return gym.make(cfg.id, max_episode_steps=cfg.max_episode_steps, render_mode=render_mode, **kwargs)
+        return _told_time_limit(gym.make(cfg.id, max_episode_steps=cfg.max_episode_steps, render_mode=render_mode,
+                                         **kwargs), cfg)
     except gym.error.Error as exc:
         if ":" not in cfg.id:
             raise ValueError(f"env.id: cannot make {cfg.id!r}: {exc}") from exc
@@ -57,7 +66,7 @@ def _make_raw(cfg: EnvConfig, render_mode: str | None, extra_kwargs: dict[str, A
     spec = gym.envs.registration.EnvSpec(id=cfg.id.replace(":", "."), entry_point=entry,
                                          max_episode_steps=cfg.max_episode_steps)
     try:
-        return gym.make(spec, render_mode=render_mode, **kwargs)
+        return _told_time_limit(gym.make(spec, render_mode=render_mode, **kwargs), cfg)
     except TypeError as exc:
         raise ValueError(f"env.kwargs: {cfg.id!r} does not take {sorted(kwargs)}: {exc}") from exc
 

@@ -41,6 +41,10 @@ from robot_rl.envs.ros_env_config import FINGER_JOINTS, HOME_POS, RosArmEnvConfi
 from robot_rl.policies.future import roll_ee_target
 from robot_rl.safety.limits import ArmLimits, check_action, filter_arm_target
 
+BAG_TOPICS = {"pose": "ee_pose", "twist": "ee_twist", "gripper": "gripper/joint_states", "wrench": "wrench",
+              "object": "object_pose"}
+"""The env's state streams -> their topics (relative names), as the recorder logs them."""
+
 
 class RosArmEnv(gym.Env):
     """See the module docstring."""
@@ -82,6 +86,7 @@ class RosArmEnv(gym.Env):
         self._key = threading.Event()
         self.publish_times: list[float] = []
         self.recorder: Any = None  # robot_rl.ros.bag.BagRecorder with record_dir
+        self.time_limit: int | None = None  # set by make_env: its TimeLimit wrapper's max_episode_steps
         self._episode_outcome: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ ROS 2
@@ -178,6 +183,7 @@ class RosArmEnv(gym.Env):
         snap, skew = self.link.snapshot(self.state_keys + self.cam_keys, ref, self.cfg.sync_slack,
                                         self.cfg.obs_timeout)
         pos, quat = snap["pose"][1]
+        self._observed_pose = (pos, quat)
         quat = -quat if quat @ np.asarray(self.cfg.limits.home_quat) < 0 else quat
         parts = [pos, quat, snap["twist"][1], [snap["gripper"][1]]]
         if self.cfg.include_wrench:
@@ -188,6 +194,10 @@ class RosArmEnv(gym.Env):
         if self.cam_keys:
             obs["pixels"] = {k[4:]: snap[k][1] for k in self.cam_keys}
         info = {"stamp": snap[ref][0], "obs_skew": skew}
+        if self.recorder is not None:  # which messages this observation is made of: exact pairs in the bag's demos
+            keys = self.state_keys + (self.cam_keys if self.rig is None else [])
+            self.recorder.note_observation({BAG_TOPICS.get(k, f"camera/{k[4:]}/image_raw"): round(snap[k][0] * 1e9)
+                                            for k in keys})
         if self.rig is not None:
             # The rig waits (up to its sync_timeout) for a set within its skew and staleness bounds and counts
             # the late cameras; its stamps are monotonic, the state's are wall clock.
@@ -219,13 +229,14 @@ class RosArmEnv(gym.Env):
             self.link.call(Trigger, self.cfg.reset_service)
         self._key.clear()
         self.steps = 0
-        self.target_pos, self.target_quat = (np.array(x, np.float64) for x in self.ee()[:2])
-        self._tick = self.clock.now()
         self.link.streams["success"].clear()
         if self.recorder is not None:
             self.recorder.start_episode()  # from the settled start on: reset motion is not part of the episode
             self._episode_outcome = {"success": False, "terminated": False, "truncated": False}
+        self._tick = self.clock.now()  # the first observation is stamped after this: its messages are in the bag
         obs, info = self._observe(self._tick)
+        # the first target is the pose the first observation shows (the first action moves from what was seen)
+        self.target_pos, self.target_quat = (np.array(x, np.float64) for x in self._observed_pose)
         info["is_success"] = False
         return obs, info
 
@@ -290,7 +301,7 @@ class RosArmEnv(gym.Env):
         self.steps += 1
         success = self._success()
         terminated = bool(success and self.cfg.terminate_on_success)
-        truncated = bool(self.steps >= self.cfg.max_episode_steps and not terminated)
+        truncated = bool(self.steps >= self.episode_limit() and not terminated)
         info.update(is_success=success, rejected_actions=sum(self.rejections.values()), overruns=self.overruns,
                     safety_state=self.safety_state())
         if self.recorder is not None:
@@ -299,6 +310,13 @@ class RosArmEnv(gym.Env):
             if terminated or truncated:
                 self.recorder.end_episode(**self._episode_outcome)
         return obs, float(success), terminated, truncated, info
+
+    def episode_limit(self) -> int:
+        """Steps per episode: ``max_episode_steps``, or the shorter time limit make_env wraps the env in
+        (``time_limit``): the recorder must see the episode end where the wrapper ends it, or the bag is kept as
+        aborted."""
+        limit = self.cfg.max_episode_steps
+        return min(limit, self.time_limit) if self.time_limit else limit
 
     def _success(self) -> bool:
         if self.cfg.success_source == "topic":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import struct
 import sys
 import threading
 import time
@@ -25,6 +26,12 @@ import yaml
 BUILTIN = {"bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
            "int64", "uint64", "string", "wstring"}
 SEPARATOR = "=" * 80
+DEPTH = 2000
+"""Recorder queue depth per topic (4 s of a 500 Hz state topic)."""
+IMAGE_DEPTH = 60
+"""Recorder queue depth per camera topic (2 s at 30 fps)."""
+OBSERVATION_TOPIC = "policy/observation_stamps"
+"""Written by RosArmEnv's recorder: the header stamps of the messages each observation was made of."""
 
 
 @functools.cache
@@ -156,8 +163,11 @@ class BagRecorder:
     ``end_episode(**info)`` closes it and appends a line to ``episodes.jsonl``. Messages arrive as serialised
     bytes (raw subscriptions: nothing is deserialised to record them)."""
 
-    def __init__(self, node: Any, topics: dict[str, type], folder: str | Path, qos: Any = 10,
+    def __init__(self, node: Any, topics: dict[str, type], folder: str | Path, qos: Any = None,
                  compress: tuple[str, ...] = (), jpeg_quality: int = 90) -> None:
+        """``qos``: one profile or depth for every topic; by default a deep queue (``DEPTH`` messages, ``IMAGE_DEPTH``
+        frames), so a recorder whose executor falls behind (a loaded machine) logs late rather than losing
+        messages."""
         self.node, self.folder = node, Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.index = self.folder / "episodes.jsonl"
@@ -165,21 +175,33 @@ class BagRecorder:
         self.next_episode = max((json.loads(line)["episode"] for line in done), default=-1) + 1
         self.bag: BagWriter | None = None
         self.steps = 0
-        self._subs = []
+        self.flush_timeout = 1.0
+        """How long ``end_episode`` waits for the messages of the last noted observation to be logged."""
+        self._subs: list[Any] = []
+        self._raw: list[tuple[Any, str, str]] = []  # (subscription, topic, type name) of the raw ones
+        self._recorded = set(topics) | set(compress)
+        self._seen: dict[str, int] = {}  # topic -> newest header stamp logged (ns)
+        self._noted: dict[str, int] = {}
         for topic, cls in topics.items():
             type_name = _type_name(cls)
-            self._subs.append(node.create_subscription(
-                cls, topic, lambda data, t=topic, n=type_name: self._on(t, n, data), qos, raw=True))
+            depth = qos or (IMAGE_DEPTH if type_name == "sensor_msgs/msg/Image" else DEPTH)
+            sub = node.create_subscription(cls, topic, lambda data, t=topic, n=type_name: self._on(t, n, data), depth,
+                                           raw=True)
+            self._subs.append(sub)
+            self._raw.append((sub, topic, type_name))
         self.jpeg_quality = jpeg_quality
         for topic in compress:  # sensor_msgs/Image -> JPEG sensor_msgs/CompressedImage on <topic>/compressed
             from sensor_msgs.msg import Image
 
-            self._subs.append(node.create_subscription(Image, topic, lambda m, t=topic: self._compress(t, m), qos))
+            self._subs.append(node.create_subscription(Image, topic, lambda m, t=topic: self._compress(t, m),
+                                                       qos or IMAGE_DEPTH))
 
-    def _on(self, topic: str, type_name: str, data: bytes) -> None:
+    def _on(self, topic: str, type_name: str, data: bytes, t_ns: int | None = None) -> None:
         bag = self.bag
         if bag is not None:
-            bag.write(self.node.resolve_topic_name(topic), type_name, data, time.time_ns())
+            bag.write(self.node.resolve_topic_name(topic), type_name, data, t_ns or time.time_ns())
+            if topic in self._noted:
+                self._seen[topic] = max(self._seen.get(topic, 0), _header_stamp_ns(data))
 
     def _compress(self, topic: str, msg: Any) -> None:
         import cv2
@@ -203,6 +225,34 @@ class BagRecorder:
         cdr = store.serialize_cdr(out, "sensor_msgs/msg/CompressedImage")
         bag.write(self.node.resolve_topic_name(topic) + "/compressed", "sensor_msgs/msg/CompressedImage", bytes(cdr),
                   time.time_ns())
+        self._seen[topic] = max(self._seen.get(topic, 0), msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec)
+
+    def note_observation(self, stamps_ns: dict[str, int]) -> None:
+        """Logs which messages the env's observation was made of (``OBSERVATION_TOPIC``: a ``std_msgs/String`` of
+        JSON, topic -> header stamp in ns), written into the bag directly when the env returns the observation: the
+        bag's reader pairs each command with the exact state it was computed from, not just the newest logged."""
+        bag = self.bag
+        if bag is None:
+            return
+        self._noted = {t: s for t, s in stamps_ns.items() if t in self._recorded}
+        from rosbags.typesys import Stores, get_typestore
+
+        store = get_typestore(Stores.ROS2_JAZZY)
+        msg = store.types["std_msgs/msg/String"](data=json.dumps(stamps_ns, sort_keys=True))
+        cdr = store.serialize_cdr(msg, "std_msgs/msg/String")
+        bag.write(self.node.resolve_topic_name(OBSERVATION_TOPIC), "std_msgs/msg/String", bytes(cdr), time.time_ns())
+
+    def drain(self) -> int:
+        """Logs the messages still queued in the subscriptions (at the end of a session the executor has stopped;
+        under load it runs behind), each at the time DDS received it; returns how many."""
+        count = 0
+        for sub, topic, type_name in self._raw:
+            with sub.handle:
+                while (taken := sub.handle.take_message(sub.msg_type, sub.raw)) is not None:
+                    data, info = taken
+                    self._on(topic, type_name, data, int(info.get("received_timestamp", 0)) or None)
+                    count += 1
+        return count
 
     def start_episode(self) -> int:
         if self.bag is not None:
@@ -214,6 +264,15 @@ class BagRecorder:
         return k
 
     def end_episode(self, **info: Any) -> None:
+        """Closes the episode's bag with every message queued for the recorder in it (its callbacks may run
+        behind the env), waiting up to ``flush_timeout`` for the messages of the last noted observation."""
+        deadline = time.monotonic() + self.flush_timeout
+        while self.bag is not None:
+            self.drain()
+            if all(self._seen.get(t, -1) >= s for t, s in self._noted.items()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.002)
+        self._noted, self._seen = {}, {}
         bag, self.bag = self.bag, None
         if bag is None:
             return
@@ -229,6 +288,15 @@ class BagRecorder:
         for sub in self._subs:
             self.node.destroy_subscription(sub)
         self._subs.clear()
+
+
+def _header_stamp_ns(cdr: bytes) -> int:
+    """The ``header.stamp`` of a serialised message whose first field is a std_msgs/Header (CDR: 4 bytes of
+    encapsulation, then int32 sec and uint32 nanosec in the byte order it names); 0 for one too short."""
+    if len(cdr) < 12:
+        return 0
+    sec, nanosec = struct.unpack_from("<iI" if cdr[1] == 1 else ">iI", cdr, 4)
+    return sec * 1_000_000_000 + nanosec
 
 
 def _type_name(cls: type) -> str:
@@ -275,6 +343,7 @@ def main(argv: list[str] | None = None) -> int:
             self.get_logger().info(f"recording {self.get_namespace()} into {self.recorder.bag.folder}")
 
         def close(self) -> None:  # run_node: after the spin loop stopped, before rclpy shuts down
+            self.recorder.drain()
             self.recorder.end_episode(session=True)
             self.recorder.close()
 

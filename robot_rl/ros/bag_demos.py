@@ -2,25 +2,28 @@
 teleoperated with any ROS 2 tool becomes demos for the same policies).
 
 Bags are read with ``rosbags`` (pure Python; any rosbag2 bag, MCAP or SQLite, from ``ros2 bag record`` or
-RosArmEnv's own recorder). Every ``policy/target_pose`` message is one step: the observation is the newest
-``ee_pose``, ``ee_twist``, ``gripper/joint_states`` (and ``object_pose``, cameras) logged before it, as RosArmEnv
-would have seen them; the action is the target's move since the previous one in units of ``limits.max_step``
-(clipped to [-1, 1]; the first from the EE position) and the gripper command recovered from the newest
-``policy/gripper`` before the next target (``opening = max_opening * (1 - g) / 2``). The last observation is the
-newest state at the end of the bag. Reward 1 on the step where ``success`` turns true; episodes end there when
-RosArmEnv's recorder said so (``episodes.jsonl``), else at the bag's end (truncated).
+RosArmEnv's own recorder). Every ``policy/target_pose`` message is one step. Its observation: in a bag RosArmEnv
+recorded, the very ``ee_pose``, ``ee_twist``, ``gripper/joint_states`` (and ``object_pose``, cameras) messages the
+env's observation was made of (the recorder notes their stamps on ``policy/observation_stamps``); in any other
+bag, the newest of each logged before the command, as a subscriber would have seen them. The action is the
+target's move since the previous one in units of ``limits.max_step`` (clipped to [-1, 1]; the first from the EE
+position) and the gripper command recovered from the newest ``policy/gripper`` before the next target
+(``opening = max_opening * (1 - g) / 2``). The last observation is the env's last one (or the newest state at the
+end of the bag). Reward 1 on the step where ``success`` turns true; episodes end there when RosArmEnv's recorder
+said so (``episodes.jsonl``), else at the bag's end (truncated).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from robot_rl.datasets.episodes import Episode
+from robot_rl.ros.bag import OBSERVATION_TOPIC
 from robot_rl.safety.limits import ArmLimits
 from robot_rl.spaces import ObsSpec
 
@@ -38,6 +41,15 @@ def _before(times: np.ndarray, t: int) -> int:
     """The newest message logged at or before ``t``; the first one when none was (the recorder may log the state
     an env stepped from a moment after the command it sent on it)."""
     return max(int(np.searchsorted(times, t, side="right")) - 1, 0)
+
+
+def _header_stamps(msgs: list[Any]) -> np.ndarray:
+    return np.array([m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for m in msgs], np.int64)
+
+
+def _nearest(stamps: np.ndarray, t: int) -> int:
+    """The message whose header stamp is nearest to ``t`` (the recorder's note rounds the env's float stamp)."""
+    return int(np.argmin(np.abs(stamps - int(t))))
 
 
 def _image(m: Any) -> np.ndarray:
@@ -69,32 +81,42 @@ def bag_episode(folder: str | Path, limits: ArmLimits | None = None, object_stat
         cams = {c: _series(reader, f"camera/{c}/image_raw") for c in cameras}
         cams = {c: v if len(v[0]) else _series(reader, f"camera/{c}/image_raw/compressed") for c, v in cams.items()}
         succ_t, succ = _series(reader, "success")
+        notes = _series(reader, OBSERVATION_TOPIC)[1]
     if len(cmds) == 0:
         raise ValueError(f"{folder}: no policy/target_pose messages")
     for k, (times, _) in {**state, **{f"camera/{c}": v for c, v in cams.items()}}.items():
         if len(times) == 0:
             raise ValueError(f"{folder}: no {k} messages")
 
-    def observe(t: int) -> dict[str, np.ndarray]:
-        pose = state["ee_pose"][1][_before(state["ee_pose"][0], t)].pose
+    def observe(pick: Callable[[str, np.ndarray], int]) -> dict[str, np.ndarray]:
+        """The observation of the messages ``pick(topic, log times)`` chooses, one per topic."""
+        def msg(topic: str, series: tuple[np.ndarray, list[Any]]) -> Any:
+            return series[1][pick(topic, series[0])]
+
+        pose = msg("ee_pose", state["ee_pose"]).pose
         pos = np.array([pose.position.x, pose.position.y, pose.position.z])
         quat = np.array([pose.orientation.w, pose.orientation.x, pose.orientation.y, pose.orientation.z])
         quat = -quat if quat @ home < 0 else quat
-        lin = state["ee_twist"][1][_before(state["ee_twist"][0], t)].twist.linear
-        js = state["gripper/joint_states"][1][_before(state["gripper/joint_states"][0], t)]
+        lin = msg("ee_twist", state["ee_twist"]).twist.linear
+        js = msg("gripper/joint_states", state["gripper/joint_states"])
         opening = sum(float(p) for n, p in zip(js.name, js.position) if n in FINGERS)
         parts = [pos, quat, [lin.x, lin.y, lin.z], [opening]]
         if object_state:
-            o = state["object_pose"][1][_before(state["object_pose"][0], t)].pose.position
+            o = msg("object_pose", state["object_pose"]).pose.position
             parts.append([o.x, o.y, o.z])
         out = {"state": np.concatenate(parts).astype(np.float32)}
-        for c, (times, msgs) in cams.items():
-            out[f"pixels/{c}"] = _image(msgs[_before(times, t)])
+        for c, series in cams.items():
+            out[f"pixels/{c}"] = _image(msg(f"camera/{c}/image_raw", series))
         return out
 
-    obs = [observe(int(t)) for t in cmd_t]
     end = max(int(cmd_t[-1]), *(int(v[0][-1]) for v in state.values()))
-    obs.append(observe(end))
+    if len(notes) == len(cmds) + 1:  # RosArmEnv's recording: the very messages each observation was made of
+        stamps = {k: _header_stamps(v[1]) for k, v in state.items()}
+        stamps.update({f"camera/{c}/image_raw": _header_stamps(v[1]) for c, v in cams.items()})
+        noted = [json.loads(m.data) for m in notes]
+        obs = [observe(lambda topic, _, n=n: _nearest(stamps[topic], n.get(topic, n["ee_pose"]))) for n in noted]
+    else:  # any other bag: the newest state logged before each command, as a subscriber would have seen it
+        obs = [observe(lambda _, times, t=int(t): _before(times, t)) for t in [*cmd_t, end]]
     targets = np.array([[m.pose.position.x, m.pose.position.y, m.pose.position.z] for m in cmds])
     previous = np.vstack([obs[0]["state"][None, :3], targets[:-1]])
     actions = np.zeros((len(cmds), 4), np.float32)

@@ -135,6 +135,7 @@ def test_learner_sigkill_then_resume_loses_no_transition_and_never_publishes_a_f
             shm.unlink_shm(json.loads(path.read_text())["ring"])
 
 
+@pytest.mark.timeout(500)
 def test_actor_sigkill_learner_keeps_running_and_a_replacement_joins(tmp_path):
     # 30 s of stepping at 100 Hz, killed after 300 steps: under load the learner's status.json lags the actor, and
     # the actor must still be running when it is killed (a shorter run could finish first, and nothing is replaced)
@@ -152,7 +153,15 @@ def test_actor_sigkill_learner_keeps_running_and_a_replacement_joins(tmp_path):
         wait_for(lambda: (run / "status.json").is_file()
                  and json.loads((run / "status.json").read_text())["env_steps"] > 300, 120, "some progress")
         os.kill(first["pid"], signal.SIGKILL)
-        out, err = proc.communicate(timeout=400)
+        try:
+            out, err = proc.communicate(timeout=200)
+        except subprocess.TimeoutExpired:  # say where the run stood (the test's own timeout would say nothing)
+            proc.kill()
+            out, err = proc.communicate()
+            status = (run / "status.json").read_text() if (run / "status.json").is_file() else "no status.json"
+            actors = [p.read_text() for p in actor_dir(run).glob("*.json")] if actor_dir(run).is_dir() else []
+            raise AssertionError(f"the run did not end within 200 s of the kill\nstatus: {status}\n"
+                                 f"actors: {actors}\nstderr: {err[-4000:]}") from None
     finally:
         if proc.poll() is None:
             proc.kill()
