@@ -49,7 +49,8 @@ def test_the_actor_runs_the_base_the_learner_fine_tunes_and_a_killed_run_resumes
          "--agent.batch-size", "32", "--agent.hidden-dims", "64", "64", "--agent.num-critics", "2",
          "--base-policy.path", str(tiny_vla), "--execution.execute-steps", "1", "--demos", "scripted:2",
          "--total-env-steps", "100000", "--random-steps", "40", "--learning-starts", "40",
-         "--runtime.publish-every-updates", "5", "--runtime.publish-every-seconds", "1e9", "--checkpoint-every", "200", "--eval-every", "0", "--name", "cg",
+         "--runtime.publish-every-updates", "5", "--runtime.publish-every-seconds", "1e9",
+         "--checkpoint-every", "200", "--eval-every", "0", "--name", "cg",
          "--runs-dir", str(tmp_path / "runs"), "--no-progress"],
         cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
         env={**os.environ, "MUJOCO_GL": "egl"})
