@@ -62,6 +62,10 @@ def test_the_hardware_publishes_clock_and_stamps_physics_time_under_load(graph):
                 effort.publish(JointState(effort=[0.0] * 7))
                 rclpy.spin_once(node, timeout_sec=0.004)
             wall = time.monotonic() - wall0
+        advanced = states[-1][0] - states[0][0] if states else 0.0
+        settle = time.monotonic() + 1.0  # the hogs gone, the probe catches up on both topics' queues (beside the
+        while time.monotonic() < settle:  # hogs one can lag the other by a fraction of a second)
+            rclpy.spin_once(node, timeout_sec=0.004)
     finally:
         node.destroy_node()
         rclpy.shutdown()
@@ -82,7 +86,7 @@ def test_the_hardware_publishes_clock_and_stamps_physics_time_under_load(graph):
             moving += 1
             assert np.allclose((q1 - q0) / (t1 - t0), v1, rtol=1e-3, atol=1e-6)
     assert moving > 50, moving
-    print(f"physics advanced {stamps[-1] - stamps[0]:.2f} s in {wall:.2f} s of wall time beside 2 CPU hogs")
+    print(f"physics advanced {advanced:.2f} s in {wall:.2f} s of wall time beside 2 CPU hogs")
 
 
 @pytest.mark.timeout(240)
