@@ -41,10 +41,6 @@ from robot_rl.envs.ros_env_config import FINGER_JOINTS, HOME_POS, RosArmEnvConfi
 from robot_rl.policies.future import roll_ee_target
 from robot_rl.safety.limits import ArmLimits, check_action, filter_arm_target
 
-BAG_TOPICS = {"pose": "ee_pose", "twist": "ee_twist", "gripper": "gripper/joint_states", "wrench": "wrench",
-              "object": "object_pose"}
-"""The env's state streams -> their topics (relative names), as the recorder logs them."""
-
 
 class RosArmEnv(gym.Env):
     """See the module docstring."""
@@ -196,8 +192,7 @@ class RosArmEnv(gym.Env):
         info = {"stamp": snap[ref][0], "obs_skew": skew}
         if self.recorder is not None:  # which messages this observation is made of: exact pairs in the bag's demos
             keys = self.state_keys + (self.cam_keys if self.rig is None else [])
-            self.recorder.note_observation({BAG_TOPICS.get(k, f"camera/{k[4:]}/image_raw"): round(snap[k][0] * 1e9)
-                                            for k in keys})
+            self.recorder.note_observation({self.link.subscriptions[k].topic: round(snap[k][0] * 1e9) for k in keys})
         if self.rig is not None:
             # The rig waits (up to its sync_timeout) for a set within its skew and staleness bounds and counts
             # the late cameras; its stamps are monotonic, the state's are wall clock.

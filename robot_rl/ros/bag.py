@@ -225,7 +225,7 @@ class BagRecorder:
         cdr = store.serialize_cdr(out, "sensor_msgs/msg/CompressedImage")
         bag.write(self.node.resolve_topic_name(topic) + "/compressed", "sensor_msgs/msg/CompressedImage", bytes(cdr),
                   time.time_ns())
-        self._seen[topic] = max(self._seen.get(topic, 0), msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec)
+        self._seen[topic] = max(self._seen.get(topic, 0), stamp_ns(msg.header.stamp))
 
     def note_observation(self, stamps_ns: dict[str, int]) -> None:
         """Logs which messages the env's observation was made of (``OBSERVATION_TOPIC``: a ``std_msgs/String`` of
@@ -299,6 +299,11 @@ def _header_stamp_ns(cdr: bytes) -> int:
     return sec * 1_000_000_000 + nanosec
 
 
+def stamp_ns(stamp: Any) -> int:
+    """A builtin_interfaces/Time (rclpy's or rosbags') in integer nanoseconds."""
+    return stamp.sec * 1_000_000_000 + stamp.nanosec
+
+
 def _type_name(cls: type) -> str:
     """``sensor_msgs.msg.JointState`` -> ``sensor_msgs/msg/JointState``."""
     module = cls.__module__.split(".")
@@ -343,8 +348,7 @@ def main(argv: list[str] | None = None) -> int:
             self.get_logger().info(f"recording {self.get_namespace()} into {self.recorder.bag.folder}")
 
         def close(self) -> None:  # run_node: after the spin loop stopped, before rclpy shuts down
-            self.recorder.drain()
-            self.recorder.end_episode(session=True)
+            self.recorder.end_episode(session=True)  # with what is still queued (it drains)
             self.recorder.close()
 
     return run_node(BagRecorderNode, argv)

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.datasets.episodes import Episode
-from robot_rl.ros.bag import OBSERVATION_TOPIC
+from robot_rl.ros.bag import OBSERVATION_TOPIC, stamp_ns
 from robot_rl.safety.limits import ArmLimits
 from robot_rl.spaces import ObsSpec
 
@@ -44,7 +44,7 @@ def _before(times: np.ndarray, t: int) -> int:
 
 
 def _header_stamps(msgs: list[Any]) -> np.ndarray:
-    return np.array([m.header.stamp.sec * 1_000_000_000 + m.header.stamp.nanosec for m in msgs], np.int64)
+    return np.array([stamp_ns(m.header.stamp) for m in msgs], np.int64)
 
 
 def _nearest(stamps: np.ndarray, t: int) -> int:
