@@ -205,8 +205,6 @@ class BagRecorder:
 
     def _compress(self, topic: str, msg: Any) -> None:
         import cv2
-        from rosbags.typesys import Stores, get_typestore
-
         bag = self.bag
         if bag is None:
             return
@@ -215,7 +213,7 @@ class BagRecorder:
         ok, jpeg = cv2.imencode(".jpg", image_array(msg)[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, self.jpeg_quality])
         if not ok:
             return
-        store = get_typestore(Stores.ROS2_JAZZY)  # CDR from rosbags' serialiser (rclpy's pads its buffer)
+        store = _typestore()  # CDR from rosbags' serialiser (rclpy's pads its buffer)
         t = store.types
         header = t["std_msgs/msg/Header"](stamp=t["builtin_interfaces/msg/Time"](sec=msg.header.stamp.sec,
                                                                                nanosec=msg.header.stamp.nanosec),
@@ -235,9 +233,7 @@ class BagRecorder:
         if bag is None:
             return
         self._noted = {t: s for t, s in stamps_ns.items() if t in self._recorded}
-        from rosbags.typesys import Stores, get_typestore
-
-        store = get_typestore(Stores.ROS2_JAZZY)
+        store = _typestore()
         msg = store.types["std_msgs/msg/String"](data=json.dumps(stamps_ns, sort_keys=True))
         cdr = store.serialize_cdr(msg, "std_msgs/msg/String")
         bag.write(self.node.resolve_topic_name(OBSERVATION_TOPIC), "std_msgs/msg/String", bytes(cdr), time.time_ns())
@@ -288,6 +284,14 @@ class BagRecorder:
         for sub in self._subs:
             self.node.destroy_subscription(sub)
         self._subs.clear()
+
+
+@functools.cache
+def _typestore() -> Any:
+    """rosbags' Jazzy type store (building one takes milliseconds: once per process, not per message)."""
+    from rosbags.typesys import Stores, get_typestore
+
+    return get_typestore(Stores.ROS2_JAZZY)
 
 
 def _header_stamp_ns(cdr: bytes) -> int:
