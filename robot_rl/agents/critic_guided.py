@@ -9,7 +9,9 @@ agent passes the proposal through (plus small fixed exploration noise); what lea
   VLA's decode for every target at UTD 20 would cost a full VLA pass per critic step);
 * every ``improve_every`` updates, after a critic-only warm-up, it draws ``improve_batch`` observations with their
   camera frames, samples ``num_samples`` chunks per observation from the base (the zero-noise decode among them)
-  and lets the critics pick the chunk whose first action they value most (best-of-K, as PA-RL's global step).
+  and lets the critics pick the chunk whose first action they value most (best-of-K, as PA-RL's global step),
+  by a lower confidence bound over the ensemble (``pick_pessimism``), so a sample the members disagree on does
+  not displace the decode on the strength of one member's extrapolation.
   The base's deterministic decode, what the robot executes, is then pulled onto the pick's first action by
   gradient through the decode (a consistency-style objective), and the base's own objective (flow matching
   and/or L1, robot_rl.vla.model) on the picked chunks moves its sampling distribution along (weighted low);
@@ -88,6 +90,7 @@ class CriticGuidedAgent:
         self._empty_text = torch.tensor(self.base.text.encode(""), device=self.device)
         self._replay: ReplayBuffer | None = None
         self.update_step = self.critic_step = self.improve_step = 0
+        self._last_improve: dict[str, float] = {}
 
     # ---------------------------------------------------------------- contract
     def _trained_parameters(self) -> list[torch.nn.Parameter]:
@@ -177,9 +180,11 @@ class CriticGuidedAgent:
             metrics = self._critic_step(index_tree(tb, i))
         past = self.update_step - self.cfg.critic_warmup_updates
         if past >= 0 and past % self.cfg.improve_every == 0 and self._replay is not None:
-            metrics.update(self._improve())
+            self._last_improve = {k: float(v) for k, v in self._improve().items()}
         self.update_step += 1
-        return {k: float(v) for k, v in metrics.items()}
+        # The last improvement's metrics ride along with every update, so a logger that samples one update's
+        # metrics sees them although only every improve_every-th update makes them.
+        return {**{k: float(v) for k, v in metrics.items()}, **self._last_improve}
 
     def _critic_step(self, mb: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         cfg = self.cfg
@@ -211,6 +216,14 @@ class CriticGuidedAgent:
         text = obs["instruction"].float() if "instruction" in obs else self._empty_text.expand(b, -1)
         return images, state, text
 
+    def pick_scores(self, q_members: torch.Tensor) -> torch.Tensor:
+        """[members, B, K] critic values of K sampled chunks -> [B, K] scores: the ensemble's mean less
+        ``pick_pessimism`` standard deviations across members (a lower confidence bound)."""
+        score = q_members.mean(0)
+        if self.cfg.pick_pessimism > 0 and q_members.shape[0] > 1:
+            score = score - self.cfg.pick_pessimism * q_members.std(0)
+        return score
+
     def _improve(self) -> dict[str, torch.Tensor]:
         """One step of the base towards the chunks the critics pick among its own samples (see the module doc)."""
         cfg, model = self.cfg, self.base.model
@@ -226,8 +239,8 @@ class CriticGuidedAgent:
             chunks = model.decode(context.repeat_interleave(k, 0), noise.view(b * k, h, a)).clamp(-1.0, 1.0)
             chunks = chunks.view(b, k, h, a)
             z = self._features(self.encoder(self._seen(obs)), torch.zeros(b, device=self.device))
-            q = self.critic(z.repeat_interleave(k, 0), chunks[:, :, 0].reshape(b * k, a)).squeeze(-1).mean(0)
-            q = q.view(b, k)
+            members = self.critic(z.repeat_interleave(k, 0), chunks[:, :, 0].reshape(b * k, a)).squeeze(-1)
+            q = self.pick_scores(members.view(-1, b, k))
             best = q.argmax(1)
             target = chunks[torch.arange(b, device=self.device), best].clone()
             prior = (to_torch(sample["source"], self.device) == SOURCE_CODE["demo"]) | \

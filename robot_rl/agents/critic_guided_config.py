@@ -23,6 +23,10 @@ class CriticGuidedConfig(AgentConfig):
     num_samples: int = 8
     """K: chunks sampled per observation in an improvement step (the zero-noise decode is always one of them, so
     a critic that prefers no sample leaves the decode where it is)."""
+    pick_pessimism: float = 1.0
+    """The critics score each sampled chunk by the ensemble's mean minus this many standard deviations across its
+    members (a lower confidence bound). Samples far from the executed actions the critics learned from are where
+    the members disagree; without it the pick follows their extrapolation errors. 0 = the ensemble mean."""
     noise_std: float = 1.0
     """Std of the flow noise the other K-1 samples start from (1 = the distribution the base was trained on)."""
     improve_every: int = 10
@@ -90,6 +94,7 @@ class CriticGuidedConfig(AgentConfig):
             (self.bc_weight >= 0 and self.critic_warmup_updates >= 0 and self.decode_weight >= 0
              and self.sample_weight >= 0,
              "bc_weight, critic_warmup_updates, decode_weight and sample_weight must be >= 0"),
+            (self.pick_pessimism >= 0, "pick_pessimism must be >= 0"),
             (self.n_step >= 1 and self.chunk_phases >= 0, "n_step must be >= 1 and chunk_phases >= 0"),
             (self.num_critics >= 1, "num_critics must be >= 1"),
             (1 <= self.num_min_critics <= self.num_critics, "num_min_critics must be in [1, num_critics]"),

@@ -122,3 +122,14 @@ def test_demo_rows_pull_the_base_to_their_action_and_resume_is_exact(tiny_vla) -
     assert twin.improve_step == agent.improve_step == 4
     assert all(torch.equal(v, twin.base_weights()[k]) for k, v in agent.base_weights().items())
     assert all(torch.equal(v, twin.critic.state_dict()[k]) for k, v in agent.critic.state_dict().items())
+
+
+def test_the_pick_prefers_what_the_ensemble_agrees_on(tiny_vla) -> None:
+    # sample 1 has the higher mean but its members disagree; sample 0 (the decode) is agreed on
+    q = torch.tensor([[[0.5, 1.6, 0.4]], [[0.5, 0.0, 0.4]], [[0.5, 1.6, 0.4]], [[0.5, 0.0, 0.4]]])  # [4, 1, 3]
+    cautious = CriticGuidedAgent(SPEC, 4, CriticGuidedConfig(**SMALL, base_path=str(tiny_vla)))
+    assert cautious.pick_scores(q).argmax(1).item() == 0
+    greedy = CriticGuidedAgent(SPEC, 4, CriticGuidedConfig(**SMALL, base_path=str(tiny_vla), pick_pessimism=0.0))
+    assert greedy.pick_scores(q).argmax(1).item() == 1
+    with pytest.raises(ValueError, match="pick_pessimism"):
+        CriticGuidedConfig(pick_pessimism=-1.0).validate()
