@@ -9,9 +9,10 @@ agent passes the proposal through (plus small fixed exploration noise); what lea
   VLA's decode for every target at UTD 20 would cost a full VLA pass per critic step);
 * every ``improve_every`` updates, after a critic-only warm-up, it draws ``improve_batch`` observations with their
   camera frames, samples ``num_samples`` chunks per observation from the base (the zero-noise decode among them)
-  and lets the critics pick the chunk whose first action they value most (best-of-K, as PA-RL's global step),
-  by a lower confidence bound over the ensemble (``pick_pessimism``), so a sample the members disagree on does
-  not displace the decode on the strength of one member's extrapolation.
+  and lets the critics pick the chunk whose first action they value most (best-of-K, as PA-RL's global step):
+  half of the ensemble picks, the other half verifies the pick's gain over the decode (``pick_pessimism``), and
+  where it is not clearly positive the decode stays. Without the check the best of K noisy values beats the
+  decode almost always and the base drifts towards the critics' noise.
   The base's deterministic decode, what the robot executes, is then pulled onto the pick's first action by
   gradient through the decode (a consistency-style objective), and the base's own objective (flow matching
   and/or L1, robot_rl.vla.model) on the picked chunks moves its sampling distribution along (weighted low);
@@ -216,13 +217,25 @@ class CriticGuidedAgent:
         text = obs["instruction"].float() if "instruction" in obs else self._empty_text.expand(b, -1)
         return images, state, text
 
-    def pick_scores(self, q_members: torch.Tensor) -> torch.Tensor:
-        """[members, B, K] critic values of K sampled chunks -> [B, K] scores: the ensemble's mean less
-        ``pick_pessimism`` standard deviations across members (a lower confidence bound)."""
-        score = q_members.mean(0)
-        if self.cfg.pick_pessimism > 0 and q_members.shape[0] > 1:
-            score = score - self.cfg.pick_pessimism * q_members.std(0)
-        return score
+    def pick(self, q_members: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """[members, B, K] critic values of K sampled chunks (sample 0: the decode) -> (the sample each observation
+        moves to [B], its verified gain over the decode [B]).
+
+        The maximum of K noisy estimates beats the decode almost always (the winner's curse), so selection and
+        verification use disjoint halves of the ensemble, drawn at random each step (as double Q-learning
+        decouples them): one half picks the best sample, the other measures its gain over the decode member by
+        member, and the pick replaces the decode only where that gain's mean less ``pick_pessimism`` standard
+        deviations is positive. Elsewhere the decode stays (no pull)."""
+        m = q_members.shape[0]
+        order = torch.randperm(m, device=q_members.device, generator=self.generator)
+        select, verify = (q_members[order[: m // 2]], q_members[order[m // 2:]]) if m > 1 else (q_members, q_members)
+        best = select.mean(0).argmax(1)
+        gain = verify.gather(2, best.view(1, -1, 1).expand(verify.shape[0], -1, 1)).squeeze(2) - verify[:, :, 0]
+        bound = gain.mean(0)
+        if verify.shape[0] > 1:
+            bound = bound - self.cfg.pick_pessimism * gain.std(0)
+        moved = (best != 0) & (bound > 0)
+        return torch.where(moved, best, torch.zeros_like(best)), torch.where(moved, gain.mean(0), 0.0)
 
     def _improve(self) -> dict[str, torch.Tensor]:
         """One step of the base towards the chunks the critics pick among its own samples (see the module doc)."""
@@ -240,8 +253,7 @@ class CriticGuidedAgent:
             chunks = chunks.view(b, k, h, a)
             z = self._features(self.encoder(self._seen(obs)), torch.zeros(b, device=self.device))
             members = self.critic(z.repeat_interleave(k, 0), chunks[:, :, 0].reshape(b * k, a)).squeeze(-1)
-            q = self.pick_scores(members.view(-1, b, k))
-            best = q.argmax(1)
+            best, gain = self.pick(members.view(-1, b, k))
             target = chunks[torch.arange(b, device=self.device), best].clone()
             prior = (to_torch(sample["source"], self.device) == SOURCE_CODE["demo"]) | \
                 (to_torch(sample["intervened"], self.device) > 0)
@@ -264,7 +276,7 @@ class CriticGuidedAgent:
         self.base_optimizer.step()
         self.improve_step += 1
         return {"base_loss": loss.detach(), "base_grad_norm": grad_norm.detach(),
-                "q_gain": (q.max(1).values - q[:, 0]).mean(), "picked_decode": (best == 0).float().mean(),
+                "q_gain": gain.mean(), "kept_decode": (best == 0).float().mean(),
                 **{f"base_{k.split('/')[-1]}": torch.tensor(v) for k, v in parts.items()}}
 
     # ------------------------------------------------------------ state / io

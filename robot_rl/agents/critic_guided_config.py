@@ -24,9 +24,9 @@ class CriticGuidedConfig(AgentConfig):
     """K: chunks sampled per observation in an improvement step (the zero-noise decode is always one of them, so
     a critic that prefers no sample leaves the decode where it is)."""
     pick_pessimism: float = 1.0
-    """The critics score each sampled chunk by the ensemble's mean minus this many standard deviations across its
-    members (a lower confidence bound). Samples far from the executed actions the critics learned from are where
-    the members disagree; without it the pick follows their extrapolation errors. 0 = the ensemble mean."""
+    """Half of the critic ensemble picks the best sample, the other half measures its gain over the decode member
+    by member; the pick replaces the decode only where that gain's mean less this many standard deviations is
+    positive (elsewhere the decode stays). 0: any positive mean gain of the verifying half."""
     noise_std: float = 1.0
     """Std of the flow noise the other K-1 samples start from (1 = the distribution the base was trained on)."""
     improve_every: int = 10

@@ -83,7 +83,7 @@ def test_improvement_moves_the_base_towards_the_action_the_critic_values(tiny_vl
     rng = np.random.default_rng(1)
     replay = bandit_replay(rng, 3000)
     cfg = CriticGuidedConfig(**{**SMALL, "critic_warmup_updates": 200}, base_path=str(tiny_vla), improve_every=1,
-                             improve_batch=16, num_samples=8, base_lr=1e-4, noise_std=0.5)
+                             improve_batch=16, num_samples=8, base_lr=1e-4, noise_std=0.5, pick_pessimism=0.0)
     agent = CriticGuidedAgent(SPEC, 4, cfg, seed=0)
     s = agent.sampling(cfg)
     assert not s.pixels  # critic samples skip the frames; improvement draws its own with them
@@ -124,12 +124,16 @@ def test_demo_rows_pull_the_base_to_their_action_and_resume_is_exact(tiny_vla) -
     assert all(torch.equal(v, twin.critic.state_dict()[k]) for k, v in agent.critic.state_dict().items())
 
 
-def test_the_pick_prefers_what_the_ensemble_agrees_on(tiny_vla) -> None:
-    # sample 1 has the higher mean but its members disagree; sample 0 (the decode) is agreed on
-    q = torch.tensor([[[0.5, 1.6, 0.4]], [[0.5, 0.0, 0.4]], [[0.5, 1.6, 0.4]], [[0.5, 0.0, 0.4]]])  # [4, 1, 3]
-    cautious = CriticGuidedAgent(SPEC, 4, CriticGuidedConfig(**SMALL, base_path=str(tiny_vla)))
-    assert cautious.pick_scores(q).argmax(1).item() == 0
-    greedy = CriticGuidedAgent(SPEC, 4, CriticGuidedConfig(**SMALL, base_path=str(tiny_vla), pick_pessimism=0.0))
-    assert greedy.pick_scores(q).argmax(1).item() == 1
+def test_the_pick_moves_only_where_the_critics_agree_on_a_gain(tiny_vla) -> None:
+    agent = CriticGuidedAgent(SPEC, 4, CriticGuidedConfig(**SMALL, base_path=str(tiny_vla)))
+    # sample 1 looks best to two members and worst to the other two: whichever half picks, the other half refutes
+    split = torch.tensor([[[0.5, 1.6, 0.4]], [[0.5, 0.0, 0.4]], [[0.5, 1.6, 0.4]], [[0.5, 0.0, 0.4]]])  # [4, 1, 3]
+    # sample 2 is better than the decode by 0.1 for every member
+    agreed = torch.tensor([[[0.5, 0.4, 0.60]], [[0.3, 0.2, 0.41]], [[0.7, 0.6, 0.79]], [[0.5, 0.4, 0.60]]])
+    for _ in range(20):  # the halves are drawn at random each time
+        best, gain = agent.pick(split)
+        assert best.item() == 0 and gain.item() == 0.0
+        best, gain = agent.pick(agreed)
+        assert best.item() == 2 and abs(gain.item() - 0.1) < 0.02
     with pytest.raises(ValueError, match="pick_pessimism"):
         CriticGuidedConfig(pick_pessimism=-1.0).validate()
