@@ -13,6 +13,9 @@ agent passes the proposal through (plus small fixed exploration noise); what lea
   half of the ensemble picks, the other half verifies the pick's gain over the decode (``pick_pessimism``), and
   where it is not clearly positive the decode stays. Without the check the best of K noisy values beats the
   decode almost always and the base drifts towards the critics' noise.
+  Every step of the decode that is not a verified pick or a demo's action is held at the original base's decode
+  (``anchor_weight``): without the anchor, any update of the head (its own loss on its own decode included)
+  drifts the deterministic decode, and the robot's success with it.
   The base's deterministic decode, what the robot executes, is then pulled onto the pick's first action by
   gradient through the decode (a consistency-style objective), and the base's own objective (flow matching
   and/or L1, robot_rl.vla.model) on the picked chunks moves its sampling distribution along (weighted low);
@@ -23,8 +26,9 @@ agent passes the proposal through (plus small fixed exploration noise); what lea
 The base's weights travel to the actors with the agent's policy state (``base.*``); an actor loads them into the
 base its executors run (``VLAPolicy.load_weights``), so the robot executes the fine-tuned base. The base is
 trained without dropout (the training mode's dropout would draw from torch's global RNG; resume is exact).
-Memory: the base's parameters, gradients and AdamW moments, 4x its size in float32 (about 34 MB for the 2.15 M
-parameter benchmark VLA), plus one ``improve_batch`` x ``num_samples`` decode.
+Memory: the base's parameters, gradients and AdamW moments and a frozen copy of the original base (the anchor),
+5x its size in float32 (about 43 MB for the 2.15 M parameter benchmark VLA), plus one ``improve_batch`` x
+``num_samples`` decode.
 """
 
 from __future__ import annotations
@@ -69,6 +73,8 @@ class CriticGuidedAgent:
         self.device = torch.device(cfg.device)
         self.base: VLAPolicy = load_vla(cfg.base_path, cfg.device)
         self.base.model.requires_grad_(False)
+        # the original base, which the decode is held at wherever the critics verified no gain (never trained)
+        self.reference = copy.deepcopy(self.base.model).eval()
         for p in self._trained_parameters():
             p.requires_grad_(True)
         seen = obs_spec if cfg.use_cameras else ObsSpec(obs_spec.state_dim, {}, obs_spec.instruction_dim)
@@ -260,6 +266,10 @@ class CriticGuidedAgent:
             target[prior, 0] = to_torch(sample["action"], self.device).float()[prior]
             weight = torch.ones(b, h, device=self.device)
             weight[prior] = cfg.bc_weight
+            # where the decode is held at the original base's: every step but the first of a pick or a demo row
+            reference = self.reference.decode(self.reference.encode(*inputs) if cfg.train_trunk else context)
+            held = torch.ones(b, h, device=self.device)
+            held[(best != 0) | prior, 0] = 0.0
         context = model.encode(*inputs) if cfg.train_trunk else context
         # The deterministic decode (what the robot executes) is pulled onto the picks' first action, through the
         # decode's steps: the critics scored that action only, and pulling the picks' later steps (other samples'
@@ -267,9 +277,12 @@ class CriticGuidedAgent:
         # its sampling distribution with it.
         flow_loss, parts = model.loss(context, target, weight, generator=self.generator)
         decoded = model.decode(context)
-        pull = (((decoded[:, 0] - target[:, 0]) ** 2) * weight[:, :1]).sum() / (weight[:, 0].sum() * a)
-        loss = cfg.sample_weight * flow_loss + cfg.decode_weight * pull
+        moves = weight[:, 0] * (1.0 - held[:, 0])
+        pull = (((decoded[:, 0] - target[:, 0]) ** 2) * moves[:, None]).sum() / (moves.sum().clamp_min(1.0) * a)
+        anchor = (((decoded - reference) ** 2) * held[..., None]).sum() / (held.sum() * a)
+        loss = cfg.sample_weight * flow_loss + cfg.decode_weight * pull + cfg.anchor_weight * anchor
         parts["loss/decode"] = float(pull.detach())
+        parts["loss/anchor"] = float(anchor.detach())
         self.base_optimizer.zero_grad(set_to_none=True)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.base_optimizer.param_groups[0]["params"], cfg.base_grad_clip)

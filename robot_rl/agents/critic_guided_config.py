@@ -39,6 +39,9 @@ class CriticGuidedConfig(AgentConfig):
     decode_weight: float = 1.0
     """Weight of the term that pulls the base's deterministic (zero-noise) decode, what the robot executes, onto
     the picked chunks (differentiated through the decode's steps)."""
+    anchor_weight: float = 1.0
+    """Weight of the term that holds the deterministic decode at the original base's decode on every chunk step
+    that is neither a verified pick nor a demo's action (0 = no anchor: the head drifts with every update)."""
     sample_weight: float = 0.1
     """Weight of the base's own training loss (flow matching and/or L1) on the picked chunks, which moves its
     sampling distribution; kept small: with fresh noise it moves the deterministic decode only indirectly and
@@ -92,8 +95,8 @@ class CriticGuidedConfig(AgentConfig):
             (self.base_lr > 0 and self.critic_lr > 0 and self.base_grad_clip > 0,
              "base_lr, critic_lr and base_grad_clip must be > 0"),
             (self.bc_weight >= 0 and self.critic_warmup_updates >= 0 and self.decode_weight >= 0
-             and self.sample_weight >= 0,
-             "bc_weight, critic_warmup_updates, decode_weight and sample_weight must be >= 0"),
+             and self.sample_weight >= 0 and self.anchor_weight >= 0,
+             "bc_weight, critic_warmup_updates, decode_weight, sample_weight and anchor_weight must be >= 0"),
             (self.pick_pessimism >= 0, "pick_pessimism must be >= 0"),
             (self.n_step >= 1 and self.chunk_phases >= 0, "n_step must be >= 1 and chunk_phases >= 0"),
             (self.num_critics >= 1, "num_critics must be >= 1"),

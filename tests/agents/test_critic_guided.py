@@ -137,3 +137,25 @@ def test_the_pick_moves_only_where_the_critics_agree_on_a_gain(tiny_vla) -> None
         assert best.item() == 2 and abs(gain.item() - 0.1) < 0.02
     with pytest.raises(ValueError, match="pick_pessimism"):
         CriticGuidedConfig(pick_pessimism=-1.0).validate()
+
+
+def test_the_anchor_holds_the_decode_where_the_critics_verified_no_gain(tiny_vla) -> None:
+    # a critic that values nothing (pick_pessimism so high that no pick is verified): with the anchor the decode
+    # stays at the original base's while the head's own loss trains; without it, the same updates move it
+    rng = np.random.default_rng(3)
+    replay = bandit_replay(rng, 300)
+    held_out = observations(np.random.default_rng(9), 32)
+    moved = {}
+    for anchor in (1.0, 0.0):
+        cfg = CriticGuidedConfig(**SMALL, base_path=str(tiny_vla), improve_every=1, improve_batch=16,
+                                 num_samples=4, base_lr=1e-3, sample_weight=0.1, pick_pessimism=1e9,
+                                 anchor_weight=anchor)
+        agent = CriticGuidedAgent(SPEC, 4, cfg, seed=0)
+        start = first_actions(agent, held_out)
+        s = agent.sampling(cfg)
+        for _ in range(30):
+            agent.prepare(replay)
+            metrics = agent.update(replay.sample(s.batch_size, mix={"online": 1.0}, utd=s.utd, pixels=False))
+        assert metrics["kept_decode"] == 1.0
+        moved[anchor] = float(np.abs(first_actions(agent, held_out) - start).mean())
+    assert moved[1.0] < 0.2 * moved[0.0], moved
