@@ -104,6 +104,7 @@ class Actor:
         self._last_stats = 0.0
         self._learner_silent = False
         self._paused_us = 0
+        self._rate_limited = False  # the last step() held for the learner (max_update_lag)
         self._stop = threading.Event()
         self._register()
         self.base, self.executors = self._make_executors()
@@ -238,7 +239,9 @@ class Actor:
         self._swap_policy()
         learner, steps = self._learner()
         self._check_learner(learner)
-        if self.rt.max_update_lag and self._owed_updates(learner, steps) > self.rt.max_update_lag:
+        self._rate_limited = bool(self.rt.max_update_lag) and \
+            self._owed_updates(learner, steps) > self.rt.max_update_lag
+        if self._rate_limited:
             self._flush_if_due()
             return False  # sim: let the learner catch up so the UTD stays what was configured
         if learner is not None and steps >= self.cfg.total_env_steps:
@@ -336,14 +339,14 @@ class Actor:
                 acted = self.step()
                 self.publish_stats()
                 if not acted and not period:
-                    t0 = time.perf_counter()
                     time.sleep(0.001)
-                    self._paused_us += int((time.perf_counter() - t0) * 1e6)
                 if period:
                     scheduled += period
                     if scheduled < time.perf_counter():  # overran: re-anchor instead of bursting to catch up
                         scheduled = time.perf_counter()
                     sleep_until(scheduled)
+                if self._rate_limited:  # the whole held period, paced (control_hz) or not
+                    self._paused_us += int((time.perf_counter() - now) * 1e6)
         finally:
             self.close()
 

@@ -75,9 +75,13 @@ def test_processes_exchange_data_and_weights_at_the_configured_utd(tmp_path, con
     online = replay.partitions["online"]
     versions = online.arrays["policy_version"][: online.size][online.arrays["valid"][: online.size]]
     assert versions.max() > 2, "the actor never acted with weights published during learning"
+    uid = next(iter(counters["ingested"]))
     if control_hz:
-        jitter = [v for _, v in logged(run, f"actor/{next(iter(counters['ingested']))}/jitter_p99_ms")]
+        jitter = [v for _, v in logged(run, f"actor/{uid}/jitter_p99_ms")]
         assert jitter and np.isfinite(jitter[-1])
+    # Where the learner fell the lag bound behind, the actor held, paced or not, and says how long.
+    if max(v for _, v in logged(run, "utd/owed_updates")) >= 100:
+        assert max(v for _, v in logged(run, f"actor/{uid}/paused_s")) > 0
     assert not [p for p in Path("/dev/shm").glob("rrl_*") if p.name.startswith(board_name(run)[:16])]
 
 
