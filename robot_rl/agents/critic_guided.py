@@ -267,9 +267,10 @@ class CriticGuidedAgent:
             weight = torch.ones(b, h, device=self.device)
             weight[prior] = cfg.bc_weight
             # where the decode is held at the original base's: every step but the first of a pick or a demo row
-            reference = self.reference.decode(self.reference.encode(*inputs) if cfg.train_trunk else context)
             held = torch.ones(b, h, device=self.device)
             held[(best != 0) | prior, 0] = 0.0
+            reference = None if not cfg.anchor_weight else \
+                self.reference.decode(self.reference.encode(*inputs) if cfg.train_trunk else context)
         context = model.encode(*inputs) if cfg.train_trunk else context
         # The deterministic decode (what the robot executes) is pulled onto the picks' first action, through the
         # decode's steps: the critics scored that action only, and pulling the picks' later steps (other samples'
@@ -279,7 +280,8 @@ class CriticGuidedAgent:
         decoded = model.decode(context)
         moves = weight[:, 0] * (1.0 - held[:, 0])
         pull = (((decoded[:, 0] - target[:, 0]) ** 2) * moves[:, None]).sum() / (moves.sum().clamp_min(1.0) * a)
-        anchor = (((decoded - reference) ** 2) * held[..., None]).sum() / (held.sum() * a)
+        anchor = decoded.new_zeros(()) if reference is None else \
+            (((decoded - reference) ** 2) * held[..., None]).sum() / (held.sum().clamp_min(1.0) * a)
         loss = cfg.sample_weight * flow_loss + cfg.decode_weight * pull + cfg.anchor_weight * anchor
         parts["loss/decode"] = float(pull.detach())
         parts["loss/anchor"] = float(anchor.detach())
