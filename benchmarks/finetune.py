@@ -8,6 +8,8 @@ to >= 90 %, the worst evaluation after the first 2k steps against the base, seve
 Every run: the base (``--base``, a saved policy folder) executed synchronously by the actor, ``--demos`` scripted
 demos in the prior partition (labelled with the base's proposals), ``--warmup`` steps of the base's own rollouts
 before learning, actor and learner in lock-step in one process (the figures measure learning, not timing).
+With ``--interventions``, the scripted human (the task's expert, teleop.device scripted) takes over when the
+policy drifts, as an operator does in HIL-SERL; its steps count as env steps and their share is reported.
 The base alone is evaluated on the same evaluation seeds (same placements and instructions) as each run.
 Methods: ``residual`` (agent residual on the base), ``critic`` (agent critic_guided: the base's weights fine-tuned,
 ``--execute-steps`` actions of each chunk executed), ``steer`` (SAC in the base's noise space through the
@@ -195,7 +197,9 @@ def run_one_with(args: argparse.Namespace, method: str, seed: int) -> dict:
             "demos": [f"scripted:{args.demos}"] if args.demos and per_step == 1 else [],
             "runtime": {"processes": False}, **sections,
             "replay": {"online_capacity": args.env_steps * 11 // 10 + 2000, "demos_capacity": 200 * args.demos + 1000,
-                       "interventions_capacity": 100}}
+                       "interventions_capacity": args.env_steps + 100 if args.interventions else 100}}
+    if args.interventions:
+        data["teleop"] = {"device": "scripted"}
     from robot_rl.runtime.config import TrainConfig
 
     start = time.perf_counter()
@@ -205,8 +209,11 @@ def run_one_with(args: argparse.Namespace, method: str, seed: int) -> dict:
     # a processes run's actor reports its base's timing (served: the latency at work) in the logged rows
     timing = {k.rsplit("/", 1)[1]: float(v) for r in rows for k, v in r.items()
               if k.startswith("actor/") and k.rsplit("/", 1)[1] in ACTOR_TIMING}
+    # the share of the env steps the scripted human steered, per logged window
+    human = [(int(r["step"]) * per_step, float(r["actor/intervention_rate"])) for r in rows
+             if "actor/intervention_rate" in r]
     return {"curve": curve, "final": float(final["success_rate"]), "wall_s": time.perf_counter() - start,
-            "base": base_only(args, seed, method), "actor": timing}
+            "base": base_only(args, seed, method), "actor": timing, **({"interventions": human} if human else {})}
 
 
 def summarise(method: str, runs: list[dict], seeds: list[int]) -> dict:
@@ -220,7 +227,11 @@ def summarise(method: str, runs: list[dict], seeds: list[int]) -> dict:
     return {"method": method, "seeds": seeds, "base_mean": float(bases.mean()), "final_iqm": mid, "final_ci": [lo, hi],
             "finals": finals.tolist(), "bases": bases.tolist(), "steps_to_90": to90, "worst_drop": drops,
             "wall_min": [round(r["wall_s"] / 60, 1) for r in runs], "curves": [r["curve"] for r in runs],
-            "actor": [r.get("actor", {}) for r in runs]}
+            "actor": [r.get("actor", {}) for r in runs],
+            # the scripted human's share of all env steps and of the last logged window, per run
+            **({"human_share": [float(np.mean([v for _, v in r["interventions"]])) for r in runs],
+                "human_last": [r["interventions"][-1][1] for r in runs]} if all("interventions" in r for r in runs)
+               else {})}
 
 
 def tables(figures: dict) -> list[Table]:
@@ -244,11 +255,16 @@ def tables(figures: dict) -> list[Table]:
                     "late chunks", "control jitter p99 (ms)"], echo=False)
     for m in methods:
         for seed, actor in zip(m["seeds"], m.get("actor", [])):
-            if actor:
+            if actor.get("jitter_p99_ms", 0) > 0:  # a paced actor process (lock-step runs have no control period)
                 timing.add(m["method"], seed, f"{actor.get('base_inference_ms', 0):.0f}",
                            int(actor.get("base_missed_steps", 0)), int(actor.get("base_late_chunks", 0)),
                            f"{actor.get('jitter_p99_ms', 0):.1f}")
-    return [summary, curves] + ([timing] if timing.rows else [])
+    human = Table("Env steps the scripted human steered (--interventions)",
+                  ["method", "seed", "share of all env steps", "share in the last 500 env steps"], echo=False)
+    for m in methods:
+        for seed, share, last in zip(m["seeds"], m.get("human_share", []), m.get("human_last", [])):
+            human.add(m["method"], seed, f"{share:.3f}", f"{last:.3f}")
+    return [summary, curves] + ([timing] if timing.rows else []) + ([human] if human.rows else [])
 
 
 def launch_children(args: argparse.Namespace) -> dict[tuple[str, int], dict]:
@@ -331,6 +347,8 @@ def main() -> None:
     parser.add_argument("--steer-utd", type=int, default=20, help="steer: updates per chunk (one env step)")
     parser.add_argument("--steer-cameras", action="store_true", help="steer: SAC encodes the cameras too")
     parser.add_argument("--rlpd-cameras", action="store_true", help="rlpd: SAC encodes the cameras too")
+    parser.add_argument("--interventions", action="store_true",
+                        help="the scripted human takes over when the policy drifts (teleop.device scripted)")
     parser.add_argument("--device", default="cpu", help="torch device of the learner (cuda: a GPU)")
     parser.add_argument("--agent-set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                         help="agent fields, for each method whose agent has them (e.g. residual_penalty=0.1 utd=8)")
