@@ -360,6 +360,8 @@ def main() -> None:
                         help="launch nothing: report the finished runs of --runs-dir (seeds may differ by method)")
     parser.add_argument("--child", nargs=2, metavar=("METHOD", "SEED"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.interventions and "steer" in args.methods:  # steering's actions are the base's noise, not commands
+        parser.error("--interventions: the scripted human steers with commands; steer acts in the base's noise space")
     args.runs_dir = args.runs_dir or tempfile.mkdtemp(prefix="finetune_")
     Path(args.runs_dir).mkdir(parents=True, exist_ok=True)
     if args.child:
