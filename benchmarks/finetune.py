@@ -216,6 +216,14 @@ def run_one_with(args: argparse.Namespace, method: str, seed: int) -> dict:
             "base": base_only(args, seed, method), "actor": timing, **({"interventions": human} if human else {})}
 
 
+def human_share(windows: list[tuple[int, float]]) -> float:
+    """The share of all env steps the scripted human steered, from ``(step at the window's end, its rate)`` rows
+    (each rate weighted by its window's length: the last window may be short)."""
+    ends = np.array([s for s, _ in windows], float)
+    lengths = np.diff(ends, prepend=0.0)
+    return float(np.dot(lengths, [v for _, v in windows]) / ends[-1])
+
+
 def summarise(method: str, runs: list[dict], seeds: list[int]) -> dict:
     from robot_rl.runtime.stats import iqm_ci
 
@@ -229,7 +237,7 @@ def summarise(method: str, runs: list[dict], seeds: list[int]) -> dict:
             "wall_min": [round(r["wall_s"] / 60, 1) for r in runs], "curves": [r["curve"] for r in runs],
             "actor": [r.get("actor", {}) for r in runs],
             # the scripted human's share of all env steps and of the last logged window, per run
-            **({"human_share": [float(np.mean([v for _, v in r["interventions"]])) for r in runs],
+            **({"human_share": [human_share(r["interventions"]) for r in runs],
                 "human_last": [r["interventions"][-1][1] for r in runs]} if all("interventions" in r for r in runs)
                else {})}
 
