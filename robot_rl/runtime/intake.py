@@ -118,10 +118,14 @@ class Intake:
     def _scan(self) -> None:
         """Finds actors registered in the run folder and spools left by actors of an earlier life."""
         self._last_scan = time.perf_counter()
+        # Spools first, registrations second: an actor registers before it spools its first chunk, so a spool with
+        # chunks but no registration is an earlier life's. An empty spool without one may be an actor halfway
+        # through starting up (it makes its spool folder before it registers): left for a later scan.
+        spool_root = self.run_dir / "spool"
+        spooled = {p.name for p in spool_root.iterdir() if p.is_dir() and any(p.iterdir())} \
+            if spool_root.is_dir() else set()
         folder = actor_dir(self.run_dir)
         uids = {p.stem: p for p in folder.glob("*.json")} if folder.is_dir() else {}
-        spool_root = self.run_dir / "spool"
-        spooled = {p.name for p in spool_root.iterdir() if p.is_dir()} if spool_root.is_dir() else set()
         for uid in (set(uids) | spooled) - set(self.rings) - self.retired:
             info = json.loads(uids[uid].read_text()) if uid in uids else {}
             ring = None
@@ -183,11 +187,15 @@ class Intake:
         alive = ring is not None and not ring.closed and pid_alive(int(info.get("pid", 0)))
         if alive or (ring is not None and ring.pending()):
             return
+        registration = actor_dir(self.run_dir) / f"{uid}.json"
         if ring is not None:
             if not self.spool or read_chunk(self.run_dir / "spool" / uid, self.counters.ingested.get(uid, 0)):
                 return  # its last chunks may still be arriving
             ring.close(unlink=True)
-        (actor_dir(self.run_dir) / f"{uid}.json").unlink(missing_ok=True)
+        elif not info and registration.is_file():  # registered after the scan that found its spool: attach next scan
+            self.rings.pop(uid)
+            return
+        registration.unlink(missing_ok=True)
         self.rings.pop(uid)
         self.retired.add(uid)
 

@@ -49,7 +49,9 @@ def test_heartbeat_continues_through_an_evaluation_longer_than_the_timeout(tmp_p
         watcher.join()
         learner.close(unlink=True)
     assert took > 2 * cfg.runtime.heartbeat_timeout, took  # 2 x 40 steps x 30 ms
-    assert ages and max(ages) < 0.5, max(ages)  # beats every 0.25 s while evaluating
+    # Beats every 0.25 s while evaluating; what matters is that no actor ever sees it silent for the timeout (a loaded
+    # 2-core CI machine once delayed the beat thread to 0.69 s; without the beats the age reaches ~2.4 s).
+    assert ages and max(ages) < cfg.runtime.heartbeat_timeout, max(ages)
 
 
 @pytest.mark.timeout(300)
