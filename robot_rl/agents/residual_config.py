@@ -70,6 +70,11 @@ class ResidualConfig(AgentConfig):
     critic cannot push it to its bound; 0 = the plain ``-Q`` objective (the demos' behaviour-cloning term holds the
     early residual instead; a penalty of 0.1 did not help in the PickColor sweep,
     docs/benchmarks/generalist-policies.md). Set it when fine-tuning without demos."""
+    actor_pessimism: float = 0.0
+    """The residual actor maximises the critics' mean minus this many standard deviations across the ensemble (a
+    lower confidence bound), so it does not follow the critics where they disagree, i.e. where they extrapolate
+    beyond the data; 0 = the mean. Without it and without demos, a young residual on PegInsert went to a corner of
+    its bound on every step (docs/benchmarks/generalist-policies.md)."""
     bc_weight: float = 2.5
     """Weight of a behaviour-cloning term on demo and intervention rows, relabelled as residuals against the
     base's proposal there (``clip(a - base, -bound, bound)``); 0 = off. Without demos or interventions it does
@@ -108,6 +113,7 @@ class ResidualConfig(AgentConfig):
             (0.0 <= self.discount <= 1.0, "discount must be in [0, 1]"),
             (0.0 < self.tau <= 1.0, "tau must be in (0, 1]"),
             (self.bc_weight >= 0, "bc_weight must be >= 0"),
+            (self.actor_pessimism >= 0, "actor_pessimism must be >= 0"),
             (self.residual_penalty >= 0, "residual_penalty must be >= 0"),
         ]
         for ok, message in checks:

@@ -177,3 +177,38 @@ def test_demo_rows_pull_the_residual_towards_the_demonstrator() -> None:
     assert metrics["residual_bound"] == pytest.approx(0.2)
     assert np.all(np.abs(residuals[2.5] - 0.15) < 0.05), residuals[2.5]  # what the demonstrator did
     assert np.abs(residuals[0.0] - 0.15).mean() > np.abs(residuals[2.5] - 0.15).mean() + 0.03  # not the critics' doing
+
+
+def residual_beside_a_right_base(actor_pessimism: float, seed: int = 0) -> float:
+    """The base is right (reward -||a - base||^2) and the data explore only 0.05 around it: the mean |residual| the
+    agent learns within a bound of 0.5."""
+    rng = np.random.default_rng(seed)
+    base = np.array([0.1, -0.2], np.float32)
+    replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=4000, demos_capacity=10, interventions_capacity=10))
+    replay.with_base = True
+    for _ in range(2000):
+        s = rng.uniform(-1, 1, 3).astype(np.float32)
+        a = (base + rng.uniform(-0.05, 0.05, 2)).astype(np.float32)
+        replay.add({"state": s}, a, -float(np.sum((a - base) ** 2)), True, False, {"state": s}, base_action=base,
+                   chunk_index=0)
+    cfg = ResidualConfig(**SMALL, residual_scale=0.5, critic_warmup_updates=50, scale_anneal_updates=0, n_step=1,
+                         actor_pessimism=actor_pessimism)
+    agent = ResidualAgent(SPEC, 2, cfg, seed=seed)
+    s = agent.sampling(cfg)
+    replay.set_n_step(s.n_step, s.discount)
+    agent.prepare(replay)
+    for _ in range(300):
+        metrics = agent.update(replay.sample(s.batch_size, mix={"online": 1.0}, utd=s.utd))
+    assert ("q_pi_std" in metrics) == (actor_pessimism > 0)
+    obs = {"state": rng.uniform(-1, 1, (64, 3)).astype(np.float32), "base_action": np.tile(base, (64, 1)),
+           "chunk_index": np.zeros(64, np.int64)}
+    return float(np.abs(agent.act(obs, deterministic=True) - obs["base_action"]).mean())
+
+
+def test_actor_pessimism_keeps_the_residual_where_the_critics_have_data() -> None:
+    """With the critics' mean, the residual follows their extrapolation most of the way to its bound although the
+    base is right; with their mean minus 3 standard deviations it stays within the explored 0.05."""
+    assert residual_beside_a_right_base(0.0) > 0.25
+    assert residual_beside_a_right_base(3.0) < 0.05
+    with pytest.raises(ValueError, match="actor_pessimism"):
+        ResidualConfig(actor_pessimism=-1.0).validate()
