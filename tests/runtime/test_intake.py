@@ -32,9 +32,17 @@ def chunk(start: int, n: int = 4) -> dict[str, np.ndarray]:
     return {k: v.copy() for k, v in builder.take().items()}
 
 
-def make_intake(run: Path) -> tuple[Intake, ReplayBuffer]:
+def make_intake(run: Path) -> Intake:
     replay = ReplayBuffer(SPEC, 1, ReplayConfig(online_capacity=100, demos_capacity=2, interventions_capacity=2))
-    return Intake(run, SPEC, 1, replay, LearnerCounters(), spool=True, announce=lambda: None), replay
+    return Intake(run, SPEC, 1, replay, LearnerCounters(), spool=True, announce=lambda: None)
+
+
+def spool_first_chunk(run: Path) -> SpoolWriter:
+    """An actor's spool holding its chunk 0 on disk (the writer stays open for more)."""
+    spool = SpoolWriter(run / "spool" / UID)
+    spool.write(0, chunk(0))
+    spool.flush()
+    return spool
 
 
 def register(run: Path) -> shm.ChunkRing:
@@ -59,7 +67,7 @@ def run(tmp_path: Path):
 
 
 def test_a_scan_between_spool_folder_and_registration_does_not_retire_the_actor(run):
-    intake, replay = make_intake(run)
+    intake = make_intake(run)
     spool = SpoolWriter(run / "spool" / UID)  # the actor's first step: its (empty) spool folder
     next_scan(intake)
     assert intake.take() == 0
@@ -76,10 +84,8 @@ def test_a_scan_between_spool_folder_and_registration_does_not_retire_the_actor(
 
 
 def test_an_actor_registered_after_the_scan_that_found_its_spool_is_attached_not_retired(run):
-    intake, replay = make_intake(run)
-    spool = SpoolWriter(run / "spool" / UID)
-    spool.write(0, chunk(0))
-    spool.flush()
+    intake = make_intake(run)
+    spool = spool_first_chunk(run)
     next_scan(intake)
     intake._scan()  # sees chunk 0 in the spool and no registration yet
     ring = register(run)  # the registration lands between that scan and the retire check
@@ -102,10 +108,8 @@ def test_an_actor_registered_after_the_scan_that_found_its_spool_is_attached_not
 
 
 def test_a_spool_of_an_earlier_life_is_drained_then_retired(run):
-    intake, replay = make_intake(run)
-    spool = SpoolWriter(run / "spool" / UID)
-    spool.write(0, chunk(0))
-    spool.close()
+    intake = make_intake(run)
+    spool_first_chunk(run).close()
     next_scan(intake)
     assert intake.take() == 4
     assert UID in intake.retired and intake.counters.env_steps == 4
