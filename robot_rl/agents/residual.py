@@ -213,10 +213,10 @@ class ResidualAgent:
             residual = self.actor(xd)
             action = (base + residual).clamp(-1.0, 1.0)
             q_all = self.critic(xd, action, detach_params=True).squeeze(-1)
-            q_pi = q_all.mean(0)
+            q_pi = q_mean = q_all.mean(0)
             if cfg.actor_pessimism > 0:  # a lower confidence bound: where the critics disagree, they extrapolate
                 spread = q_all.std(0)
-                q_pi = q_pi - cfg.actor_pessimism * spread
+                q_pi = q_mean - cfg.actor_pessimism * spread
                 metrics["q_pi_std"] = spread.detach().mean()
             if cfg.residual_penalty > 0:  # scale-free Q term against a penalty on the residual's size
                 scale = q_pi.detach().abs().mean().clamp_min(1e-6)
@@ -227,8 +227,7 @@ class ResidualAgent:
                 actor_loss = -q_pi.mean()
             if cfg.bc_weight > 0:
                 relabelled = {**mb, "action": (base + (mb["action"].float() - base).clamp(-bound, bound)).clamp(-1, 1)}
-                bc_loss, bc_rows, _ = bc_term(action, relabelled, q.detach().mean(0), q_all.detach().mean(0),
-                                              cfg.bc_q_filter)
+                bc_loss, bc_rows, _ = bc_term(action, relabelled, q.detach().mean(0), q_mean.detach(), cfg.bc_q_filter)
                 actor_loss = actor_loss + cfg.bc_weight * bc_loss
                 metrics.update(bc_loss=bc_loss.detach(), bc_rows=bc_rows)
             loss = loss + actor_loss

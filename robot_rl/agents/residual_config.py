@@ -73,8 +73,8 @@ class ResidualConfig(AgentConfig):
     actor_pessimism: float = 0.0
     """The residual actor maximises the critics' mean minus this many standard deviations across the ensemble (a
     lower confidence bound), so it does not follow the critics where they disagree, i.e. where they extrapolate
-    beyond the data; 0 = the mean. Without it and without demos, a young residual on PegInsert went to a corner of
-    its bound on every step (docs/benchmarks/generalist-policies.md)."""
+    beyond the data; 0 = the mean. It does not help where the critics agree on a wrong direction: on PegInsert,
+    3 left the first evaluation below the base as the mean did (docs/benchmarks/generalist-policies.md)."""
     bc_weight: float = 2.5
     """Weight of a behaviour-cloning term on demo and intervention rows, relabelled as residuals against the
     base's proposal there (``clip(a - base, -bound, bound)``); 0 = off. Without demos or interventions it does

@@ -187,15 +187,11 @@ class Intake:
         alive = ring is not None and not ring.closed and pid_alive(int(info.get("pid", 0)))
         if alive or (ring is not None and ring.pending()):
             return
-        registration = actor_dir(self.run_dir) / f"{uid}.json"
         if ring is not None:
             if not self.spool or read_chunk(self.run_dir / "spool" / uid, self.counters.ingested.get(uid, 0)):
                 return  # its last chunks may still be arriving
             ring.close(unlink=True)
-        elif not info and registration.is_file():  # registered after the scan that found its spool: attach next scan
-            self.rings.pop(uid)
-            return
-        registration.unlink(missing_ok=True)
+        (actor_dir(self.run_dir) / f"{uid}.json").unlink(missing_ok=True)
         self.rings.pop(uid)
         self.retired.add(uid)
 

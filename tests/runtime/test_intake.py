@@ -37,14 +37,6 @@ def make_intake(run: Path) -> Intake:
     return Intake(run, SPEC, 1, replay, LearnerCounters(), spool=True, announce=lambda: None)
 
 
-def spool_first_chunk(run: Path) -> SpoolWriter:
-    """An actor's spool holding its chunk 0 on disk (the writer stays open for more)."""
-    spool = SpoolWriter(run / "spool" / UID)
-    spool.write(0, chunk(0))
-    spool.flush()
-    return spool
-
-
 def register(run: Path) -> shm.ChunkRing:
     ring = shm.ChunkRing(ring_name(run, UID), chunk_specs(SPEC, 1), 4, 32, create=True)
     ring.beat()
@@ -80,24 +72,6 @@ def test_a_scan_between_spool_folder_and_registration_does_not_retire_the_actor(
     assert intake.take() == 4
     assert intake.counters.ingested[UID] == 1 and intake.counters.env_steps == 4
     assert ring.taken_seq == 1
-    ring.close()
-
-
-def test_an_actor_registered_after_the_scan_that_found_its_spool_is_attached_not_retired(run):
-    intake = make_intake(run)
-    spool = spool_first_chunk(run)
-    next_scan(intake)
-    intake._scan()  # sees chunk 0 in the spool and no registration yet
-    ring = register(run)  # the registration lands between that scan and the retire check
-    spool.write(1, chunk(4))
-    spool.close()
-    ring.put(chunk(4), 1)
-    assert intake.take() == 8  # chunks 0 and 1 from the spool (the ring is not attached yet)
-    assert UID not in intake.retired and (actor_dir(run) / f"{UID}.json").is_file()
-    ring.put(chunk(8), 2)
-    next_scan(intake)
-    assert intake.take() == 4  # chunk 2 from the ring, attached on this scan
-    assert intake.counters.ingested[UID] == 3 and intake.counters.env_steps == 12
     ring.mark_closed()
     ring.close()
     next_scan(intake)
@@ -109,7 +83,9 @@ def test_an_actor_registered_after_the_scan_that_found_its_spool_is_attached_not
 
 def test_a_spool_of_an_earlier_life_is_drained_then_retired(run):
     intake = make_intake(run)
-    spool_first_chunk(run).close()
+    spool = SpoolWriter(run / "spool" / UID)  # an actor of an earlier life: chunk 0 spooled, no registration
+    spool.write(0, chunk(0))
+    spool.close()
     next_scan(intake)
     assert intake.take() == 4
     assert UID in intake.retired and intake.counters.env_steps == 4
