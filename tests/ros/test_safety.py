@@ -133,20 +133,38 @@ def _speed_at(env, stamp: float, timeout: float = 5.0) -> float:
     raise TimeoutError(f"no EE twist stamped after {stamp:.3f}")
 
 
-@pytest.mark.timeout(240)
-def test_watchdog_stops_the_arm_on_a_decelerating_profile_without_rebound(arm_graph) -> None:
-    from geometry_msgs.msg import TwistStamped
+STARVED_GAP_MS = 10.0
+"""A hardware effort gap above this (5 periods of the 500 Hz stream) means the simulated hardware itself was starved
+of CPU: the arm coasted on stale torques, which says nothing about the stop profile."""
 
+
+@pytest.mark.timeout(300)
+def test_watchdog_stops_the_arm_on_a_decelerating_profile_without_rebound(arm_graph) -> None:
     from robot_rl_controllers.ros_safety_node import ArmSafetyConfig
 
     decel = ArmSafetyConfig().stop_deceleration
+    # Measured again (at most twice) only when the hardware reports a starved effort stream during the stop; a
+    # stop measured with an even stream must pass every check.
+    for _ in range(3):
+        stop = _measure_stop()
+        if stop["max_gap_ms"] <= STARVED_GAP_MS or not _stop_failures(stop, decel):
+            break
+    failures = _stop_failures(stop, decel)
+    assert not failures, f"{'; '.join(failures)}; {stop['why']}"
+
+
+def _measure_stop() -> dict:
+    """Move the arm fast towards -y, stop the command stream, record the EE speed for 1.5 s after the watchdog's
+    first stop target, and the hardware's diagnostics (largest effort gap) over that window."""
+    from geometry_msgs.msg import TwistStamped
+
     probe, env = _probe(), _env()
     probe.subscribe("twist", TwistStamped, "ee_twist",
                     lambda m: float(np.linalg.norm([m.twist.linear.x, m.twist.linear.y, m.twist.linear.z])),
                     depth=5000)
     try:
         env.reset()
-        for _ in range(10):  # move fast towards -y, then the command stream stops
+        for _ in range(10):
             env.step(np.array([0.0, -1.0, 0.0, -1.0], np.float32))
         last_command = env.publish_times[-1]
         moving = _speed_at(env, last_command)  # by the hardware's stamp: a loaded test process reads late
@@ -155,42 +173,58 @@ def test_watchdog_stops_the_arm_on_a_decelerating_profile_without_rebound(arm_gr
         time.sleep(1.5)
         speeds = [(t - hold_at, v) for t, v in probe.streams["twist"].items if t >= hold_at]
         commanded = [v for t, v in probe.streams["twist"].items if last_command - 5 * env.period <= t < hold_at]
-        why = _slow_stop_report(env, probe, hold_at)
+        why, diag = _slow_stop_report(probe, hold_at)
+        period = env.period
     finally:
         env.close()
         probe.close()
-    delay = hold_at - last_command
-    assert delay <= 2 * env.period, f"hold {delay * 1e3:.0f} ms after the last command"
-    assert moving > 0.1, moving
-    t, v = np.array([x for x, _ in speeds]), np.array([y for _, y in speeds])
+    gaps = [float(d.get("max_effort_gap_ms", 0.0)) for t, d in diag if t > 0]
+    return {"delay": hold_at - last_command, "period": period, "moving": moving, "commanded": commanded,
+            "t": np.array([x for x, _ in speeds]), "v": np.array([y for _, y in speeds]),
+            "max_gap_ms": max(gaps, default=0.0), "why": why}
+
+
+def _stop_failures(stop: dict, decel: float) -> list[str]:
+    """What is wrong with a measured stop (empty: nothing)."""
+    failures = []
+    if stop["delay"] > 2 * stop["period"]:
+        failures.append(f"hold {stop['delay'] * 1e3:.0f} ms after the last command")
+    moving, t, v = stop["moving"], stop["t"], stop["v"]
+    if moving <= 0.1:
+        return [*failures, f"not moving at the last command ({moving:.3f} m/s)"]
     # The fastest the commands moved the arm (over its last 5 periods): on a loaded machine the command stream is
     # uneven, so the speed at the last command's stamp can be a dip the arm climbs out of as the hold starts.
-    fastest = max([moving, *commanded])
+    fastest = max([moving, *stop["commanded"]])
     # Bound: the profile brings the target to rest in v0 / a; the impedance loop (kp 400, critically damped:
     # time constant 1 / sqrt(400) = 50 ms) follows within 5 time constants.
     bound = moving / decel + 0.25
     rest = t[np.flatnonzero(v < 0.01)]
-    assert len(rest) and rest[0] <= bound, f"not below 1 cm/s within {bound:.2f} s; {why}"
+    if not len(rest) or rest[0] > bound:
+        return [*failures, f"not below 1 cm/s within {bound:.2f} s"]
     # from its peak (the arm may still be catching up with the last target as the hold starts) the speed falls
     # monotonically within noise (5 mm/s): no rebound
     peak = int(np.argmax(v))
-    assert t[peak] < 0.1 and v[peak] < fastest + 0.05, (t[peak], v[peak], moving, fastest)
+    if t[peak] >= 0.1 or v[peak] >= fastest + 0.05:
+        failures.append(f"peak {v[peak]:.3f} m/s at {t[peak]:.3f} s (moving {moving:.3f}, fastest {fastest:.3f})")
     after = v[peak:]
     rebound = float(np.max(after - np.minimum.accumulate(after)))
-    assert rebound < 0.005, f"rebound {rebound:.3f} m/s; {why}"
-    assert np.all(v[t >= rest[0]] < 0.02), f"moved again after coming to rest; {why}"
+    if rebound >= 0.005:
+        failures.append(f"rebound {rebound:.3f} m/s")
+    if not np.all(v[t >= rest[0]] < 0.02):
+        failures.append("moved again after coming to rest")
+    return failures
 
 
-def _slow_stop_report(env, probe, hold_at: float) -> str:
+def _slow_stop_report(probe, hold_at: float) -> tuple[str, list]:
     """For a failure message: the EE speed around the hold and the hardware's diagnostics of that second (effort
-    rate, largest gap between efforts, how far physics fell behind real time)."""
-    twists = list(env.link.streams["twist"].items)  # before waiting: the buffer keeps the last 0.64 s only
-    speeds = " ".join(f"{(t - hold_at) * 1e3:.0f}:{np.linalg.norm(v):.2f}" for t, v in twists
-                      if -0.05 <= t - hold_at <= 0.25)
+    rate, largest gap between efforts, how far physics fell behind real time); also those diagnostics as
+    ``[(s after the hold, values)]``."""
+    speeds = " ".join(f"{(t - hold_at) * 1e3:.0f}:{v:.3f}" for t, v in list(probe.streams["twist"].items)
+                      if -0.05 <= t - hold_at <= 0.25)  # the probe's record (the env's keeps the last 0.64 s)
     time.sleep(1.2)  # the hardware's next 1 Hz diagnostics cover the hold
     diag = [(round(t - hold_at, 2), v["arm_hardware"]) for t, v in list(probe.streams["diag"].items)
             if "arm_hardware" in v and -1.0 <= t - hold_at <= 2.5]
-    return f"speed by ms after the hold: {speeds}; hardware diagnostics: {diag}"
+    return f"speed by ms after the hold: {speeds}; hardware diagnostics: {diag}", diag
 
 
 @pytest.mark.timeout(180)
