@@ -242,6 +242,11 @@ def summarise(method: str, runs: list[dict], seeds: list[int]) -> dict:
                else {})}
 
 
+def _figure(value: float, form: str) -> str:
+    """``value`` in ``form``; '-' where there is none (no base: RLPD from scratch)."""
+    return "-" if np.isnan(value) else form.format(value)
+
+
 def tables(figures: dict) -> list[Table]:
     """The result's tables: per method the summary over seeds, then every run's evaluation curve."""
     methods = figures["methods"]
@@ -252,12 +257,12 @@ def tables(figures: dict) -> list[Table]:
                    ["method", "seed", "base", "evaluations"], echo=False)
     for m in methods:
         to90 = ", ".join("not reached" if s is None else str(s) for s in m["steps_to_90"])
-        summary.add(m["method"], len(m["seeds"]), f"{m['base_mean']:.2f}",
+        summary.add(m["method"], len(m["seeds"]), _figure(m["base_mean"], "{:.2f}"),
                     f"{m['final_iqm']:.2f}",
                     f"{m['final_ci'][0]:.2f}-{m['final_ci'][1]:.2f}", " / ".join(f"{v:.2f}" for v in m["finals"]),
-                    to90, f"{min(m['worst_drop']):+.2f}", " / ".join(f"{v:.1f}" for v in m["wall_min"]))
+                    to90, _figure(min(m["worst_drop"]), "{:+.2f}"), " / ".join(f"{v:.1f}" for v in m["wall_min"]))
         for seed, base, curve in zip(m["seeds"], m["bases"], m["curves"]):
-            curves.add(m["method"], seed, f"{base:.2f}", ", ".join(f"{s}: {v:.2f}" for s, v in curve))
+            curves.add(m["method"], seed, _figure(base, "{:.2f}"), ", ".join(f"{s}: {v:.2f}" for s, v in curve))
     timing = Table("The actor's base-policy timing at the end of each run (actor and learner as processes)",
                    ["method", "seed", "base inference (ms, median)", "steps held for a late chunk",
                     "late chunks", "control jitter p99 (ms)"], echo=False)
@@ -322,7 +327,8 @@ def launch_children(args: argparse.Namespace) -> dict[tuple[str, int], dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--base", default="policies/vla_bench")
+    parser.add_argument("--base", default="policies/vla_bench",
+                        help="the base policy (a folder or ws:// URL); 'none' for rlpd alone (give --env-kwargs)")
     parser.add_argument("--task", default="PickColor")
     parser.add_argument("--env-kwargs", default="", help="the env kwargs as JSON (default: the base's, see env_kwargs)")
     parser.add_argument("--methods", nargs="+", default=["residual"])
@@ -370,6 +376,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.interventions and "steer" in args.methods:  # steering's actions are the base's noise, not commands
         parser.error("--interventions: the scripted human steers with commands; steer acts in the base's noise space")
+    if args.base == "none" and (set(args.methods) != {"rlpd"} or not args.env_kwargs):
+        parser.error("--base none: only --methods rlpd, with --env-kwargs (there is no base to read them from)")
     args.runs_dir = args.runs_dir or tempfile.mkdtemp(prefix="finetune_")
     Path(args.runs_dir).mkdir(parents=True, exist_ok=True)
     if args.child:
