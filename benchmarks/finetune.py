@@ -61,8 +61,8 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
 
     residual: a bounded residual on the base (agent residual); critic: critic-guided fine-tuning of the base's
     weights (agent critic_guided, executing ``--execute-steps`` of each chunk); steer: SAC in the base's noise space
-    (the LatentSteering wrapper; one env step = one chunk); rlpd: SAC with the RLPD recipe from scratch on the same
-    demos and cameras, no base."""
+    (the LatentSteering wrapper; one env step = one chunk, or its first ``--steer-execute-steps``); rlpd: SAC with
+    the RLPD recipe from scratch on the same demos and cameras, no base."""
     # SAC as the bundled PickCube job runs it (a sparse reward): low initial temperature, no entropy backup
     sac = {"name": "sac", "utd": args.utd, "batch_size": args.batch_size, "init_temperature": 0.01,
            "backup_entropy": False}
@@ -90,11 +90,13 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
         from robot_rl.vla.policy import read_policy_json
 
         chunk = int(read_policy_json(args.base)["config"]["chunk_length"])
-        wrapper = {"target": "robot_rl.policies.steering:LatentSteering", "kwargs": {"path": args.base}}
+        execute = min(args.steer_execute_steps or chunk, chunk)  # control steps one steering step stands for
+        wrapper = {"target": "robot_rl.policies.steering:LatentSteering",
+                   "kwargs": {"path": args.base, "noise_scale": args.steer_noise_scale, "execute_steps": execute}}
         # one env step is a whole chunk here: --steer-utd updates per chunk (the residual's UTD counts per action)
         # SAC reads the state (the base reads the cameras) unless --steer-cameras
         agent = {**sac, "utd": args.steer_utd, "use_cameras": args.steer_cameras}
-        return {"env": {**env, "wrappers": [wrapper]}, "agent": agent}, chunk
+        return {"env": {**env, "wrappers": [wrapper]}, "agent": agent}, execute
     if method == "rlpd":  # no base to read the pixels: state-only unless --rlpd-cameras (SAC on pixels is slow here)
         kwargs = env["kwargs"] if args.rlpd_cameras else {**env["kwargs"], "image_size": 0}
         rlpd = {**sac, "bc_weight": 1.0 if args.bc_weight is None else args.bc_weight}  # + Q-filtered BC, as that job
@@ -115,7 +117,8 @@ def base_only(args: argparse.Namespace, seed: int, method: str) -> float:
     if not Path(args.base).exists() and not args.base.startswith("ws://"):
         return float("nan")
     env = make_env(EnvConfig(id=f"robot_rl/{args.task}-v0", kwargs=env_kwargs(args)))
-    steps = args.execute_steps if method == "critic" else 0  # the base executed as the method's runs execute it
+    # the base executed as the method's runs execute it
+    steps = {"critic": args.execute_steps, "steer": args.steer_execute_steps}.get(method, 0)
     agent = ExecutorAgent(load_policy(BasePolicyConfig(path=args.base)),
                           ExecutionConfig(mode="sync", execute_steps=steps), env)
     try:
@@ -189,7 +192,8 @@ def run_one_with(args: argparse.Namespace, method: str, seed: int) -> dict:
     sections, per_step = method_config(method, args)
     agent = sections["agent"]  # the learner's device, a sweep's agent fields
     sections = {**sections, "agent": {**agent, "device": args.device, **agent_overrides(args.agent_set, agent["name"])}}
-    # steering's env steps are chunks: its budget, warm-up and evaluation marks are divided by the chunk length
+    # steering's env steps are chunks: its budget, warm-up and evaluation marks are divided by the actions executed
+    # of each
     data = {"name": f"{method}-{seed}", "runs_dir": args.runs_dir, "seed": seed,
             "total_env_steps": args.env_steps // per_step, "random_steps": args.warmup // per_step,
             "learning_starts": args.warmup // per_step, "eval_every": args.eval_every // per_step,
@@ -277,7 +281,9 @@ def tables(figures: dict) -> list[Table]:
     for m in methods:
         for seed, share, last in zip(m["seeds"], m.get("human_share", []), m.get("human_last", [])):
             human.add(m["method"], seed, f"{share:.3f}", f"{last:.3f}")
-    return [summary, curves] + ([timing] if timing.rows else []) + ([human] if human.rows else [])
+    # the actor logs an intervention rate (0) without an operator too: the table is for --interventions runs
+    operator = figures.get("interventions", True)
+    return [summary, curves] + ([timing] if timing.rows else []) + ([human] if human.rows and operator else [])
 
 
 def launch_children(args: argparse.Namespace) -> dict[tuple[str, int], dict]:
@@ -360,6 +366,9 @@ def main() -> None:
     parser.add_argument("--control-hz", type=float, default=20.0, help="served: the actor's control rate")
     parser.add_argument("--steer-utd", type=int, default=20, help="steer: updates per chunk (one env step)")
     parser.add_argument("--steer-cameras", action="store_true", help="steer: SAC encodes the cameras too")
+    parser.add_argument("--steer-noise-scale", type=float, default=1.5, help="steer: the noise an action of 1 is")
+    parser.add_argument("--steer-execute-steps", type=int, default=0,
+                        help="steer: actions of each decoded chunk executed (0: the whole chunk)")
     parser.add_argument("--rlpd-cameras", action="store_true", help="rlpd: SAC encodes the cameras too")
     parser.add_argument("--interventions", action="store_true",
                         help="the scripted human takes over when the policy drifts (teleop.device scripted)")
@@ -393,7 +402,8 @@ def main() -> None:
         to90 = ",".join("-" if s is None else str(s) for s in row["steps_to_90"])
         print(f"{row['method']:<10} {len(row['seeds']):>5} {row['base_mean']:>6.2f} {row['final_iqm']:>10.2f} "
               f"{row['final_ci'][0]:>5.2f}-{row['final_ci'][1]:<5.2f} {to90:>16} {min(row['worst_drop']):>+11.2f}")
-    figures = {"task": args.task, "env_steps": args.env_steps, "seeds": args.seeds, "methods": table}
+    figures = {"task": args.task, "env_steps": args.env_steps, "seeds": args.seeds, "methods": table,
+               "interventions": args.interventions}
     path = write_result(f"finetune_{args.task.lower()}", figures, args.out, tables=tables(figures))
     print(f"results: {path}")
 
