@@ -93,7 +93,7 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
         execute = min(args.steer_execute_steps or chunk, chunk)  # control steps one steering step stands for
         wrapper = {"target": "robot_rl.policies.steering:LatentSteering",
                    "kwargs": {"path": args.base, "noise_scale": args.steer_noise_scale, "execute_steps": execute}}
-        # one env step is a whole chunk here: --steer-utd updates per chunk (the residual's UTD counts per action)
+        # one env step is a decoded chunk here: --steer-utd updates per chunk (the residual's UTD counts per action)
         # SAC reads the state (the base reads the cameras) unless --steer-cameras
         agent = {**sac, "utd": args.steer_utd, "use_cameras": args.steer_cameras}
         return {"env": {**env, "wrappers": [wrapper]}, "agent": agent}, execute
