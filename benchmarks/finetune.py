@@ -32,8 +32,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import numpy as np
-from common import Table, write_result
+from common import write_result
+from finetune_tables import summarise, tables
 
 # what the small VLA's demos were recorded with, where the base's policy.json does not say
 ENV_KWARGS = {"cameras": ["front", "wrist"], "image_size": 64, "object_state": False, "instruction": True}
@@ -213,77 +213,12 @@ def run_one_with(args: argparse.Namespace, method: str, seed: int) -> dict:
     # a processes run's actor reports its base's timing (served: the latency at work) in the logged rows
     timing = {k.rsplit("/", 1)[1]: float(v) for r in rows for k, v in r.items()
               if k.startswith("actor/") and k.rsplit("/", 1)[1] in ACTOR_TIMING}
-    # the share of the env steps the scripted human steered, per logged window
+    # the share of the env steps the scripted human steered, per logged window (the actor logs a rate of 0 without
+    # an operator too)
     human = [(int(r["step"]) * per_step, float(r["actor/intervention_rate"])) for r in rows
-             if "actor/intervention_rate" in r]
+             if "actor/intervention_rate" in r] if args.interventions else []
     return {"curve": curve, "final": float(final["success_rate"]), "wall_s": time.perf_counter() - start,
             "base": base_only(args, seed, method), "actor": timing, **({"interventions": human} if human else {})}
-
-
-def human_share(windows: list[tuple[int, float]]) -> float:
-    """The share of all env steps the scripted human steered, from ``(step at the window's end, its rate)`` rows
-    (each rate weighted by its window's length: the last window may be short)."""
-    ends = np.array([s for s, _ in windows], float)
-    lengths = np.diff(ends, prepend=0.0)
-    return float(np.dot(lengths, [v for _, v in windows]) / ends[-1])
-
-
-def summarise(method: str, runs: list[dict], seeds: list[int]) -> dict:
-    from robot_rl.runtime.stats import iqm_ci
-
-    finals = np.array([r["final"] for r in runs])
-    bases = np.array([r["base"] for r in runs])
-    mid, lo, hi = iqm_ci(finals)
-    to90 = [next((s for s, v in r["curve"] if v >= 0.9), None) for r in runs]
-    drops = [min([v for s, v in r["curve"] if s > 2000] or [r["base"]]) - r["base"] for r in runs]
-    return {"method": method, "seeds": seeds, "base_mean": float(bases.mean()), "final_iqm": mid, "final_ci": [lo, hi],
-            "finals": finals.tolist(), "bases": bases.tolist(), "steps_to_90": to90, "worst_drop": drops,
-            "wall_min": [round(r["wall_s"] / 60, 1) for r in runs], "curves": [r["curve"] for r in runs],
-            "actor": [r.get("actor", {}) for r in runs],
-            # the scripted human's share of all env steps and of the last logged window, per run
-            **({"human_share": [human_share(r["interventions"]) for r in runs],
-                "human_last": [r["interventions"][-1][1] for r in runs]} if all("interventions" in r for r in runs)
-               else {})}
-
-
-def _figure(value: float, form: str) -> str:
-    """``value`` in ``form``; '-' where there is none (no base: RLPD from scratch)."""
-    return "-" if np.isnan(value) else form.format(value)
-
-
-def tables(figures: dict) -> list[Table]:
-    """The result's tables: per method the summary over seeds, then every run's evaluation curve."""
-    methods = figures["methods"]
-    summary = Table(f"{figures['task']}, {figures['env_steps']} env steps",
-                    ["method", "seeds", "base", "final success (IQM)", "95 % CI", "per seed", "env steps to 90 %",
-                     "worst evaluation after 2k steps vs base", "minutes per run"], echo=False)
-    curves = Table(f"{figures['task']}: success at each evaluation (env steps: success)",
-                   ["method", "seed", "base", "evaluations"], echo=False)
-    for m in methods:
-        to90 = ", ".join("not reached" if s is None else str(s) for s in m["steps_to_90"])
-        summary.add(m["method"], len(m["seeds"]), _figure(m["base_mean"], "{:.2f}"),
-                    f"{m['final_iqm']:.2f}",
-                    f"{m['final_ci'][0]:.2f}-{m['final_ci'][1]:.2f}", " / ".join(f"{v:.2f}" for v in m["finals"]),
-                    to90, _figure(min(m["worst_drop"]), "{:+.2f}"), " / ".join(f"{v:.1f}" for v in m["wall_min"]))
-        for seed, base, curve in zip(m["seeds"], m["bases"], m["curves"]):
-            curves.add(m["method"], seed, _figure(base, "{:.2f}"), ", ".join(f"{s}: {v:.2f}" for s, v in curve))
-    timing = Table("The actor's base-policy timing at the end of each run (actor and learner as processes)",
-                   ["method", "seed", "base inference (ms, median)", "steps held for a late chunk",
-                    "late chunks", "control jitter p99 (ms)"], echo=False)
-    for m in methods:
-        for seed, actor in zip(m["seeds"], m.get("actor", [])):
-            if actor.get("jitter_p99_ms", 0) > 0:  # a paced actor process (lock-step runs have no control period)
-                timing.add(m["method"], seed, f"{actor.get('base_inference_ms', 0):.0f}",
-                           int(actor.get("base_missed_steps", 0)), int(actor.get("base_late_chunks", 0)),
-                           f"{actor.get('jitter_p99_ms', 0):.1f}")
-    human = Table("Env steps the scripted human steered (--interventions)",
-                  ["method", "seed", "share of all env steps", "share in the last 500 env steps"], echo=False)
-    for m in methods:
-        for seed, share, last in zip(m["seeds"], m.get("human_share", []), m.get("human_last", [])):
-            human.add(m["method"], seed, f"{share:.3f}", f"{last:.3f}")
-    # the actor logs an intervention rate (0) without an operator too: the table is for --interventions runs
-    operator = figures.get("interventions", True)
-    return [summary, curves] + ([timing] if timing.rows else []) + ([human] if human.rows and operator else [])
 
 
 def launch_children(args: argparse.Namespace) -> dict[tuple[str, int], dict]:
@@ -402,8 +337,7 @@ def main() -> None:
         to90 = ",".join("-" if s is None else str(s) for s in row["steps_to_90"])
         print(f"{row['method']:<10} {len(row['seeds']):>5} {row['base_mean']:>6.2f} {row['final_iqm']:>10.2f} "
               f"{row['final_ci'][0]:>5.2f}-{row['final_ci'][1]:<5.2f} {to90:>16} {min(row['worst_drop']):>+11.2f}")
-    figures = {"task": args.task, "env_steps": args.env_steps, "seeds": args.seeds, "methods": table,
-               "interventions": args.interventions}
+    figures = {"task": args.task, "env_steps": args.env_steps, "seeds": args.seeds, "methods": table}
     path = write_result(f"finetune_{args.task.lower()}", figures, args.out, tables=tables(figures))
     print(f"results: {path}")
 
