@@ -14,8 +14,9 @@ agent passes the proposal through (plus small fixed exploration noise); what lea
   where it is not clearly positive the decode stays. Without the check the best of K noisy values beats the
   decode almost always and the base drifts towards the critics' noise.
   Every step of the decode that is not a verified pick or a demo's action is held at the original base's decode
-  (``anchor_weight``): without the anchor, any update of the head (its own loss on its own decode included)
-  drifts the deterministic decode, and the robot's success with it.
+  (``anchor_weight``), or with ``anchor_tau`` at an exponential average of the fine-tuned base: without the
+  anchor, any update of the head (its own loss on its own decode included) drifts the deterministic decode, and
+  the robot's success with it.
   The base's deterministic decode, what the robot executes, is then pulled onto the pick's first action by
   gradient through the decode (a consistency-style objective), and the base's own objective (flow matching
   and/or L1, robot_rl.vla.model) on the picked chunks moves its sampling distribution along (weighted low);
@@ -26,7 +27,7 @@ agent passes the proposal through (plus small fixed exploration noise); what lea
 The base's weights travel to the actors with the agent's policy state (``base.*``); an actor loads them into the
 base its executors run (``VLAPolicy.load_weights``), so the robot executes the fine-tuned base. The base is
 trained without dropout (the training mode's dropout would draw from torch's global RNG; resume is exact).
-Memory: the base's parameters, gradients and AdamW moments and a frozen copy of the original base (the anchor),
+Memory: the base's parameters, gradients and AdamW moments and a copy of the original base (the anchor),
 5x its size in float32 (about 43 MB for the 2.15 M parameter benchmark VLA), plus one ``improve_batch`` x
 ``num_samples`` decode.
 """
@@ -73,7 +74,8 @@ class CriticGuidedAgent:
         self.device = torch.device(cfg.device)
         self.base: VLAPolicy = load_vla(cfg.base_path, cfg.device)
         self.base.model.requires_grad_(False)
-        # the original base, which the decode is held at wherever the critics verified no gain (never trained)
+        # what the decode is held at wherever the critics verified no gain: the original base (never trained), or
+        # with anchor_tau an exponential average of the fine-tuned one
         self.reference = copy.deepcopy(self.base.model).eval()
         for p in self._trained_parameters():
             p.requires_grad_(True)
@@ -289,6 +291,9 @@ class CriticGuidedAgent:
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(self.base_optimizer.param_groups[0]["params"], cfg.base_grad_clip)
         self.base_optimizer.step()
+        if cfg.anchor_tau:
+            with torch.no_grad():
+                foreach_lerp_(list(self.reference.parameters()), list(model.parameters()), cfg.anchor_tau)
         self.improve_step += 1
         return {"base_loss": loss.detach(), "base_grad_norm": grad_norm.detach(),
                 "q_gain": gain.mean(), "kept_decode": (best == 0).float().mean(),
@@ -310,7 +315,8 @@ class CriticGuidedAgent:
         return {"base": self.base.model.state_dict(), "base_optimizer": self.base_optimizer.state_dict(),
                 "critic": self.critic.state_dict(), "target_critic": self.target_critic.state_dict(),
                 "encoder": self.encoder.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "generator": self.generator.get_state(), "update_step": self.update_step,
+                "reference": self.reference.state_dict(), "generator": self.generator.get_state(),
+                "update_step": self.update_step,
                 "critic_step": self.critic_step, "improve_step": self.improve_step}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -320,6 +326,8 @@ class CriticGuidedAgent:
         self.target_critic.load_state_dict(state["target_critic"])
         self.encoder.load_state_dict(state["encoder"])
         self.optimizer.load_state_dict(state["optimizer"])
+        if "reference" in state:  # (a checkpoint without it anchors at the original base, as it did)
+            self.reference.load_state_dict(state["reference"])
         self.generator.set_state(state["generator"])
         self.update_step, self.critic_step = int(state["update_step"]), int(state["critic_step"])
         self.improve_step = int(state["improve_step"])

@@ -42,6 +42,11 @@ class CriticGuidedConfig(AgentConfig):
     anchor_weight: float = 1.0
     """Weight of the term that holds the deterministic decode at the original base's decode on every chunk step
     that is neither a verified pick nor a demo's action (0 = no anchor: the head drifts with every update)."""
+    anchor_tau: float = 0.0
+    """After each improvement step the anchor's reference moves this share of the way to the fine-tuned base (an
+    exponential average of it): the decode is then held near its recent self instead of being pulled back to the
+    original base wherever the critics verify no gain, which undoes what earlier picks taught once picks get rare.
+    0: the original base, for ever."""
     sample_weight: float = 0.1
     """Weight of the base's own training loss (flow matching and/or L1) on the picked chunks, which moves its
     sampling distribution; kept small: with fresh noise it moves the deterministic decode only indirectly and
@@ -98,6 +103,7 @@ class CriticGuidedConfig(AgentConfig):
              and self.sample_weight >= 0 and self.anchor_weight >= 0,
              "bc_weight, critic_warmup_updates, decode_weight, sample_weight and anchor_weight must be >= 0"),
             (self.pick_pessimism >= 0, "pick_pessimism must be >= 0"),
+            (0.0 <= self.anchor_tau <= 1.0, "anchor_tau must be in [0, 1]"),
             (self.n_step >= 1 and self.chunk_phases >= 0, "n_step must be >= 1 and chunk_phases >= 0"),
             (self.num_critics >= 1, "num_critics must be >= 1"),
             (1 <= self.num_min_critics <= self.num_critics, "num_min_critics must be in [1, num_critics]"),

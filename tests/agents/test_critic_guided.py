@@ -107,7 +107,7 @@ def test_demo_rows_pull_the_base_to_their_action_and_resume_is_exact(tiny_vla) -
     rng = np.random.default_rng(2)
     replay = bandit_replay(rng, 200, demos=200)
     cfg = CriticGuidedConfig(**SMALL, base_path=str(tiny_vla), improve_every=1, improve_batch=16, num_samples=4,
-                             base_lr=1e-3, bc_weight=1.0)
+                             base_lr=1e-3, bc_weight=1.0, anchor_tau=0.1)  # the anchor's reference resumes too
     agent = CriticGuidedAgent(SPEC, 4, cfg, seed=0)
     s = agent.sampling(cfg)
     for _ in range(3):
@@ -122,6 +122,7 @@ def test_demo_rows_pull_the_base_to_their_action_and_resume_is_exact(tiny_vla) -
     assert twin.improve_step == agent.improve_step == 4
     assert all(torch.equal(v, twin.base_weights()[k]) for k, v in agent.base_weights().items())
     assert all(torch.equal(v, twin.critic.state_dict()[k]) for k, v in agent.critic.state_dict().items())
+    assert all(torch.equal(v, twin.reference.state_dict()[k]) for k, v in agent.reference.state_dict().items())
 
 
 def test_the_pick_moves_only_where_the_critics_agree_on_a_gain(tiny_vla) -> None:
@@ -159,3 +160,33 @@ def test_the_anchor_holds_the_decode_where_the_critics_verified_no_gain(tiny_vla
         assert metrics["kept_decode"] == 1.0
         moved[anchor] = float(np.abs(first_actions(agent, held_out) - start).mean())
     assert moved[1.0] < 0.2 * moved[0.0], moved
+
+
+
+def test_with_anchor_tau_the_anchor_follows_the_fine_tuned_base(tiny_vla) -> None:
+    # demo rows move the decode; the anchor's reference stays the original base (tau 0) or follows the base
+    rng = np.random.default_rng(4)
+    replay = bandit_replay(rng, 200, demos=200)
+    held_out = observations(np.random.default_rng(11), 32)
+    for tau in (0.0, 0.2):
+        cfg = CriticGuidedConfig(**SMALL, base_path=str(tiny_vla), improve_every=1, improve_batch=16,
+                                 num_samples=4, base_lr=1e-3, bc_weight=1.0, anchor_tau=tau)
+        agent = CriticGuidedAgent(SPEC, 4, cfg, seed=0)
+        original = copy.deepcopy(agent.reference.state_dict())
+        start = first_actions(agent, held_out)
+        s = agent.sampling(cfg)
+        for _ in range(30):
+            agent.prepare(replay)
+            agent.update(replay.sample(s.batch_size, utd=s.utd, pixels=False))
+        now = first_actions(agent, held_out)
+        agent.base.model, kept = agent.reference, agent.base.model  # the reference's own decode
+        reference = first_actions(agent, held_out)
+        agent.base.model = kept
+        moved = np.abs(now - start).mean()
+        assert moved > 0.1  # the demos moved the decode
+        if tau == 0.0:
+            assert all(torch.equal(v, agent.reference.state_dict()[k]) for k, v in original.items())
+        else:  # most of the way to the base: 30 steps at 0.2 leave 0.8^30 of the start, plus the lag of each step
+            assert np.abs(reference - now).mean() < 0.25 * moved, (np.abs(reference - now).mean(), moved)
+    with pytest.raises(ValueError, match="anchor_tau"):
+        CriticGuidedConfig(anchor_tau=1.5).validate()
