@@ -89,19 +89,33 @@ class RemotePolicy:
                 pass
             self._ws = None
 
+    def _send(self, message: bytes) -> ClientConnection:
+        """Sends on the connection (opened first if there is none). A connection found closed when sending (a
+        restarted server, or a keepalive ping the client missed while its host was starved) is replaced once: the
+        request never left, so sending it again cannot run it twice."""
+        for attempt in (0, 1):
+            if self._ws is None:
+                self._connect()
+                self.reconnects += 1
+            ws = self._ws
+            assert ws is not None
+            try:
+                ws.send(message)
+                return ws
+            except ConnectionClosed:
+                self._drop()
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
     def infer(self, obs: Mapping[str, Any], instruction: str = "", noise: np.ndarray | None = None) -> np.ndarray:
         with self._lock:  # one request in flight per connection (the protocol has no request ids)
             return self._infer(obs, instruction, noise)
 
     def _infer(self, obs: Mapping[str, Any], instruction: str, noise: np.ndarray | None) -> np.ndarray:
         noise = check_noise(noise, self.metadata, f"policy server {self.url}")
-        if self._ws is None:
-            self._connect()
-            self.reconnects += 1
-        ws = self._ws
-        assert ws is not None
         try:
-            ws.send(packb(self.keys.request(obs, instruction, noise)))
+            ws = self._send(packb(self.keys.request(obs, instruction, noise)))
             reply = ws.recv(timeout=self.timeout_s)
         except TimeoutError:
             self._drop()

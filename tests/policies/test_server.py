@@ -195,6 +195,26 @@ def test_a_server_that_goes_away_is_named_and_a_restarted_one_is_used_again():
         srv2.stop()
 
 
+def test_a_connection_closed_while_idle_is_replaced_without_an_error():
+    # the server restarts between two calls (a keepalive the client missed on a starved host closes it the same
+    # way): the request never left on the closed connection, so the call goes on a new one instead of failing
+    srv = PolicyServer(EchoPolicy(), port=0)
+    port = srv.start()
+    url = f"ws://127.0.0.1:{port}"
+    client = RemotePolicy(url)
+    assert client.infer(observation(1)).shape == (8, 4)
+    srv.stop()
+    time.sleep(1.0)  # the server's close frame reaches the idle client
+    srv2 = PolicyServer(EchoPolicy(), port=port)
+    srv2.start()
+    try:
+        got = client.infer(observation(2), "again")
+        assert np.allclose(got, np.clip(EchoPolicy().infer(observation(2), "again"), -1, 1))
+        assert client.reconnects == 1 and srv2.served == 1
+    finally:
+        srv2.stop()
+
+
 def _openpi_pack(obj):
     """The array extension exactly as openpi's msgpack_numpy documents it (bin keys, dtype str, shape)."""
     if isinstance(obj, np.ndarray):
