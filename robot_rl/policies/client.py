@@ -9,6 +9,8 @@ Failure behaviour (the executor calls ``infer`` off the control thread, so none 
 * a reply later than ``timeout_s`` raises :class:`PolicyTimeout`; the connection is dropped (a late reply would
   otherwise answer the next request) and the next call reconnects;
 * a server that is gone raises :class:`PolicyServerGone` naming the URL; the next call tries again;
+* a connection found closed when a request is sent (a restarted server, a missed keepalive) is replaced once
+  and the request sent on the new one;
 * a text reply (the server refused the request) raises :class:`PolicyError` with the server's words.
 """
 
