@@ -40,8 +40,9 @@ class CriticGuidedConfig(AgentConfig):
     """Weight of the term that pulls the base's deterministic (zero-noise) decode, what the robot executes, onto
     the picked chunks (differentiated through the decode's steps)."""
     anchor_weight: float = 1.0
-    """Weight of the term that holds the deterministic decode at the original base's decode on every chunk step
-    that is neither a verified pick nor a demo's action (0 = no anchor: the head drifts with every update)."""
+    """Weight of the term that holds the deterministic decode at the anchor's reference (the original base; see
+    anchor_tau) on every chunk step that is neither a verified pick nor a demo's action (0 = no anchor: the head
+    drifts with every update)."""
     anchor_tau: float = 0.0
     """After each improvement step the anchor's reference moves this share of the way to the fine-tuned base (an
     exponential average of it): the decode is then held near its recent self instead of being pulled back to the

@@ -95,20 +95,19 @@ class RemotePolicy:
         """Sends on the connection (opened first if there is none). A connection found closed when sending (a
         restarted server, or a keepalive ping the client missed while its host was starved) is replaced once: the
         request never left, so sending it again cannot run it twice."""
-        for attempt in (0, 1):
-            if self._ws is None:
-                self._connect()
-                self.reconnects += 1
-            ws = self._ws
-            assert ws is not None
-            try:
-                ws.send(message)
-                return ws
-            except ConnectionClosed:
-                self._drop()
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
+        if self._ws is None:
+            self._reopen()
+        try:
+            self._ws.send(message)
+        except ConnectionClosed:
+            self._reopen()
+            self._ws.send(message)
+        return self._ws
+
+    def _reopen(self) -> None:
+        self._drop()
+        self._connect()
+        self.reconnects += 1
 
     def infer(self, obs: Mapping[str, Any], instruction: str = "", noise: np.ndarray | None = None) -> np.ndarray:
         with self._lock:  # one request in flight per connection (the protocol has no request ids)

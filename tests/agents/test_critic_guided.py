@@ -162,7 +162,6 @@ def test_the_anchor_holds_the_decode_where_the_critics_verified_no_gain(tiny_vla
     assert moved[1.0] < 0.2 * moved[0.0], moved
 
 
-
 def test_with_anchor_tau_the_anchor_follows_the_fine_tuned_base(tiny_vla) -> None:
     # demo rows move the decode; the anchor's reference stays the original base (tau 0) or follows the base
     rng = np.random.default_rng(4)
