@@ -68,7 +68,7 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
            "backup_entropy": False}
     env = {"id": f"robot_rl/{args.task}-v0", "kwargs": env_kwargs(args)}
     if method == "residual":
-        return {"env": env, "base_policy": {"path": args.base},
+        return {"env": env, "base_policy": {"path": args.base, "device": args.base_device},
                 "agent": {"name": "residual", "utd": args.utd, "batch_size": args.batch_size,
                           "residual_scale": args.residual_scale, "residual_scales": args.residual_scales,
                           "critic_warmup_updates": args.critic_warmup,
@@ -81,7 +81,8 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
                 "execution": {"mode": args.served_mode},
                 "runtime": {"processes": True, "control_hz": args.control_hz}}, 1
     if method == "critic":
-        return {"env": env, "base_policy": {"path": args.base}, "execution": {"execute_steps": args.execute_steps},
+        return {"env": env, "base_policy": {"path": args.base, "device": args.base_device},
+                "execution": {"execute_steps": args.execute_steps},
                 "agent": {"name": "critic_guided", "utd": args.utd, "batch_size": args.batch_size,
                           "critic_warmup_updates": args.critic_warmup, "base_lr": args.base_lr,
                           "improve_every": args.improve_every, "improve_batch": args.improve_batch,
@@ -308,6 +309,8 @@ def main() -> None:
     parser.add_argument("--interventions", action="store_true",
                         help="the scripted human takes over when the policy drifts (teleop.device scripted)")
     parser.add_argument("--device", default="cpu", help="torch device of the learner (cuda: a GPU)")
+    parser.add_argument("--base-device", default="cpu",
+                        help="residual, critic: torch device of the base the actor runs (cuda: a GPU)")
     parser.add_argument("--agent-set", nargs="+", action="extend", default=[], metavar="KEY=VALUE",
                         help="agent fields, for each method whose agent has them (e.g. residual_penalty=0.1 utd=8)")
     parser.add_argument("--parallel", type=int, default=1,

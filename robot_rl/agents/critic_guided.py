@@ -245,9 +245,23 @@ class CriticGuidedAgent:
         moved = (best != 0) & (bound > 0)
         return torch.where(moved, best, torch.zeros_like(best)), torch.where(moved, gain.mean(0), 0.0)
 
+    def base_lr(self) -> float:
+        """The base's learning rate at the next improvement step (``base_lr_decay_steps``; from the step count, so a
+        resumed run continues the schedule)."""
+        cfg = self.cfg
+        if not cfg.base_lr_decay_steps:
+            return cfg.base_lr
+        return cfg.base_lr * max(0.0, 1.0 - self.improve_step / cfg.base_lr_decay_steps)
+
     def _improve(self) -> dict[str, torch.Tensor]:
         """One step of the base towards the chunks the critics pick among its own samples (see the module doc)."""
         cfg, model = self.cfg, self.base.model
+        lr = self.base_lr()
+        if lr <= 0.0:  # the schedule has ended: the base stays as it is
+            self.improve_step += 1
+            return {"base_lr": torch.tensor(0.0)}
+        for group in self.base_optimizer.param_groups:
+            group["lr"] = lr
         sample = self._replay.sample(cfg.improve_batch, pixels=True)
         obs = to_torch(sample["obs"], self.device)
         inputs = self._vla_inputs(obs)
@@ -295,7 +309,7 @@ class CriticGuidedAgent:
             with torch.no_grad():
                 foreach_lerp_(list(self.reference.parameters()), list(model.parameters()), cfg.anchor_tau)
         self.improve_step += 1
-        return {"base_loss": loss.detach(), "base_grad_norm": grad_norm.detach(),
+        return {"base_loss": loss.detach(), "base_grad_norm": grad_norm.detach(), "base_lr": torch.tensor(lr),
                 "q_gain": gain.mean(), "kept_decode": (best == 0).float().mean(),
                 **{f"base_{k.split('/')[-1]}": torch.tensor(v) for k, v in parts.items()}}
 

@@ -54,6 +54,10 @@ class CriticGuidedConfig(AgentConfig):
     can carry it past the picks."""
     base_lr: float = 3e-5
     """AdamW learning rate of the base's weights."""
+    base_lr_decay_steps: int = 0
+    """Improvement steps over which the base's learning rate falls linearly to zero, after which the base stays as
+    it is (the critics keep learning); 0: constant. Locks in what the first improvements gained when a critic that
+    can no longer tell the samples apart would otherwise drift the base on its noise."""
     base_grad_clip: float = 1.0
     """Gradient-norm clip of the base's update."""
     bc_weight: float = 1.0
@@ -104,6 +108,7 @@ class CriticGuidedConfig(AgentConfig):
              and self.sample_weight >= 0 and self.anchor_weight >= 0,
              "bc_weight, critic_warmup_updates, decode_weight, sample_weight and anchor_weight must be >= 0"),
             (self.pick_pessimism >= 0, "pick_pessimism must be >= 0"),
+            (self.base_lr_decay_steps >= 0, "base_lr_decay_steps must be >= 0"),
             (0.0 <= self.anchor_tau <= 1.0, "anchor_tau must be in [0, 1]"),
             (self.n_step >= 1 and self.chunk_phases >= 0, "n_step must be >= 1 and chunk_phases >= 0"),
             (self.num_critics >= 1, "num_critics must be >= 1"),

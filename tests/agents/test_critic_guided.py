@@ -189,3 +189,28 @@ def test_with_anchor_tau_the_anchor_follows_the_fine_tuned_base(tiny_vla) -> Non
             assert np.abs(reference - now).mean() < 0.25 * moved, (np.abs(reference - now).mean(), moved)
     with pytest.raises(ValueError, match="anchor_tau"):
         CriticGuidedConfig(anchor_tau=1.5).validate()
+
+
+def test_base_lr_decay_stops_the_base_and_resumes_on_schedule(tiny_vla) -> None:
+    # demo rows move the decode while the rate lasts; after base_lr_decay_steps improvements the base stays put
+    rng = np.random.default_rng(6)
+    replay = bandit_replay(rng, 200, demos=200)
+    cfg = CriticGuidedConfig(**SMALL, base_path=str(tiny_vla), improve_every=1, improve_batch=16, num_samples=4,
+                             base_lr=1e-3, bc_weight=1.0, base_lr_decay_steps=4)
+    agent = CriticGuidedAgent(SPEC, 4, cfg, seed=0)
+    s = agent.sampling(cfg)
+    rates = []
+    for _ in range(4):
+        agent.prepare(replay)
+        rates.append(agent.update(replay.sample(s.batch_size, utd=s.utd, pixels=False))["base_lr"])
+    assert rates == pytest.approx([1e-3, 0.75e-3, 0.5e-3, 0.25e-3])
+    twin = CriticGuidedAgent(SPEC, 4, cfg, seed=3)
+    twin.load_state_dict(copy.deepcopy(agent.state_dict()))
+    assert twin.base_lr() == agent.base_lr() == 0.0  # the schedule resumes from the step count
+    frozen = copy.deepcopy(agent.base_weights())
+    for _ in range(3):
+        agent.prepare(replay)
+        assert agent.update(replay.sample(s.batch_size, utd=s.utd, pixels=False))["base_lr"] == 0.0
+    assert all(torch.equal(v, agent.base_weights()[k]) for k, v in frozen.items())
+    with pytest.raises(ValueError, match="base_lr_decay_steps"):
+        CriticGuidedConfig(base_lr_decay_steps=-1).validate()
