@@ -20,9 +20,10 @@ agent passes the proposal through (plus small fixed exploration noise); what lea
   The base's deterministic decode, what the robot executes, is then pulled onto the pick's first action by
   gradient through the decode (a consistency-style objective), and the base's own objective (flow matching
   and/or L1, robot_rl.vla.model) on the picked chunks moves its sampling distribution along (weighted low);
-  demo and intervention rows pull towards their stored action (``bc_weight``). Only the first action of a chunk
-  is scored, so pair this agent with short executed chunks (``execution.execute_steps``: 1-2 re-plans each
-  step or two, and every executed action is one the critics scored).
+  demo and intervention rows pull towards their stored action (``bc_weight``; with ``demo_filter`` a demo row
+  only where the critics verify that its action beats the decode, as a pick is verified). Only the first action
+  of a chunk is scored, so pair this agent with short executed chunks (``execution.execute_steps``: 1-2 re-plans
+  each step or two, and every executed action is one the critics scored).
 
 The base's weights travel to the actors with the agent's policy state (``base.*``); an actor loads them into the
 base its executors run (``VLAPolicy.load_weights``), so the robot executes the fine-tuned base. The base is
@@ -239,10 +240,7 @@ class CriticGuidedAgent:
         select, verify = (q_members[order[: m // 2]], q_members[order[m // 2:]]) if m > 1 else (q_members, q_members)
         best = select.mean(0).argmax(1)
         gain = verify.gather(2, best.view(1, -1, 1).expand(verify.shape[0], -1, 1)).squeeze(2) - verify[:, :, 0]
-        bound = gain.mean(0)
-        if verify.shape[0] > 1:
-            bound = bound - self.cfg.pick_pessimism * gain.std(0)
-        moved = (best != 0) & (bound > 0)
+        moved = (best != 0) & self.verified(gain)
         return torch.where(moved, best, torch.zeros_like(best)), torch.where(moved, gain.mean(0), 0.0)
 
     def base_lr(self) -> float:
@@ -252,6 +250,12 @@ class CriticGuidedAgent:
         if not cfg.base_lr_decay_steps:
             return cfg.base_lr
         return cfg.base_lr * max(0.0, 1.0 - self.improve_step / cfg.base_lr_decay_steps)
+
+    def verified(self, gain: torch.Tensor) -> torch.Tensor:
+        """[members, B] gains of a candidate over the decode, member by member -> where their mean less
+        ``pick_pessimism`` standard deviations is positive [B]."""
+        bound = gain.mean(0)
+        return (bound - self.cfg.pick_pessimism * gain.std(0) if gain.shape[0] > 1 else bound) > 0
 
     def _improve(self) -> dict[str, torch.Tensor]:
         """One step of the base towards the chunks the critics pick among its own samples (see the module doc)."""
@@ -277,9 +281,13 @@ class CriticGuidedAgent:
             members = self.critic(z.repeat_interleave(k, 0), chunks[:, :, 0].reshape(b * k, a)).squeeze(-1)
             best, gain = self.pick(members.view(-1, b, k))
             target = chunks[torch.arange(b, device=self.device), best].clone()
-            prior = (to_torch(sample["source"], self.device) == SOURCE_CODE["demo"]) | \
-                (to_torch(sample["intervened"], self.device) > 0)
-            target[prior, 0] = to_torch(sample["action"], self.device).float()[prior]
+            stored = to_torch(sample["action"], self.device).float()
+            demo = to_torch(sample["source"], self.device) == SOURCE_CODE["demo"]
+            rows = demo.sum()
+            if cfg.demo_filter:  # a demo's action is followed only where the critics verify it beats the decode
+                demo &= self.verified(self.critic(z, stored).squeeze(-1) - members.view(-1, b, k)[:, :, 0])
+            prior = demo | (to_torch(sample["intervened"], self.device) > 0)
+            target[prior, 0] = stored[prior]
             weight = torch.ones(b, h, device=self.device)
             weight[prior] = cfg.bc_weight
             # where the decode is held at the original base's: every step but the first of a pick or a demo row
@@ -311,6 +319,7 @@ class CriticGuidedAgent:
         self.improve_step += 1
         return {"base_loss": loss.detach(), "base_grad_norm": grad_norm.detach(), "base_lr": torch.tensor(lr),
                 "q_gain": gain.mean(), "kept_decode": (best == 0).float().mean(),
+                "demos_followed": demo.sum() / rows.clamp_min(1),
                 **{f"base_{k.split('/')[-1]}": torch.tensor(v) for k, v in parts.items()}}
 
     # ------------------------------------------------------------ state / io

@@ -63,6 +63,10 @@ class CriticGuidedConfig(AgentConfig):
     bc_weight: float = 1.0
     """Weight of demo and intervention rows in the improvement loss (their first action is the stored one; the
     chunk's other steps keep the critic's pick)."""
+    demo_filter: bool = False
+    """Demo rows pull the decode to their stored action only where the critics verify that action's gain over the
+    decode (the whole ensemble, ``pick_pessimism`` as for picks; Q-filtered behaviour cloning); elsewhere they are
+    improved like online rows. Intervention rows are always followed. Off: every demo row pulls (``bc_weight``)."""
     critic_warmup_updates: int = 500
     """Updates that train only the critics before the base is first changed (a random critic picks at random)."""
     exploration_std: float = 0.05

@@ -31,8 +31,9 @@ def observations(rng, n: int) -> dict:
             "instruction": np.tile(text, (n, 1)).astype(np.float32)}
 
 
-def bandit_replay(rng, n: int, demos: int = 0) -> ReplayBuffer:
-    """One-step episodes: reward -||a - BEST||^2 for uniform random actions (and ``demos`` rows that act BEST)."""
+def bandit_replay(rng, n: int, demos: int = 0, demo_action: np.ndarray = BEST) -> ReplayBuffer:
+    """One-step episodes: reward -||a - BEST||^2 for uniform random actions (and ``demos`` rows that act
+    ``demo_action``)."""
     replay = ReplayBuffer(SPEC, 4, ReplayConfig(online_capacity=n, demos_capacity=max(demos, 2),
                                                 interventions_capacity=2))
     replay.with_base = True
@@ -40,7 +41,7 @@ def bandit_replay(rng, n: int, demos: int = 0) -> ReplayBuffer:
     for i in range(n + demos):
         row = {"state": obs["state"][i], "pixels": {c: v[i] for c, v in obs["pixels"].items()},
                "instruction": obs["instruction"][i]}
-        a = BEST if i >= n else rng.uniform(-1, 1, 4).astype(np.float32)
+        a = demo_action if i >= n else rng.uniform(-1, 1, 4).astype(np.float32)
         replay.add(row, a, -float(np.sum((a - BEST) ** 2)), True, False, row, source="demo" if i >= n else "online",
                    base_action=np.zeros(4, np.float32), chunk_index=0)
     return replay
@@ -214,3 +215,22 @@ def test_base_lr_decay_stops_the_base_and_resumes_on_schedule(tiny_vla) -> None:
     assert all(torch.equal(v, agent.base_weights()[k]) for k, v in frozen.items())
     with pytest.raises(ValueError, match="base_lr_decay_steps"):
         CriticGuidedConfig(base_lr_decay_steps=-1).validate()
+
+
+def test_demo_filter_follows_only_the_demos_the_critics_verify(tiny_vla) -> None:
+    # demos that act the best action beat the decode and are followed; demos that act its opposite are not
+    followed = {}
+    for name, demo_action in (("best", BEST), ("worst", -BEST)):
+        replay = bandit_replay(np.random.default_rng(8), 1500, demos=500, demo_action=demo_action)
+        cfg = CriticGuidedConfig(**{**SMALL, "critic_warmup_updates": 150}, base_path=str(tiny_vla), improve_every=1,
+                                 improve_batch=32, num_samples=4, base_lr=1e-5, demo_filter=True)
+        agent = CriticGuidedAgent(SPEC, 4, cfg, seed=0)
+        s = agent.sampling(cfg)
+        shares = []
+        for i in range(170):
+            agent.prepare(replay)
+            metrics = agent.update(replay.sample(s.batch_size, utd=s.utd, pixels=False))
+            if i >= 150:
+                shares.append(metrics["demos_followed"])
+        followed[name] = float(np.mean(shares))
+    assert followed["best"] > 0.8 and followed["worst"] < 0.05, followed
