@@ -96,8 +96,8 @@ class PolicyServer:
                     continue
                 if prev_total is not None:
                     reply["server_timing"]["prev_total_ms"] = prev_total
+                self.served += 1  # counted before the send: a client holding the reply finds it counted
                 await ws.send(packb(reply))
-                self.served += 1
                 prev_total = (time.monotonic() - start) * 1e3
         except ConnectionClosed:
             pass
