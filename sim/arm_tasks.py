@@ -112,7 +112,8 @@ class PickCubeEnv(ArmEnv):
 class PegInsertEnv(ArmEnv):
     """Insert a grasped 2x2x8 cm peg >= 2 cm into a square hole with ``hole_clearance`` (default 2 mm) whose
     x, y are random. The peg starts in the closed gripper above the hole; the gripper stays closed
-    (``lock_gripper`` defaults to True here). Object state: peg bottom (3), hole top centre (3)."""
+    (``lock_gripper`` defaults to True here). Object state: peg bottom (3), hole top centre (3), and with
+    ``offset_scale`` > 0 tanh((peg bottom - hole top) / offset_scale) (3)."""
 
     objects = ("peg",)
     instruction_text = "insert the peg into the hole"
@@ -142,7 +143,10 @@ class PegInsertEnv(ArmEnv):
         self._simulate(50)  # settle the grasp (0.1 s) with the controller holding the home pose
 
     def _object_state(self) -> np.ndarray:
-        return np.concatenate([self.data.site_xpos[self.peg_bottom], self.data.site_xpos[self.hole_site]])
+        bottom, hole = self.data.site_xpos[self.peg_bottom], self.data.site_xpos[self.hole_site]
+        if self.cfg.offset_scale > 0:
+            return np.concatenate([bottom, hole, np.tanh((bottom - hole) / self.cfg.offset_scale)])
+        return np.concatenate([bottom, hole])
 
     def _depth_and_offset(self) -> tuple[float, float]:
         bottom, hole = self.data.site_xpos[self.peg_bottom], self.data.site_xpos[self.hole_site]

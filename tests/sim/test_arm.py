@@ -183,3 +183,19 @@ def test_action_latency_holds_the_gripper_until_the_delay_line_fills():
     for _ in range(4):
         env.step(np.array([0.0, 0.0, 0.0, 1.0], np.float32))
     assert env.gripper_opening() < opening - 0.02  # the delayed close arrives
+
+
+def test_peg_offset_features_resolve_millimetres():
+    env = PegInsertEnv(offset_scale=0.005)
+    obs, _ = env.reset(seed=0)
+    state = obs["state"]
+    assert state.shape == (11 + 6 + 3,)
+    peg_bottom, hole, fine = state[11:14], state[14:17], state[17:20]
+    np.testing.assert_allclose(fine, np.tanh((peg_bottom - hole) / 0.005), atol=1e-6)
+    assert fine[2] > 0.99  # the peg starts 10+ cm above the hole: saturated
+    assert np.all(np.diff(np.tanh(np.array([0.0, 0.001]) / 0.005)) > 0.19)  # 1 mm near the hole moves it by ~0.2
+    for _ in range(60):  # the expert aligns over the hole: the x, y features come out of saturation
+        obs, *_ = env.step(env.expert_action())
+    assert np.all(np.abs(obs["state"][17:19]) < 0.5)
+    with pytest.raises(ValueError):
+        PegInsertEnv(offset_scale=-1.0)
