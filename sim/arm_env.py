@@ -57,9 +57,10 @@ class ArmTaskConfig(TaskConfig):
     hole_clearance: float = 0.002
     """PegInsert: hole width minus peg width (m); 2 mm = 1 mm per side."""
     offset_scale: float = 0.0
-    """PegInsert: if > 0, the object state also carries tanh((peg bottom - hole top) / offset_scale) (3), so a
-    network sees the last millimetres of the alignment as large changes of its input (e.g. 0.005: 1 mm moves it
-    by 0.2; with absolute positions alone 1 mm is about 2 % of their spread); 0 = off."""
+    """If > 0 (with ``object_state``), the state also carries tanh(offset / offset_scale) of the task's offsets
+    (PegInsert: peg bottom - hole top; PickCube and PickColor: each cube - tool centre point; Reach: target -
+    tool centre point), so a network sees the last millimetres of an alignment as large changes of its input
+    (0.005: 1 mm near zero moves it by 0.2; with absolute positions alone 1 mm is about 2 % of their spread)."""
     gains: ImpedanceGains = field(default_factory=ImpedanceGains)
     """Impedance / OSC gains (torque limits default to the Panda's)."""
 
@@ -234,9 +235,15 @@ class ArmEnv(MujocoTaskEnv):
             parts.append(d.sensordata[self.ft_adr])
         if self.cfg.object_state:
             parts.append(self._object_state())
+            if self.cfg.offset_scale > 0:
+                parts.append(np.tanh(self._offsets() / self.cfg.offset_scale))
         return np.concatenate(parts).astype(np.float32)
 
     def _object_state(self) -> np.ndarray:
+        return np.zeros(0)
+
+    def _offsets(self) -> np.ndarray:
+        """The task's alignment offsets (m) that ``offset_scale`` squashes into the state."""
         return np.zeros(0)
 
     # ------------------------------------------------------------------ helpers

@@ -42,6 +42,9 @@ class ReachEnv(ArmEnv):
     def _object_state(self) -> np.ndarray:
         return self.data.mocap_pos[self.target_mocap]
 
+    def _offsets(self) -> np.ndarray:
+        return self.data.mocap_pos[self.target_mocap] - self.data.site_xpos[self.ee_site]
+
     def _evaluate(self) -> tuple[float, bool, bool]:
         dist = float(np.linalg.norm(self.data.mocap_pos[self.target_mocap] - self.data.site_xpos[self.ee_site]))
         success = dist < self.success_radius
@@ -74,6 +77,9 @@ class PickCubeEnv(ArmEnv):
 
     def _object_state(self) -> np.ndarray:
         return self.data.qpos[self.cube_q][:3]
+
+    def _offsets(self) -> np.ndarray:
+        return self._object_state() - self.data.site_xpos[self.ee_site]
 
     def grasped(self) -> bool:
         return all(self.touching(self.cube_geoms))
@@ -112,8 +118,7 @@ class PickCubeEnv(ArmEnv):
 class PegInsertEnv(ArmEnv):
     """Insert a grasped 2x2x8 cm peg >= 2 cm into a square hole with ``hole_clearance`` (default 2 mm) whose
     x, y are random. The peg starts in the closed gripper above the hole; the gripper stays closed
-    (``lock_gripper`` defaults to True here). Object state: peg bottom (3), hole top centre (3), and with
-    ``offset_scale`` > 0 tanh((peg bottom - hole top) / offset_scale) (3)."""
+    (``lock_gripper`` defaults to True here). Object state: peg bottom (3), hole top centre (3)."""
 
     objects = ("peg",)
     instruction_text = "insert the peg into the hole"
@@ -143,10 +148,10 @@ class PegInsertEnv(ArmEnv):
         self._simulate(50)  # settle the grasp (0.1 s) with the controller holding the home pose
 
     def _object_state(self) -> np.ndarray:
-        bottom, hole = self.data.site_xpos[self.peg_bottom], self.data.site_xpos[self.hole_site]
-        if self.cfg.offset_scale > 0:
-            return np.concatenate([bottom, hole, np.tanh((bottom - hole) / self.cfg.offset_scale)])
-        return np.concatenate([bottom, hole])
+        return np.concatenate([self.data.site_xpos[self.peg_bottom], self.data.site_xpos[self.hole_site]])
+
+    def _offsets(self) -> np.ndarray:
+        return self.data.site_xpos[self.peg_bottom] - self.data.site_xpos[self.hole_site]
 
     def _depth_and_offset(self) -> tuple[float, float]:
         bottom, hole = self.data.site_xpos[self.peg_bottom], self.data.site_xpos[self.hole_site]
@@ -211,6 +216,9 @@ class PickColorEnv(PickCubeEnv):
 
     def _object_state(self) -> np.ndarray:
         return np.concatenate([self.data.qpos[q][:3] for q in self.cubes_q])
+
+    def _offsets(self) -> np.ndarray:
+        return np.concatenate([self.data.qpos[q][:3] - self.data.site_xpos[self.ee_site] for q in self.cubes_q])
 
     def _evaluate(self) -> tuple[float, bool, bool]:
         reward, success, failure = super()._evaluate()

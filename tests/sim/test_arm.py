@@ -10,7 +10,7 @@ import pytest  # noqa: E402
 from gymnasium.utils.env_checker import check_env  # noqa: E402
 
 import robot_rl_sim  # noqa: E402, F401  (registers the gym ids)
-from robot_rl_sim.arm_tasks import ArmTaskConfig, PegInsertEnv, PickCubeEnv, ReachEnv  # noqa: E402
+from robot_rl_sim.arm_tasks import ArmTaskConfig, PegInsertEnv, PickColorEnv, PickCubeEnv, ReachEnv  # noqa: E402
 from robot_rl_sim.randomization import RandomizationConfig  # noqa: E402
 
 TASKS = {"Reach": ReachEnv, "PickCube": PickCubeEnv, "PegInsert": PegInsertEnv}
@@ -199,3 +199,9 @@ def test_peg_offset_features_resolve_millimetres():
     assert np.all(np.abs(obs["state"][17:19]) < 0.5)
     with pytest.raises(ValueError):
         PegInsertEnv(offset_scale=-1.0)
+    cubes = PickColorEnv(offset_scale=0.01)  # each cube relative to the tool centre point
+    state = cubes.reset(seed=1)[0]["state"]
+    assert state.shape == (11 + 9 + 9,)
+    np.testing.assert_allclose(state[20:], np.tanh((state[11:20] - np.tile(state[:3], 3)) / 0.01), atol=1e-5)
+    assert PickCubeEnv(offset_scale=0.01).observation_space["state"].shape == (11 + 3 + 3,)
+    assert PickCubeEnv(offset_scale=0.01, object_state=False).observation_space["state"].shape == (11,)
