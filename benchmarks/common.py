@@ -9,6 +9,7 @@ import datetime
 import json
 import os
 import platform
+import shlex
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
@@ -83,7 +84,7 @@ def write_result(name: str, figures: Any, out: str | Path | None = None, tables:
     path.parent.mkdir(parents=True, exist_ok=True)
     if tables:
         figures = {**figures, "tables": [t.as_dict() for t in tables]}
-    record = {"benchmark": name, "command": "python " + " ".join([os.path.relpath(sys.argv[0]), *sys.argv[1:]]),
+    record = {"benchmark": name, "command": "python " + shlex.join([os.path.relpath(sys.argv[0]), *sys.argv[1:]]),
               "commit": commit(), "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
               "machine": machine(), "figures": figures}
     path.write_text(json.dumps(record, indent=1))
