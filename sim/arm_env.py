@@ -243,8 +243,10 @@ class ArmEnv(MujocoTaskEnv):
         return np.zeros(0)
 
     def _offsets(self) -> np.ndarray:
-        """The task's alignment offsets (m) that ``offset_scale`` squashes into the state."""
-        return np.zeros(0)
+        """The task's alignment offsets (m) that ``offset_scale`` squashes into the state: by default each object
+        position of the object state minus the tool centre point (tasks whose object state is not positions of
+        things to reach override this)."""
+        return (self._object_state().reshape(-1, 3) - self.data.site_xpos[self.ee_site]).ravel()
 
     # ------------------------------------------------------------------ helpers
     @property

@@ -42,9 +42,6 @@ class ReachEnv(ArmEnv):
     def _object_state(self) -> np.ndarray:
         return self.data.mocap_pos[self.target_mocap]
 
-    def _offsets(self) -> np.ndarray:
-        return self.data.mocap_pos[self.target_mocap] - self.data.site_xpos[self.ee_site]
-
     def _evaluate(self) -> tuple[float, bool, bool]:
         dist = float(np.linalg.norm(self.data.mocap_pos[self.target_mocap] - self.data.site_xpos[self.ee_site]))
         success = dist < self.success_radius
@@ -77,9 +74,6 @@ class PickCubeEnv(ArmEnv):
 
     def _object_state(self) -> np.ndarray:
         return self.data.qpos[self.cube_q][:3]
-
-    def _offsets(self) -> np.ndarray:
-        return self._object_state() - self.data.site_xpos[self.ee_site]
 
     def grasped(self) -> bool:
         return all(self.touching(self.cube_geoms))
@@ -216,9 +210,6 @@ class PickColorEnv(PickCubeEnv):
 
     def _object_state(self) -> np.ndarray:
         return np.concatenate([self.data.qpos[q][:3] for q in self.cubes_q])
-
-    def _offsets(self) -> np.ndarray:
-        return np.concatenate([self.data.qpos[q][:3] - self.data.site_xpos[self.ee_site] for q in self.cubes_q])
 
     def _evaluate(self) -> tuple[float, bool, bool]:
         reward, success, failure = super()._evaluate()
