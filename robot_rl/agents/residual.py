@@ -8,7 +8,9 @@ action each control step; this agent adds a bounded residual:
 ``f``'s output layer starts at zero, so the untrained agent executes the base exactly. The critics (a LayerNorm
 ensemble, RLPD's subset-min target) score the executed action next to the base's proposal and the step's phase
 in its chunk, trained on n-step returns; the residual actor is deterministic (TD3-style) with small fixed
-exploration noise, trained after a critic-only warm-up, with its bound optionally annealed in. Its objective is
+exploration noise, trained after a critic-only warm-up, with its bound optionally annealed in; its gradients pass
+the clip to [-1, 1] (straight-through, a penalty on the excess), so a residual past a saturated base's edge can
+come back. Its objective is
 ``-Q`` plus behaviour cloning on the demo and intervention rows' residuals (which holds the early residual near
 what the demonstrator did), or, with a residual_penalty, ``-Q / mean|Q| + residual_penalty * |residual / bound|^2``
 (the residual then grows only where the critics' gradient holds it; without demos a plain ``-Q`` can follow an
@@ -211,7 +213,10 @@ class ResidualAgent:
             xd = x.detach()
             base = mb["base_action"].float()
             residual = self.actor(xd)
-            action = (base + residual).clamp(-1.0, 1.0)
+            raw = base + residual
+            action = raw.clamp(-1.0, 1.0)
+            if cfg.straight_through_clip:  # the clipped value, the gradient as if unclipped
+                action = raw + (action - raw).detach()
             q_all = self.critic(xd, action, detach_params=True).squeeze(-1)
             q_pi = q_mean = q_all.mean(0)
             if cfg.actor_pessimism > 0:  # a lower confidence bound: where the critics disagree, they extrapolate
@@ -230,6 +235,10 @@ class ResidualAgent:
                 bc_loss, bc_rows, _ = bc_term(action, relabelled, q.detach().mean(0), q_mean.detach(), cfg.bc_q_filter)
                 actor_loss = actor_loss + cfg.bc_weight * bc_loss
                 metrics.update(bc_loss=bc_loss.detach(), bc_rows=bc_rows)
+            if cfg.straight_through_clip and cfg.clip_excess_penalty > 0:
+                excess = (raw.abs() - 1.0).clamp_min(0.0).square().sum(-1).mean()
+                actor_loss = actor_loss + cfg.clip_excess_penalty * excess
+                metrics["clip_excess"] = excess.detach()
             loss = loss + actor_loss
             metrics.update(actor_loss=actor_loss.detach(), residual_abs=residual.detach().abs().mean())
         self.optimizer.zero_grad(set_to_none=True)

@@ -81,6 +81,15 @@ class ResidualConfig(AgentConfig):
     nothing; with them it steers the early residual towards what the demonstrator did where the base differs. It
     is weighed against the raw ``-Q`` (against ``-Q / mean|Q|`` with a residual_penalty), so its balance depends on
     the reward's scale: 2.5 was tuned on sparse 0/1 rewards."""
+    straight_through_clip: bool = True
+    """The residual actor's gradients pass the clip of ``base + residual`` to [-1, 1] unchanged (the critics and the
+    BC term still see the clipped action). Off: where the sum lies past the edge (a base at a saturated command
+    and a residual pushing further out, e.g. a gripper held open) the clip's gradient is zero, the critics and
+    the demos cannot pull the residual back, and it stays there."""
+    clip_excess_penalty: float = 1.0
+    """With straight_through_clip: weight of ``max(|base + residual| - 1, 0)^2`` (summed over the action's
+    dimensions, averaged over the batch) in the actor's loss, which keeps the sum near the edge where a critic
+    favours the saturated command, so the residual stays within reach of coming back."""
     bc_q_filter: bool = False
     """Apply that term only where the critics value the stored action above the agent's own (off: on every demo
     and intervention row, which learnt faster from a weak base in the PickColor sweep)."""
@@ -115,6 +124,7 @@ class ResidualConfig(AgentConfig):
             (self.bc_weight >= 0, "bc_weight must be >= 0"),
             (self.actor_pessimism >= 0, "actor_pessimism must be >= 0"),
             (self.residual_penalty >= 0, "residual_penalty must be >= 0"),
+            (self.clip_excess_penalty >= 0, "clip_excess_penalty must be >= 0"),
         ]
         for ok, message in checks:
             if not ok:

@@ -139,8 +139,45 @@ def test_per_dimension_bounds_let_the_residual_cross_an_absolute_command() -> No
     assert torch.equal(actor.actor.bound, torch.tensor([0.2, 0.2]))
 
 
+def gripper_after_a_residual_past_the_edge(straight_through: bool) -> np.ndarray:
+    """The bandit above (a base holding [0.5, -1] where [0.2, 1] pays) with the residual starting at -0.6 on the
+    gripper, so base + residual = -1.6 lies past the clip: the executed gripper command after 300 updates."""
+    rng = np.random.default_rng(0)
+    target = np.array([0.2, 1.0], np.float32)
+    replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=4000, demos_capacity=10, interventions_capacity=10))
+    replay.with_base = True
+    base = np.array([0.5, -1.0], np.float32)
+    for _ in range(2000):
+        s = rng.uniform(-1, 1, 3).astype(np.float32)
+        a = np.clip(base + rng.uniform([-0.3, 0.0], [0.3, 2.0]), -1, 1).astype(np.float32)
+        replay.add({"state": s}, a, -float(np.sum((a - target) ** 2)), True, False, {"state": s},
+                   base_action=base, chunk_index=0)
+    cfg = ResidualConfig(**SMALL, residual_scales=(0.2, 2.0), critic_warmup_updates=20, scale_anneal_updates=0,
+                         n_step=1, straight_through_clip=straight_through)
+    agent = ResidualAgent(SPEC, 2, cfg, seed=0)
+    with torch.no_grad():
+        agent.actor.net[-1].bias[1] = float(np.arctanh(-0.3))  # residual -0.6 once the bound is 2
+    s = agent.sampling(cfg)
+    replay.set_n_step(s.n_step, s.discount)
+    agent.prepare(replay)
+    for _ in range(300):
+        metrics = agent.update(replay.sample(s.batch_size, mix={"online": 1.0}, utd=s.utd))
+    assert metrics["residual_bound"] == pytest.approx(2.0)
+    obs = {"state": rng.uniform(-1, 1, (16, 3)).astype(np.float32), "base_action": np.tile(base, (16, 1)),
+           "chunk_index": np.zeros(16, np.int64)}
+    return agent.act(obs, deterministic=True)[:, 1]
+
+
+def test_the_residual_comes_back_from_past_the_clip() -> None:
+    """Where the clip cuts base + residual, its gradient is zero: without the straight-through gradient the
+    critics cannot pull the gripper residual back, and the gripper stays open; with it, the gripper closes."""
+    assert np.all(gripper_after_a_residual_past_the_edge(straight_through=False) == -1.0)
+    assert np.all(gripper_after_a_residual_past_the_edge(straight_through=True) > 0.0)
+
+
 def test_bad_residual_configs_are_refused() -> None:
-    for bad in ({"residual_scale": 0.0}, {"n_step": 0}, {"num_min_critics": 20}, {"residual_scales": (0.3, 2.5)}):
+    for bad in ({"residual_scale": 0.0}, {"n_step": 0}, {"num_min_critics": 20}, {"residual_scales": (0.3, 2.5)},
+                {"clip_excess_penalty": -1.0}):
         with pytest.raises(ValueError, match="residual"):
             ResidualConfig(**bad).validate()
     with pytest.raises(ValueError, match="residual_scales has 2 entries"):
