@@ -6,17 +6,16 @@ action each control step; this agent adds a bounded residual:
     executed = clip(base + residual, -1, 1),   residual = bound * tanh(f(state, instruction, base, phase))
 
 ``f``'s output layer starts at zero, so the untrained agent executes the base exactly. The critics (a LayerNorm
-ensemble, RLPD's subset-min target) score the executed action next to the base's proposal and the step's phase
-in its chunk, trained on n-step returns; the residual actor is deterministic (TD3-style) with small fixed
-exploration noise, trained after a critic-only warm-up, with its bound optionally annealed in; its gradients pass
-the clip to [-1, 1] (straight-through, a penalty on the excess), so a residual past a saturated base's edge can
-come back. Its objective is
-``-Q`` plus behaviour cloning on the demo and intervention rows' residuals (which holds the early residual near
-what the demonstrator did), or, with a residual_penalty, ``-Q / mean|Q| + residual_penalty * |residual / bound|^2``
-(the residual then grows only where the critics' gradient holds it; without demos a plain ``-Q`` can follow an
-extrapolating critic to the bound and make a working base fail). Demo and
-intervention rows enter as they are (the executed action); the base's proposals on demo observations are
-labelled when the run starts (robot_rl.policies.relabel), so their residual is ``a - base``.
+ensemble, RLPD's subset-min target) score the executed action next to the base's proposal and the step's phase in
+its chunk, trained on n-step returns; the residual actor is deterministic (TD3-style) with small fixed exploration
+noise, trained after a critic-only warm-up, with its bound optionally annealed in (``straight_through_clip`` lets
+its gradients pass the clip to [-1, 1], with a penalty on the excess, so a residual past a saturated base's edge can
+come back). Its objective is ``-Q`` plus behaviour cloning on the demo and intervention rows' residuals (which holds
+the early residual near what the demonstrator did), or, with a residual_penalty, ``-Q / mean|Q| + residual_penalty *
+|residual / bound|^2`` (the residual then grows only where the critics' gradient holds it; without demos a plain
+``-Q`` can follow an extrapolating critic to the bound and make a working base fail). Demo and intervention rows
+enter as they are (the executed action); the base's proposals on demo observations are labelled when the run starts
+(robot_rl.policies.relabel), so their residual is ``a - base``.
 """
 
 from __future__ import annotations
