@@ -105,19 +105,24 @@ def test_resume_restores_the_agent_exactly() -> None:
     assert np.array_equal(actor.act(obs, deterministic=True), agent.act(obs, deterministic=True))
 
 
+def open_gripper_bandit(rng) -> ReplayBuffer:
+    """One-step episodes: the base proposes [0.5, -1] (gripper open), reward -||a - [0.2, 1]||^2."""
+    target, base = np.array([0.2, 1.0], np.float32), np.array([0.5, -1.0], np.float32)
+    replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=4000, demos_capacity=10, interventions_capacity=10))
+    replay.with_base = True
+    for _ in range(2000):
+        s = rng.uniform(-1, 1, 3).astype(np.float32)
+        a = np.clip(base + rng.uniform([-0.3, 0.0], [0.3, 2.0]), -1, 1).astype(np.float32)
+        replay.add({"state": s}, a, -float(np.sum((a - target) ** 2)), True, False, {"state": s},
+                   base_action=base, chunk_index=0)
+    return replay
+
+
 def test_per_dimension_bounds_let_the_residual_cross_an_absolute_command() -> None:
     """A base that holds its gripper open (-1) where the target is closed (+1): a bound of 2 on that dimension alone
     lets the residual close it, while the motion dimension stays within its own small bound."""
     rng = np.random.default_rng(0)
-    target = np.array([0.2, 1.0], np.float32)
-    replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=4000, demos_capacity=10, interventions_capacity=10))
-    replay.with_base = True
-    for _ in range(2000):  # the base proposes [0.5, -1]; reward -||a - target||^2
-        s = rng.uniform(-1, 1, 3).astype(np.float32)
-        base = np.array([0.5, -1.0], np.float32)
-        a = np.clip(base + rng.uniform([-0.3, 0.0], [0.3, 2.0]), -1, 1).astype(np.float32)
-        replay.add({"state": s}, a, -float(np.sum((a - target) ** 2)), True, False, {"state": s},
-                   base_action=base, chunk_index=0)
+    replay = open_gripper_bandit(rng)
     cfg = ResidualConfig(**SMALL, residual_scales=(0.2, 2.0), critic_warmup_updates=20, scale_anneal_updates=40,
                          n_step=1, residual_penalty=0.01)
     agent = ResidualAgent(SPEC, 2, cfg, seed=0)
@@ -140,18 +145,10 @@ def test_per_dimension_bounds_let_the_residual_cross_an_absolute_command() -> No
 
 
 def gripper_after_a_residual_past_the_edge(straight_through: bool) -> np.ndarray:
-    """The bandit above (a base holding [0.5, -1] where [0.2, 1] pays) with the residual starting at -0.6 on the
+    """open_gripper_bandit with the residual starting at -0.6 on the
     gripper, so base + residual = -1.6 lies past the clip: the executed gripper command after 300 updates."""
     rng = np.random.default_rng(0)
-    target = np.array([0.2, 1.0], np.float32)
-    replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=4000, demos_capacity=10, interventions_capacity=10))
-    replay.with_base = True
-    base = np.array([0.5, -1.0], np.float32)
-    for _ in range(2000):
-        s = rng.uniform(-1, 1, 3).astype(np.float32)
-        a = np.clip(base + rng.uniform([-0.3, 0.0], [0.3, 2.0]), -1, 1).astype(np.float32)
-        replay.add({"state": s}, a, -float(np.sum((a - target) ** 2)), True, False, {"state": s},
-                   base_action=base, chunk_index=0)
+    replay, base = open_gripper_bandit(rng), np.array([0.5, -1.0], np.float32)
     cfg = ResidualConfig(**SMALL, residual_scales=(0.2, 2.0), critic_warmup_updates=20, scale_anneal_updates=0,
                          n_step=1, straight_through_clip=straight_through)
     agent = ResidualAgent(SPEC, 2, cfg, seed=0)
