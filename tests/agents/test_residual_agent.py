@@ -118,6 +118,16 @@ def open_gripper_bandit(rng) -> ReplayBuffer:
     return replay
 
 
+def train_online(agent: ResidualAgent, replay: ReplayBuffer, updates: int) -> dict:
+    """``updates`` updates on online rows sampled as the agent's config asks; the last update's metrics."""
+    s = agent.sampling(agent.cfg)
+    replay.set_n_step(s.n_step, s.discount)
+    agent.prepare(replay)
+    for _ in range(updates):
+        metrics = agent.update(replay.sample(s.batch_size, mix={"online": 1.0}, utd=s.utd))
+    return metrics
+
+
 def test_per_dimension_bounds_let_the_residual_cross_an_absolute_command() -> None:
     """A base that holds its gripper open (-1) where the target is closed (+1): a bound of 2 on that dimension alone
     lets the residual close it, while the motion dimension stays within its own small bound."""
@@ -126,12 +136,7 @@ def test_per_dimension_bounds_let_the_residual_cross_an_absolute_command() -> No
     cfg = ResidualConfig(**SMALL, residual_scales=(0.2, 2.0), critic_warmup_updates=20, scale_anneal_updates=40,
                          n_step=1, residual_penalty=0.01)
     agent = ResidualAgent(SPEC, 2, cfg, seed=0)
-    s = agent.sampling(cfg)
-    replay.set_n_step(s.n_step, s.discount)
-    agent.prepare(replay)
-    for _ in range(400):
-        metrics = agent.update(replay.sample(s.batch_size, mix={"online": 1.0}, utd=s.utd))
-    assert metrics["residual_bound"] == pytest.approx(2.0)
+    assert train_online(agent, replay, 400)["residual_bound"] == pytest.approx(2.0)
     assert torch.allclose(agent.actor.bound, torch.tensor([0.2, 2.0]))
     obs = {"state": rng.uniform(-1, 1, (16, 3)).astype(np.float32),
            "base_action": np.tile([0.5, -1.0], (16, 1)).astype(np.float32), "chunk_index": np.zeros(16, np.int64)}
@@ -154,12 +159,7 @@ def gripper_after_a_residual_past_the_edge(straight_through: bool) -> np.ndarray
     agent = ResidualAgent(SPEC, 2, cfg, seed=0)
     with torch.no_grad():
         agent.actor.net[-1].bias[1] = float(np.arctanh(-0.3))  # residual -0.6 once the bound is 2
-    s = agent.sampling(cfg)
-    replay.set_n_step(s.n_step, s.discount)
-    agent.prepare(replay)
-    for _ in range(300):
-        metrics = agent.update(replay.sample(s.batch_size, mix={"online": 1.0}, utd=s.utd))
-    assert metrics["residual_bound"] == pytest.approx(2.0)
+    assert train_online(agent, replay, 300)["residual_bound"] == pytest.approx(2.0)
     obs = {"state": rng.uniform(-1, 1, (16, 3)).astype(np.float32), "base_action": np.tile(base, (16, 1)),
            "chunk_index": np.zeros(16, np.int64)}
     return agent.act(obs, deterministic=True)[:, 1]
