@@ -85,8 +85,8 @@ class ResidualConfig(AgentConfig):
     """The residual actor's gradients pass the clip of ``base + residual`` to [-1, 1] unchanged (the critics and the
     BC term still see the clipped action). Off: where the sum lies past the edge (a base at a saturated command
     and a residual pushing further out, e.g. a gripper held open) the clip's gradient is zero, the critics and
-    the demos cannot pull the residual back there, and it stays. On PickColor it kept the mean |residual| near 0.3
-    (0.8-1.0 off) but ended lower (docs/benchmarks/generalist-policies.md), so it is off by default."""
+    the demos cannot pull the residual back there, and it stays. On PickColor it kept the mean |residual| at 0.24-0.40
+    (0.76-0.84 off) but ended lower (docs/benchmarks/generalist-policies.md), so it is off by default."""
     clip_excess_penalty: float = 1.0
     """With straight_through_clip: weight of ``max(|base + residual| - 1, 0)^2`` (summed over the action's
     dimensions, averaged over the batch) in the actor's loss, which keeps the sum near the edge where a critic
