@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,10 +27,8 @@ CLASSES = ("wrong cube", "grasp lost", "holding, not lifted", "closed off the ta
 def classify(env: Any, held_ever: bool, terminated: bool) -> str:
     """The class of a failed episode from the env's end state."""
     task = env.unwrapped
-    if terminated and hasattr(task, "cubes_q"):
-        lifted = [task.data.qpos[q][2] for i, q in enumerate(task.cubes_q) if i != task.target]
-        if max(lifted) - 0.02 > 0.03:
-            return "wrong cube"
+    if terminated and hasattr(task, "wrong_cube_lifted") and task.wrong_cube_lifted():
+        return "wrong cube"
     if task.grasped():
         return "holding, not lifted"
     if held_ever:
@@ -77,28 +74,18 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="result file (default: print only)")
     args = parser.parse_args()
     os.environ.setdefault("MUJOCO_GL", "egl")
-    from safetensors.torch import load_file
-
-    from robot_rl.agents.registry import make_agent
-    from robot_rl.config import load_yaml
-    from robot_rl.envs.make import make_env
     from robot_rl.policies.config import ExecutionConfig
-    from robot_rl.policies.evaluate import ExecutorAgent, evaluation_agent
+    from robot_rl.policies.evaluate import ExecutorAgent
     from robot_rl.policies.loader import load_policy
-    from robot_rl.runtime.checkpoint import latest_checkpoint
-    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.runtime.evaluation import load_run
     from robot_rl.runtime.seeds import Seeds
-    from robot_rl.spaces import ObsSpec, action_dim_of
 
     table = Table("Failed evaluation episodes by what the arm was doing at the end",
                   ["run", "policy", "success", *CLASSES])
     figures: dict[str, Any] = {"episodes": args.episodes, "runs": {}}
     for run in args.runs:
-        cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
-        env = make_env(cfg.env)
-        agent = make_agent(cfg.agent, ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
-        agent.load_policy_state(load_file(str(latest_checkpoint(run) / "policy.safetensors")))
-        actors = {"fine-tuned": evaluation_agent(cfg, agent, env)}
+        cfg, env, agent, actor = load_run(run)
+        actors = {"fine-tuned": actor}
         if cfg.base_policy.path and not args.no_base:
             actors["base"] = ExecutorAgent(load_policy(cfg.base_policy), ExecutionConfig(mode="sync"), env)
         figures["runs"][run] = {}

@@ -211,9 +211,12 @@ class PickColorEnv(PickCubeEnv):
     def _object_state(self) -> np.ndarray:
         return np.concatenate([self.data.qpos[q][:3] for q in self.cubes_q])
 
+    def wrong_cube_lifted(self) -> bool:
+        """A cube other than the named one is 3 cm or more off the table (the episode's failure)."""
+        return any(self.data.qpos[q][2] - CUBE_HALF > 0.03 for i, q in enumerate(self.cubes_q) if i != self.target)
+
     def _evaluate(self) -> tuple[float, bool, bool]:
         reward, success, failure = super()._evaluate()
-        wrong = any(self.data.qpos[q][2] - CUBE_HALF > 0.03 for i, q in enumerate(self.cubes_q) if i != self.target)
-        if wrong and not success:
+        if self.wrong_cube_lifted() and not success:
             return (0.0 if not self.cfg.dense_reward else reward), False, True
         return reward, success, failure

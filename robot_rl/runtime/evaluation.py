@@ -71,11 +71,9 @@ def across_runs(per_run: list[dict[str, np.ndarray]]) -> dict[str, float]:
     return out
 
 
-def evaluate_runs(run_dirs: list[str | Path], episodes: int, video: str | Path | None = None,
-                  seed: int = 10_000) -> dict[str, Any]:
-    """Evaluates the latest policy of each run, every run on the same episodes (episode i resets with
-    ``seed + i``); with ``video``, writes the first run's episodes to it (several cameras side by side when the
-    env renders more than one)."""
+def load_run(run: str | Path, render_mode: str | None = None) -> tuple[Any, gym.Env, Any, Any]:
+    """A run folder's config, a fresh env of its task, its agent with the latest checkpoint's policy weights and
+    the actor that evaluates it (the agent itself, or the agent on its base policy: close it when it is not)."""
     from safetensors.torch import load_file
 
     from robot_rl.agents.registry import make_agent
@@ -85,15 +83,24 @@ def evaluate_runs(run_dirs: list[str | Path], episodes: int, video: str | Path |
     from robot_rl.runtime.checkpoint import latest_checkpoint
     from robot_rl.runtime.config import TrainConfig
     from robot_rl.spaces import ObsSpec, action_dim_of
+
+    cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
+    env = make_env(cfg.env, render_mode=render_mode)
+    agent = make_agent(cfg.agent, ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
+    agent.load_policy_state(load_file(str(latest_checkpoint(run) / "policy.safetensors")))
+    return cfg, env, agent, evaluation_agent(cfg, agent, env)
+
+
+def evaluate_runs(run_dirs: list[str | Path], episodes: int, video: str | Path | None = None,
+                  seed: int = 10_000) -> dict[str, Any]:
+    """Evaluates the latest policy of each run, every run on the same episodes (episode i resets with
+    ``seed + i``); with ``video``, writes the first run's episodes to it (several cameras side by side when the
+    env renders more than one)."""
     from robot_rl.utils.video import write_video
 
     per_run, result = [], {}
     for i, run in enumerate(run_dirs):
-        cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
-        env = make_env(cfg.env, render_mode="rgb_array" if video and i == 0 else None)
-        agent = make_agent(cfg.agent, ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
-        agent.load_policy_state(load_file(str(latest_checkpoint(run) / "policy.safetensors")))
-        actor = evaluation_agent(cfg, agent, env)
+        _, env, agent, actor = load_run(run, "rgb_array" if video and i == 0 else None)
         frames: list[np.ndarray] | None = [] if video and i == 0 else None
         episodes_out = rollout(actor, env, episodes, seed, frames)
         if actor is not agent:

@@ -113,6 +113,6 @@ def test_the_robot_env_steps_in_sim_time_under_load(graph):
     # of the pose stream. A single step can be far off when the hogs starve the env's own process (the sim does
     # not wait for it; CI saw one 0.31 s gap among twelve) or deliver its newest pose late (a 0.03 s gap after a
     # 0.07 s one), so the typical step is checked: the median and the mean without the extreme gap at either end.
-    tol = 0.0105  # the median's bound, as before
+    tol = 0.0105  # the median's bound
     trimmed = np.sort(gaps)[1:-1]
     assert abs(np.median(gaps) - env.period) <= tol and abs(trimmed.mean() - env.period) < 0.01, gaps
