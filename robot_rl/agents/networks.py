@@ -128,15 +128,22 @@ class TanhGaussianActor(nn.Module):
         mu, log_std = self.net(z).chunk(2, dim=-1)
         if deterministic:
             return torch.tanh(mu), torch.zeros(mu.shape[:-1], device=mu.device, dtype=mu.dtype)
-        # Soft clamp keeps gradients alive at the bounds (as in DrQ-v2 / jaxrl).
-        log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (torch.tanh(log_std) + 1)
-        eps = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
-        pre_tanh = mu + eps * log_std.exp()
-        action = torch.tanh(pre_tanh)
-        # log N(pre_tanh; mu, std) - sum log(1 - tanh^2), the latter in the stable softplus form.
-        log_prob = (-0.5 * eps.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
-        log_prob = log_prob - (2 * (math.log(2) - pre_tanh - F.softplus(-2 * pre_tanh))).sum(-1)
-        return action, log_prob
+        return squashed_gaussian(mu, log_std, self.log_std_min, self.log_std_max, generator)
+
+
+def squashed_gaussian(mu: torch.Tensor, raw_log_std: torch.Tensor, log_std_min: float, log_std_max: float,
+                      generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """A sample ``tanh(mu + sigma * eps)`` in [-1, 1] and its log-probability ``[B]`` (exact tanh log-det);
+    ``raw_log_std`` is soft-clamped into ``[log_std_min, log_std_max]``."""
+    # Soft clamp keeps gradients alive at the bounds (as in DrQ-v2 / jaxrl).
+    log_std = log_std_min + 0.5 * (log_std_max - log_std_min) * (torch.tanh(raw_log_std) + 1)
+    eps = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
+    pre_tanh = mu + eps * log_std.exp()
+    action = torch.tanh(pre_tanh)
+    # log N(pre_tanh; mu, std) - sum log(1 - tanh^2), the latter in the stable softplus form.
+    log_prob = (-0.5 * eps.pow(2) - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+    log_prob = log_prob - (2 * (math.log(2) - pre_tanh - F.softplus(-2 * pre_tanh))).sum(-1)
+    return action, log_prob
 
 
 @torch.no_grad()

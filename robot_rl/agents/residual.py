@@ -8,11 +8,12 @@ action each control step; this agent adds a bounded residual:
 ``f``'s output layer starts at zero, so the untrained agent executes the base exactly. The critics (a LayerNorm
 ensemble, RLPD's subset-min target) score the executed action next to the base's proposal and the step's phase in
 its chunk, trained on n-step returns; the residual actor is deterministic (TD3-style) with small fixed exploration
-noise, trained after a critic-only warm-up, with its bound optionally annealed in (``straight_through_clip`` lets
-its gradients pass the clip to [-1, 1], with a penalty on the excess, so a residual past a saturated base's edge can
-come back). Its objective is ``-Q`` plus behaviour cloning on the demo and intervention rows' residuals (which holds
-the early residual near what the demonstrator did), or, with a residual_penalty, ``-Q / mean|Q| + residual_penalty *
-|residual / bound|^2`` (the residual then grows only where the critics' gradient holds it; without demos a plain
+noise (or, ``stochastic``, a squashed Gaussian with SAC's tuned entropy bonus), trained after a critic-only warm-up,
+with its bound optionally annealed in (``straight_through_clip`` lets its gradients pass the clip to [-1, 1], with
+a penalty on the excess, so a residual past a saturated base's edge can come back). Its objective is ``-Q`` plus
+behaviour cloning on the demo and intervention rows' residuals (which holds the early residual near what the
+demonstrator did), or, with a residual_penalty, ``-Q / mean|Q| + residual_penalty * |residual / bound|^2`` (the
+residual then grows only where the critics' gradient holds it; without demos a plain
 ``-Q`` can follow an extrapolating critic to the bound and make a working base fail). Demo and intervention rows
 enter as they are (the executed action); the base's proposals on demo observations are labelled when the run starts
 (robot_rl.policies.relabel), so their residual is ``a - base``.
@@ -21,6 +22,7 @@ enter as they are (the executed action); the base's proposals on demo observatio
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -31,7 +33,7 @@ from torch import nn
 from robot_rl.agents.base import Sampling, index_tree, keep_global_rng, obs_batch, seeded_generator, utd_batch
 from robot_rl.agents.bc import bc_term
 from robot_rl.agents.encoders import ObservationEncoder
-from robot_rl.agents.networks import EnsembleCritic, init_parameters, mlp, phase_one_hot
+from robot_rl.agents.networks import EnsembleCritic, init_parameters, mlp, phase_one_hot, squashed_gaussian
 from robot_rl.agents.residual_config import ResidualConfig
 from robot_rl.agents.torch_compat import foreach_lerp_
 from robot_rl.spaces import ObsSpec
@@ -42,11 +44,17 @@ if TYPE_CHECKING:
 
 class ResidualActor(nn.Module):
     """``bound * tanh(mlp(x))`` with a zero-initialised output layer; the bound (one per action dimension) is a
-    buffer: it ships with the policy, so actors use the annealed bound of the weights they run."""
+    buffer: it ships with the policy, so actors use the annealed bound of the weights they run. A stochastic actor
+    also outputs a log-std (before the tanh; initially ``init_std`` per dimension) and samples
+    ``bound * tanh(mu + std * eps)``."""
 
-    def __init__(self, in_dim: int, action_dim: int, hidden_dims: tuple[int, ...], layer_norm: bool) -> None:
+    LOG_STD_RANGE = (-5.0, 1.0)
+
+    def __init__(self, in_dim: int, action_dim: int, hidden_dims: tuple[int, ...], layer_norm: bool,
+                 stochastic: bool = False, init_std: tuple[float, ...] = ()) -> None:
         super().__init__()
-        self.net = mlp(in_dim, hidden_dims, action_dim, layer_norm)
+        self.action_dim, self.stochastic, self.init_std = action_dim, stochastic, init_std
+        self.net = mlp(in_dim, hidden_dims, action_dim * (2 if stochastic else 1), layer_norm)
         self.register_buffer("bound", torch.zeros(action_dim))
 
     def _load_from_state_dict(self, state: dict, prefix: str, *args: Any) -> None:
@@ -60,9 +68,21 @@ class ResidualActor(nn.Module):
         with torch.no_grad():
             self.net[-1].weight.zero_()
             self.net[-1].bias.zero_()
+            if self.stochastic:  # the raw log-std whose soft clamp is log(init_std)
+                low, high = self.LOG_STD_RANGE
+                for i, std in enumerate(self.init_std):
+                    share = (math.log(max(std, 1e-6)) - low) / (high - low)
+                    self.net[-1].bias[self.action_dim + i] = math.atanh(min(max(2 * share - 1, -0.999), 0.999))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.bound * torch.tanh(self.net(x))
+        """The mean residual (the stochastic actor's deterministic one)."""
+        return self.bound * torch.tanh(self.net(x)[..., : self.action_dim])
+
+    def sample(self, x: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """A stochastic actor's sampled residual and its log-probability (of the squashed sample in [-1, 1])."""
+        mu, raw_log_std = self.net(x).chunk(2, dim=-1)
+        squashed, log_prob = squashed_gaussian(mu, raw_log_std, *self.LOG_STD_RANGE, generator)
+        return self.bound * squashed, log_prob
 
 
 class ResidualAgent:
@@ -84,17 +104,24 @@ class ResidualAgent:
             self.encoder = ObservationEncoder(seen, cfg.encoder, generator=init).to(self.device)
             x_dim = self.encoder.out_dim + action_dim + cfg.chunk_phases
             self.critic = EnsembleCritic(cfg.num_critics, x_dim + action_dim, cfg.hidden_dims, 1, True)
-            self.actor = ResidualActor(x_dim, action_dim, cfg.hidden_dims, cfg.actor_layer_norm)
+            # the stochastic actor's first noise is exploration_std in action units, as the fixed noise is
+            init_std = tuple(cfg.exploration_std / b for b in cfg.bounds(action_dim))
+            self.actor = ResidualActor(x_dim, action_dim, cfg.hidden_dims, cfg.actor_layer_norm, cfg.stochastic,
+                                       init_std)
         init_parameters(self.critic, init)
         init_parameters(self.actor, init)
         self.actor.zero_output()
         self.critic, self.actor = self.critic.to(self.device), self.actor.to(self.device)
         self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
         critic_params = list(self.critic.parameters()) + [p for p in self.encoder.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.Adam([
-            {"params": critic_params, "lr": cfg.critic_lr, "name": "critic"},
-            {"params": list(self.actor.parameters()), "lr": cfg.actor_lr, "name": "actor"},
-        ], fused=self.device.type in ("cpu", "cuda"))
+        groups = [{"params": critic_params, "lr": cfg.critic_lr, "name": "critic"},
+                  {"params": list(self.actor.parameters()), "lr": cfg.actor_lr, "name": "actor"}]
+        # the stochastic actor's entropy temperature (SAC's), tuned towards target_entropy
+        self.log_alpha = torch.tensor(math.log(cfg.init_temperature), device=self.device, requires_grad=True)
+        self.target_entropy = cfg.target_entropy if cfg.target_entropy is not None else -action_dim / 2
+        if cfg.stochastic:
+            groups.append({"params": [self.log_alpha], "lr": cfg.temperature_lr, "name": "temperature"})
+        self.optimizer = torch.optim.Adam(groups, fused=self.device.type in ("cpu", "cuda"))
         self._online, self._target = list(self.critic.parameters()), list(self.target_critic.parameters())
         self.generator = seeded_generator(seed + 1, self.device)
         self.act_generator = seeded_generator(seed + 2, self.device)
@@ -149,8 +176,11 @@ class ResidualAgent:
             index = np.full(np.shape(obs["state"])[:-1], -1, np.int64)
         tobs, single = obs_batch({**self._seen(obs), "chunk_index": np.asarray(index)}, self.device)
         x = self._features(self.encoder(tobs), tobs["base_action"], tobs["chunk_index"])
-        residual = self.actor(x)
-        if not deterministic and self.cfg.exploration_std > 0:
+        if self.cfg.stochastic and not deterministic:
+            residual = self.actor.sample(x, self.act_generator)[0]
+        else:
+            residual = self.actor(x)
+        if not deterministic and not self.cfg.stochastic and self.cfg.exploration_std > 0:
             noise = torch.randn(residual.shape, device=self.device, generator=self.act_generator)
             residual = (residual + self.cfg.exploration_std * noise).clamp(-self.actor.bound, self.actor.bound)
         action = (tobs["base_action"].reshape(residual.shape).float() + residual).clamp(-1.0, 1.0)
@@ -188,6 +218,14 @@ class ResidualAgent:
         out["residual_bound"] = self.bound
         return out
 
+    def _bc_weight(self) -> float:
+        """bc_weight, decayed linearly to 0 over bc_decay_updates after the critic warm-up (0: constant)."""
+        cfg = self.cfg
+        if cfg.bc_decay_updates == 0:
+            return cfg.bc_weight
+        past = max(0, self.update_step - cfg.critic_warmup_updates)
+        return cfg.bc_weight * max(0.0, 1.0 - past / cfg.bc_decay_updates)
+
     def _train_step(self, mb: Mapping[str, Any], update_actor: bool) -> dict[str, torch.Tensor]:
         cfg, bound = self.cfg, self.actor.bound
         members = torch.randperm(cfg.num_critics, device=self.device, generator=self.generator)[: cfg.num_min_critics]
@@ -196,10 +234,13 @@ class ResidualAgent:
         with torch.no_grad():
             z_next = self.encoder(mb["next_obs"], augment, self.generator)
             x_next = self._features(z_next, mb["next_base_action"], mb["next_chunk_index"])
-            noise = torch.randn(mb["action"].shape, device=self.device, generator=self.generator)
-            clip = cfg.target_noise_clip * bound
-            noise = (cfg.target_noise_std * bound * noise).clamp(-clip, clip)
-            residual_next = (self.actor(x_next) + noise).clamp(-bound, bound)
+            if cfg.stochastic:  # the policy's own noise in place of target smoothing (no entropy backup)
+                residual_next = self.actor.sample(x_next, self.generator)[0]
+            else:
+                noise = torch.randn(mb["action"].shape, device=self.device, generator=self.generator)
+                clip = cfg.target_noise_clip * bound
+                noise = (cfg.target_noise_std * bound * noise).clamp(-clip, clip)
+                residual_next = (self.actor(x_next) + noise).clamp(-bound, bound)
             next_action = (mb["next_base_action"].float() + residual_next).clamp(-1.0, 1.0)
             q_next = self.target_critic(x_next, next_action, members=members).squeeze(-1).min(0).values
             discount = mb["discount"].float() if "discount" in mb else cfg.discount
@@ -211,7 +252,11 @@ class ResidualAgent:
         if update_actor:
             xd = x.detach()
             base = mb["base_action"].float()
-            residual = self.actor(xd)
+            if cfg.stochastic:
+                residual, log_prob = self.actor.sample(xd, self.generator)
+                mean_action = (base + self.actor(xd)).clamp(-1.0, 1.0)  # what BC imitates with
+            else:
+                residual = self.actor(xd)
             raw = base + residual
             action = raw.clamp(-1.0, 1.0)
             if cfg.straight_through_clip:  # the clipped value, the gradient as if unclipped
@@ -229,10 +274,18 @@ class ResidualAgent:
                 metrics["residual_penalty"] = penalty.detach()
             else:
                 actor_loss = -q_pi.mean()
-            if cfg.bc_weight > 0:
+            if cfg.stochastic:
+                alpha = self.log_alpha.detach().exp()
+                actor_loss = actor_loss + alpha * log_prob.mean()
+                entropy = -log_prob.detach().mean()
+                loss = loss + self.log_alpha.exp() * (entropy - self.target_entropy)
+                metrics.update(entropy=entropy, alpha=alpha)
+            bc_weight = self._bc_weight()
+            if bc_weight > 0:
                 relabelled = {**mb, "action": (base + (mb["action"].float() - base).clamp(-bound, bound)).clamp(-1, 1)}
-                bc_loss, bc_rows, _ = bc_term(action, relabelled, q.detach().mean(0), q_mean.detach(), cfg.bc_q_filter)
-                actor_loss = actor_loss + cfg.bc_weight * bc_loss
+                bc_loss, bc_rows, _ = bc_term(mean_action if cfg.stochastic else action, relabelled,
+                                              q.detach().mean(0), q_mean.detach(), cfg.bc_q_filter)
+                actor_loss = actor_loss + bc_weight * bc_loss
                 metrics.update(bc_loss=bc_loss.detach(), bc_rows=bc_rows)
             if cfg.straight_through_clip and cfg.clip_excess_penalty > 0:
                 excess = (raw.abs() - 1.0).clamp_min(0.0).square().sum(-1).mean()
@@ -264,7 +317,8 @@ class ResidualAgent:
         return {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
                 "target_critic": self.target_critic.state_dict(), "encoder": self.encoder.state_dict(),
                 "optimizer": self.optimizer.state_dict(), "generator": self.generator.get_state(),
-                "update_step": self.update_step, "critic_step": self.critic_step}
+                "update_step": self.update_step, "critic_step": self.critic_step,
+                "log_alpha": self.log_alpha.detach().clone()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.actor.load_state_dict(state["actor"])
@@ -275,3 +329,6 @@ class ResidualAgent:
         self.generator.set_state(state["generator"])
         self.update_step = int(state["update_step"])
         self.critic_step = int(state["critic_step"])
+        if "log_alpha" in state:  # (absent from checkpoints of deterministic agents made before it was saved)
+            with torch.no_grad():
+                self.log_alpha.copy_(state["log_alpha"])

@@ -29,7 +29,20 @@ class ResidualConfig(AgentConfig):
     """Updates that train only the critics; the residual stays zero (the base acts alone) until then, so a
     still-random critic cannot steer the robot away from what the base does."""
     exploration_std: float = 0.1
-    """Std of the Gaussian noise added to the residual when acting (fixed, not learned; clipped to the bound)."""
+    """Std of the Gaussian noise added to the residual when acting (fixed, not learned; clipped to the bound). With
+    stochastic: the initial noise of the actor's Gaussian, learnt from there (its std before the tanh starts at
+    exploration_std / bound per dimension)."""
+    stochastic: bool = False
+    """The residual actor is a squashed Gaussian trained with SAC's entropy bonus (its temperature tuned towards
+    target_entropy; no entropy in the critics' target, as this project's sparse-reward SAC runs) instead of a
+    deterministic actor with fixed exploration noise: exploration then grows where the critics are flat."""
+    init_temperature: float = 0.01
+    """With stochastic: initial entropy temperature alpha."""
+    target_entropy: float | None = None
+    """With stochastic: entropy the temperature is tuned towards (of the squashed residual in [-1, 1]); None =
+    ``-action_dim / 2``."""
+    temperature_lr: float = 3e-4
+    """With stochastic: Adam learning rate of the temperature."""
     target_noise_std: float = 0.1
     """Std of the noise on the next residual in the critic target (target policy smoothing), as a fraction of
     the bound."""
@@ -91,6 +104,9 @@ class ResidualConfig(AgentConfig):
     """With straight_through_clip: weight of ``max(|base + residual| - 1, 0)^2`` (summed over the action's
     dimensions, averaged over the batch) in the actor's loss, which keeps the sum near the edge where a critic
     favours the saturated command, so the residual stays within reach of coming back."""
+    bc_decay_updates: int = 0
+    """Updates (after the critic warm-up) over which bc_weight decays linearly to 0, so the demos hold the early
+    residual and the critics alone shape the late one; 0 = a constant bc_weight."""
     bc_q_filter: bool = False
     """Apply that term only where the critics value the stored action above the agent's own (off: on every demo
     and intervention row, which learnt faster from a weak base in the PickColor sweep)."""
@@ -126,6 +142,11 @@ class ResidualConfig(AgentConfig):
             (self.actor_pessimism >= 0, "actor_pessimism must be >= 0"),
             (self.residual_penalty >= 0, "residual_penalty must be >= 0"),
             (self.clip_excess_penalty >= 0, "clip_excess_penalty must be >= 0"),
+            (self.bc_decay_updates >= 0, "bc_decay_updates must be >= 0"),
+            (self.init_temperature > 0 and self.temperature_lr >= 0,
+             "init_temperature must be > 0 and temperature_lr >= 0"),
+            (not self.stochastic or self.exploration_std > 0,
+             "stochastic needs exploration_std > 0 (its initial std)"),
         ]
         for ok, message in checks:
             if not ok:

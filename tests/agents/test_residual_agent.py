@@ -25,16 +25,21 @@ def batch_obs(rng, n: int) -> dict:
             "chunk_index": rng.integers(-1, 8, n)}
 
 
-def test_the_untrained_residual_executes_the_base_exactly() -> None:
+@pytest.mark.parametrize("stochastic", [False, True])
+def test_the_untrained_residual_executes_the_base_exactly(stochastic: bool) -> None:
     rng = np.random.default_rng(0)
-    agent = make_agent(ResidualConfig(**SMALL, critic_warmup_updates=0, scale_anneal_updates=0), SPEC, 2, seed=3)
+    cfg = ResidualConfig(**SMALL, critic_warmup_updates=0, scale_anneal_updates=0, stochastic=stochastic)
+    agent = make_agent(cfg, SPEC, 2, seed=3)
     obs = batch_obs(rng, 32)
     assert np.array_equal(agent.act(obs, deterministic=True), obs["base_action"])
     one = {"state": obs["state"][0], "base_action": obs["base_action"][0], "chunk_index": np.int64(2)}
     assert np.array_equal(agent.act(one, deterministic=True), obs["base_action"][0])
-    explore = agent.act(obs)  # fixed exploration noise, inside the bound
+    explore = agent.act(obs)  # exploration noise (fixed, or the Gaussian's initial std), inside the bound
+    inside = np.abs(obs["base_action"]) < 0.75  # rows the clip to [-1, 1] does not cut
     gap = np.abs(explore - obs["base_action"])
     assert 0 < gap.max() <= 0.2 + 1e-6
+    # noise of std 0.1 (exploration_std, in action units for both) cut at the bound 0.2: a mean |gap| near 0.08
+    assert 0.06 < gap[inside].mean() < 0.1, gap[inside].mean()
     no_phase = agent.act({"state": obs["state"], "base_action": obs["base_action"]}, deterministic=True)
     assert np.array_equal(no_phase, obs["base_action"])  # no chunk index: encoded as a held step
     with pytest.raises(ValueError, match="base_policy.path"):
@@ -51,13 +56,15 @@ def fill(replay: ReplayBuffer, rng, n: int, target: np.ndarray, source: str = "o
                    base_action=base, chunk_index=0)
 
 
-def test_residual_learns_to_correct_a_biased_base_within_its_bound() -> None:
+@pytest.mark.parametrize("stochastic", [False, True])
+def test_residual_learns_to_correct_a_biased_base_within_its_bound(stochastic: bool) -> None:
     rng = np.random.default_rng(0)
     target = np.array([0.2, -0.4], np.float32)
     replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=4000, demos_capacity=10, interventions_capacity=10))
     replay.with_base = True
     fill(replay, rng, 2000, target)
-    cfg = ResidualConfig(**SMALL, residual_scale=0.2, critic_warmup_updates=20, scale_anneal_updates=40, n_step=1)
+    cfg = ResidualConfig(**SMALL, residual_scale=0.2, critic_warmup_updates=20, scale_anneal_updates=40, n_step=1,
+                         stochastic=stochastic)
     agent = ResidualAgent(SPEC, 2, cfg, seed=0)
     s = agent.sampling(cfg)
     replay.set_n_step(s.n_step, s.discount)
@@ -73,18 +80,21 @@ def test_residual_learns_to_correct_a_biased_base_within_its_bound() -> None:
             assert np.array_equal(agent.act(obs, deterministic=True), obs["base_action"])
             assert "actor_loss" not in metrics
     assert bounds[18] == 0.0 and bounds[39] == pytest.approx(0.1) and bounds[-1] == pytest.approx(0.2)
+    if stochastic:  # SAC's temperature is tuned, and the Gaussian's entropy is logged
+        assert metrics["alpha"] != pytest.approx(0.01) and np.isfinite(metrics["entropy"])
     action = agent.act(obs, deterministic=True)
     assert np.all(np.abs(action - obs["base_action"]) <= 0.2 + 1e-6)
     # the base misses by +0.3 per dim; the bound allows 0.2 of correction, and the residual takes over half of it
     assert np.all(obs["base_action"] - action > 0.1), action[:2]
 
 
-def test_resume_restores_the_agent_exactly() -> None:
+@pytest.mark.parametrize("stochastic", [False, True])
+def test_resume_restores_the_agent_exactly(stochastic: bool) -> None:
     rng = np.random.default_rng(1)
     replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=600, demos_capacity=10, interventions_capacity=10))
     replay.with_base = True
     fill(replay, rng, 300, np.zeros(2, np.float32))
-    cfg = ResidualConfig(**SMALL, critic_warmup_updates=2, scale_anneal_updates=4)
+    cfg = ResidualConfig(**SMALL, critic_warmup_updates=2, scale_anneal_updates=4, stochastic=stochastic)
     agent = ResidualAgent(SPEC, 2, cfg, seed=0)
     agent.prepare(replay)
     with pytest.raises(ValueError, match="needs n-step samples"):  # n_step 3 without n-step sampling
@@ -99,6 +109,7 @@ def test_resume_restores_the_agent_exactly() -> None:
     assert agent.update(copy.deepcopy(batch)) == twin.update(copy.deepcopy(batch))
     for k, v in agent.policy_state().items():
         assert torch.equal(v, twin.policy_state()[k]), k
+    assert torch.equal(agent.log_alpha, twin.log_alpha)
     actor = ResidualAgent(SPEC, 2, cfg, seed=5)  # an actor process: policy weights only
     actor.load_policy_state(agent.policy_state())
     obs = batch_obs(rng, 8)
@@ -174,7 +185,8 @@ def test_the_residual_comes_back_from_past_the_clip() -> None:
 
 def test_bad_residual_configs_are_refused() -> None:
     for bad in ({"residual_scale": 0.0}, {"n_step": 0}, {"num_min_critics": 20}, {"residual_scales": (0.3, 2.5)},
-                {"clip_excess_penalty": -1.0}):
+                {"clip_excess_penalty": -1.0}, {"bc_decay_updates": -1}, {"init_temperature": 0.0},
+                {"stochastic": True, "exploration_std": 0.0}):
         with pytest.raises(ValueError, match="residual"):
             ResidualConfig(**bad).validate()
     with pytest.raises(ValueError, match="residual_scales has 2 entries"):
@@ -246,3 +258,23 @@ def test_actor_pessimism_keeps_the_residual_where_the_critics_have_data() -> Non
     assert residual_beside_a_right_base(3.0) < 0.05
     with pytest.raises(ValueError, match="actor_pessimism"):
         ResidualConfig(actor_pessimism=-1.0).validate()
+
+
+def test_the_bc_weight_decays_to_zero_after_the_warm_up() -> None:
+    """bc_decay_updates: the full weight through the critic warm-up, half of it halfway, then no BC term at all."""
+    rng = np.random.default_rng(0)
+    replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=400, demos_capacity=400, interventions_capacity=10))
+    replay.with_base = True
+    fill(replay, rng, 300, np.zeros(2, np.float32), source="demo")
+    fill(replay, rng, 300, np.zeros(2, np.float32))
+    cfg = ResidualConfig(**SMALL, critic_warmup_updates=4, scale_anneal_updates=0, n_step=1, bc_decay_updates=10)
+    agent = ResidualAgent(SPEC, 2, cfg, seed=0)
+    s = agent.sampling(cfg)
+    replay.set_n_step(s.n_step, s.discount)
+    agent.prepare(replay)
+    weights, bc_losses = [], []
+    for _ in range(16):
+        weights.append(agent._bc_weight())
+        bc_losses.append("bc_loss" in agent.update(replay.sample(s.batch_size, utd=s.utd)))
+    assert weights[:5] == [2.5] * 5 and weights[9] == pytest.approx(1.25) and weights[14:] == [0.0, 0.0]
+    assert bc_losses[4:14] == [True] * 10 and bc_losses[14:] == [False, False]
