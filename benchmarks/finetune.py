@@ -11,7 +11,8 @@ before learning, actor and learner in lock-step in one process (the figures meas
 With ``--interventions``, the scripted human (the task's expert, teleop.device scripted) takes over when the
 policy drifts, as an operator does in HIL-SERL; its steps count as env steps and their share is reported.
 The base alone is evaluated on the same evaluation seeds (same placements and instructions) as each run.
-Methods: ``residual`` (agent residual on the base), ``critic`` (agent critic_guided: the base's weights fine-tuned,
+Methods: ``residual`` (agent residual on the base), ``ibrl`` (agent ibrl: the base's action or an RL actor's,
+whichever the critics value higher), ``critic`` (agent critic_guided: the base's weights fine-tuned,
 ``--execute-steps`` actions of each chunk executed), ``steer`` (SAC in the base's noise space through the
 LatentSteering wrapper; no demos: they have no noise), ``rlpd`` (SAC with the RLPD recipe from scratch on the same
 demos and cameras).
@@ -53,7 +54,7 @@ def env_kwargs(args: argparse.Namespace) -> dict:
 
 
 ACTOR_TIMING = ("base_inference_ms", "base_missed_steps", "base_late_chunks", "jitter_p99_ms", "paused_s")
-METHODS = ("residual", "served", "critic", "steer", "rlpd")
+METHODS = ("residual", "ibrl", "served", "critic", "steer", "rlpd")
 
 
 def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
@@ -75,6 +76,11 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
                           "scale_anneal_updates": args.anneal,
                           **({} if args.residual_penalty is None else {"residual_penalty": args.residual_penalty}),
                           **({} if args.bc_weight is None else {"bc_weight": args.bc_weight})}}, 1
+    if method == "ibrl":  # the base's action or an RL actor's full one, whichever the critics value higher
+        residual, _ = method_config("residual", args)
+        bounds = ("residual_scale", "residual_scales", "scale_anneal_updates")
+        agent = {k: v for k, v in residual["agent"].items() if k not in bounds}
+        return {**residual, "agent": {**agent, "name": "ibrl"}}, 1
     if method == "served":  # the residual run, its base behind the policy server, actor and learner as processes
         residual, _ = method_config("residual", args)
         return {**residual, "base_policy": {"path": args.base_url, "latency_s": args.served_latency},

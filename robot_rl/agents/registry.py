@@ -17,6 +17,7 @@ BUILTIN = {
     "bc": "robot_rl.agents.behavior_cloning:BCAgent",
     "base": "robot_rl.agents.base_rollout:BaseRolloutAgent",
     "residual": "robot_rl.agents.residual:ResidualAgent",
+    "ibrl": "robot_rl.agents.ibrl:IBRLAgent",
     "critic_guided": "robot_rl.agents.critic_guided:CriticGuidedAgent",
 }
 _registered: dict[str, type] = {}

@@ -170,7 +170,7 @@ class ResidualAgent:
         """``clip(base + residual)`` for one observation or a batch; needs ``base_action`` and ``chunk_index``
         (the actor and evaluation add them: see robot_rl.agents.base)."""
         if "base_action" not in obs:
-            raise ValueError("agent 'residual' acts on a base policy's proposal: set base_policy.path")
+            raise ValueError(f"agent {self.name!r} acts on a base policy's proposal: set base_policy.path")
         index = obs.get("chunk_index")
         if index is None:  # no phase known: a held step's encoding
             index = np.full(np.shape(obs["state"])[:-1], -1, np.int64)
@@ -183,9 +183,28 @@ class ResidualAgent:
         if not deterministic and not self.cfg.stochastic and self.cfg.exploration_std > 0:
             noise = torch.randn(residual.shape, device=self.device, generator=self.act_generator)
             residual = (residual + self.cfg.exploration_std * noise).clamp(-self.actor.bound, self.actor.bound)
-        action = (tobs["base_action"].reshape(residual.shape).float() + residual).clamp(-1.0, 1.0)
+        base = tobs["base_action"].reshape(residual.shape).float()
+        action = self._choose(x, base, self._raw_action(base, residual).clamp(-1.0, 1.0))
         action = action.cpu().numpy()
         return action[0] if single else action
+
+    # the hooks a variant on the same actor, critics and data overrides (robot_rl.agents.ibrl)
+    def _raw_action(self, base: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """The action the actor's output stands for, before the clip to [-1, 1]: ``base + residual``."""
+        return base + out
+
+    def _choose(self, x: torch.Tensor, base: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """The executed action, given the base's proposal and the agent's action: the agent's."""
+        return action
+
+    def _target_q(self, x_next: torch.Tensor, next_base: torch.Tensor, next_action: torch.Tensor,
+                  members: torch.Tensor) -> torch.Tensor:
+        """The critics' target value of the next step: the subset-min of the target critics at the next action."""
+        return self.target_critic(x_next, next_action, members=members).squeeze(-1).min(0).values
+
+    def _bc_target(self, base: torch.Tensor, action: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
+        """A demo or intervention action as the actor can reproduce it: the base plus the bounded residual."""
+        return (base + (action - base).clamp(-bound, bound)).clamp(-1, 1)
 
     # ---------------------------------------------------------------- learning
     def _set_bound(self) -> None:
@@ -201,9 +220,10 @@ class ResidualAgent:
         """``utd`` critic steps on a ``[utd, B, ...]`` sample; the last also trains the residual actor (once the
         critic warm-up is over). Returns the last step's metrics."""
         if "base_action" not in batch:
-            raise ValueError("agent 'residual' needs the base's proposals in replay samples (ReplayBuffer.with_base)")
+            raise ValueError(f"agent {self.name!r} needs the base's proposals in replay samples "
+                             "(ReplayBuffer.with_base)")
         if self.cfg.n_step > 1 and "discount" not in batch:
-            raise ValueError(f"agent 'residual' (n_step {self.cfg.n_step}) needs n-step samples: call "
+            raise ValueError(f"agent {self.name!r} (n_step {self.cfg.n_step}) needs n-step samples: call "
                              "replay.set_n_step(s.n_step, s.discount) with s = ResidualAgent.sampling(cfg)")
         batch = {**batch, "obs": self._seen(batch["obs"]), "next_obs": self._seen(batch["next_obs"])}
         tb = utd_batch(batch, self.device)
@@ -241,8 +261,9 @@ class ResidualAgent:
                 clip = cfg.target_noise_clip * bound
                 noise = (cfg.target_noise_std * bound * noise).clamp(-clip, clip)
                 residual_next = (self.actor(x_next) + noise).clamp(-bound, bound)
-            next_action = (mb["next_base_action"].float() + residual_next).clamp(-1.0, 1.0)
-            q_next = self.target_critic(x_next, next_action, members=members).squeeze(-1).min(0).values
+            next_base = mb["next_base_action"].float()
+            next_action = self._raw_action(next_base, residual_next).clamp(-1.0, 1.0)
+            q_next = self._target_q(x_next, next_base, next_action, members)
             discount = mb["discount"].float() if "discount" in mb else cfg.discount
             target = mb["reward"].float() + discount * (1.0 - mb["terminated"].float()) * q_next
         q = self.critic(x, mb["action"].float()).squeeze(-1)
@@ -254,10 +275,10 @@ class ResidualAgent:
             base = mb["base_action"].float()
             if cfg.stochastic:
                 residual, log_prob = self.actor.sample(xd, self.generator)
-                mean_action = (base + self.actor(xd)).clamp(-1.0, 1.0)  # what BC imitates with
+                mean_action = self._raw_action(base, self.actor(xd)).clamp(-1.0, 1.0)  # what BC imitates with
             else:
                 residual = self.actor(xd)
-            raw = base + residual
+            raw = self._raw_action(base, residual)
             action = raw.clamp(-1.0, 1.0)
             if cfg.straight_through_clip:  # the clipped value, the gradient as if unclipped
                 action = raw + (action - raw).detach()
@@ -282,7 +303,7 @@ class ResidualAgent:
                 metrics.update(entropy=entropy, alpha=alpha)
             bc_weight = self._bc_weight()
             if bc_weight > 0:
-                relabelled = {**mb, "action": (base + (mb["action"].float() - base).clamp(-bound, bound)).clamp(-1, 1)}
+                relabelled = {**mb, "action": self._bc_target(base, mb["action"].float(), bound)}
                 bc_loss, bc_rows, _ = bc_term(mean_action if cfg.stochastic else action, relabelled,
                                               q.detach().mean(0), q_mean.detach(), cfg.bc_q_filter)
                 actor_loss = actor_loss + bc_weight * bc_loss

@@ -23,7 +23,8 @@ def test_agents_are_chosen_by_name_and_follow_the_protocol() -> None:
         agent = make_agent(cfg, ObsSpec(3), 2, seed=0)
         assert isinstance(agent, Agent)
         assert agent.act({"state": np.zeros(3, np.float32)}).shape == (2,)
-    with pytest.raises(ValueError, match="unknown agent 'dqn'; registered: base, bc, critic_guided, residual, sac"):
+    with pytest.raises(ValueError, match="unknown agent 'dqn'; registered: base, bc, critic_guided, ibrl, residual, "
+                                         "sac"):
         agent_class("dqn")
     with pytest.raises(ValueError, match="is not an agent: it lacks"):
         agent_class("collections:OrderedDict")

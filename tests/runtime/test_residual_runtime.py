@@ -16,6 +16,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from robot_rl.agents.ibrl import IBRLAgent
 from robot_rl.agents.residual import ResidualAgent
 from robot_rl.config import from_dict, load_yaml
 from robot_rl.envs.make import EnvConfig
@@ -123,3 +124,31 @@ def test_interventions_override_the_residual_and_are_recorded_as_executed(tiny_v
     # proposal kept beside it
     assert np.all(np.abs(chunk["action"][human_rows, -1]) == 1.0)
     assert np.all(chunk["chunk_index"][valid] >= -1) and set(chunk["source"][human_rows]) == {2}
+
+
+@pytest.mark.timeout(300)
+def test_an_ibrl_actor_runs_the_base_or_its_own_action_as_the_critics_choose(tiny_vla, tmp_path):
+    """The actor loop with agent ibrl: the policy weights it receives carry the critics, and each executed step is
+    either the base's proposal exactly or the actor's own action, as the critics value them."""
+    cfg = TrainConfig(env=EnvConfig(id="robot_rl/PickColor-v0", kwargs=TINY_ENV_KWARGS, max_episode_steps=40),
+                      random_steps=0, agent=from_dict(TrainConfig, {"agent": {"name": "ibrl", "hidden_dims": [32],
+                                                                             "num_critics": 2}}).agent,
+                      base_policy=BasePolicyConfig(path=str(tiny_vla)),
+                      runtime=RuntimeConfig(num_envs=1, chunk_steps=1000, flush_seconds=1e6, spool=False))
+    actor = Actor(cfg, tmp_path)
+    try:
+        learner_side = IBRLAgent(ObsSpec.from_space(actor.env.single_observation_space), 4, cfg.agent, seed=0)
+        with torch.no_grad():  # past the warm-up (the full range), an actor whose action varies with the state
+            learner_side.actor.net[-1].weight.normal_(0, 1.0)
+            learner_side.actor.bound.fill_(1.0)
+        actor.policy.load_policy_state(learner_side.policy_state())
+        assert torch.equal(actor.policy.critic.head.weight, learner_side.critic.head.weight)
+        actor.version = 1
+        for _ in range(80):
+            assert actor.step()
+        chunk = {k: v.copy() for k, v in actor.builder.take().items()}
+    finally:
+        actor.close()
+    valid = chunk["valid"]
+    as_base = np.all(chunk["action"][valid] == chunk["base_action"][valid], axis=1)
+    assert 0 < as_base.sum() < valid.sum(), (as_base.sum(), valid.sum())  # some steps each way

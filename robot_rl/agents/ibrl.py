@@ -1,0 +1,101 @@
+"""Imitation-bootstrapped RL on a frozen base policy (``agent.name: ibrl``; IBRL, Hu et al. 2023).
+
+The base (a generalist policy, local or behind a policy server) proposes an action each control step; an RL actor
+proposes a full action of its own, and the step executes whichever of the two the critics value higher:
+
+    executed = base if Q(s, base) >= Q(s, actor(s)) else actor(s)
+
+The critics bootstrap from the better of the two as well (``max(Q'(s', base'), Q'(s', actor(s')))``), so the
+base's value carries into the targets from the first update, and the actor (deterministic, TD3-style, with fixed
+exploration noise; or ``stochastic``) takes over state by state where the critics find it better: unlike a bounded
+residual it can leave the base's action entirely, and unlike RL from scratch it never acts worse than the base
+where the critics know better. The actor, critics, data, n-step returns, critic warm-up (the base acts alone) and
+the demos' behaviour cloning (on the demo action itself) are the residual agent's (robot_rl.agents.residual); the
+actor's input includes the base's proposal and its chunk phase. Actors need the critics to choose, so the policy
+state carries them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+
+from robot_rl.agents.residual import ResidualAgent
+from robot_rl.agents.residual_config import ResidualConfig
+
+
+@dataclass(frozen=True)
+class IBRLConfig(ResidualConfig):
+    """The residual agent's fields (ResidualConfig) with the actor's output a full action in [-1, 1]: the residual
+    bounds (residual_scale, residual_scales), their annealing and straight_through_clip do not apply."""
+
+    name: str = "ibrl"
+    """Which agent (``ibrl`` here; see AgentConfig)."""
+    scale_anneal_updates: int = 0
+    """Not used: the actor's action range is [-1, 1] from the end of the critic warm-up."""
+    bc_weight: float = 1.0
+    """Weight of a behaviour-cloning term on demo and intervention rows (the RL actor imitates their action);
+    0 = off."""
+
+    def bounds(self, action_dim: int) -> tuple[float, ...]:
+        """The actor's output range: the whole action, every dimension."""
+        return (1.0,) * action_dim
+
+
+class IBRLAgent(ResidualAgent):
+    """See the module docstring and :class:`IBRLConfig`."""
+
+    name: ClassVar[str] = "ibrl"
+    config_class: ClassVar[type[IBRLConfig]] = IBRLConfig
+
+    def __init__(self, obs_spec: Any, action_dim: int, cfg: IBRLConfig | None = None, seed: int = 0) -> None:
+        super().__init__(obs_spec, action_dim, cfg or IBRLConfig(), seed)
+        self._actor_share = torch.zeros((), device=self.device)
+
+    def _raw_action(self, base: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        return out
+
+    def _bc_target(self, base: torch.Tensor, action: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
+        return action
+
+    def _value(self, critic: torch.nn.Module, x: torch.Tensor, action: torch.Tensor,
+               members: torch.Tensor | None = None) -> torch.Tensor:
+        """The value a choice is made on: the subset-min over ``members``, else the ensemble's mean."""
+        q = critic(x, action, members=members).squeeze(-1)
+        return q.min(0).values if members is not None else q.mean(0)
+
+    def _choose(self, x: torch.Tensor, base: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        if float(self.actor.bound.max()) == 0.0:  # critic warm-up: the base acts alone
+            return base
+        take = self._value(self.critic, x, action) > self._value(self.critic, x, base)
+        return torch.where(take[:, None], action, base)
+
+    def _target_q(self, x_next: torch.Tensor, next_base: torch.Tensor, next_action: torch.Tensor,
+                  members: torch.Tensor) -> torch.Tensor:
+        q_base = self._value(self.target_critic, x_next, next_base, members)
+        if self.update_step < self.cfg.critic_warmup_updates:  # warm-up: the next step is the base's
+            return q_base
+        q_actor = self._value(self.target_critic, x_next, next_action, members)
+        self._actor_share = (q_actor > q_base).float().mean()
+        return torch.maximum(q_actor, q_base)
+
+    def update(self, batch: Mapping[str, Any]) -> dict[str, float]:
+        """As the residual agent's; ``actor_share`` is the share of the last sample's next steps where the target
+        critics valued the actor's action above the base's."""
+        out = super().update(batch)
+        out["actor_share"] = float(self._actor_share)
+        return out
+
+    def policy_state(self) -> dict[str, torch.Tensor]:
+        """The actor, the encoder and the critics (an actor chooses between the base and the actor with them)."""
+        out = super().policy_state()
+        out.update({f"critic.{k}": v.detach().to("cpu", copy=True).contiguous()
+                    for k, v in self.critic.state_dict().items()})
+        return out
+
+    def load_policy_state(self, state: Mapping[str, torch.Tensor]) -> None:
+        super().load_policy_state(state)
+        self.critic.load_state_dict({k[7:]: v for k, v in state.items() if k.startswith("critic.")})

@@ -1,0 +1,96 @@
+"""The IBRL agent on its own: the base alone through the critic warm-up, the critics' choice between the base's
+action and the actor's (kept on a right base, taken over from a wrong one beyond any residual bound), the choice
+made the same in an actor process from the policy weights, exact resume."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from robot_rl.agents import make_agent
+from robot_rl.agents.ibrl import IBRLAgent, IBRLConfig
+from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
+from tests.agents.test_residual_agent import SMALL, SPEC, batch_obs, fill, train_online
+
+
+def states(rng, base: np.ndarray, n: int = 16) -> dict:
+    return {"state": rng.uniform(-1, 1, (n, 3)).astype(np.float32), "base_action": np.tile(base, (n, 1)),
+            "chunk_index": np.zeros(n, np.int64)}
+
+
+def test_the_base_acts_alone_through_the_critic_warm_up() -> None:
+    rng = np.random.default_rng(0)
+    agent = make_agent(IBRLConfig(**SMALL, critic_warmup_updates=5), SPEC, 2, seed=3)
+    assert isinstance(agent, IBRLAgent) and torch.equal(agent.actor.bound, torch.zeros(2))
+    obs = batch_obs(rng, 32)
+    assert np.array_equal(agent.act(obs), obs["base_action"])  # exploration too: the base's action exactly
+    assert np.array_equal(agent.act(obs, deterministic=True), obs["base_action"])
+
+
+def bandit(rng, base: np.ndarray, best: np.ndarray, explore: float) -> ReplayBuffer:
+    """One-step episodes: the base proposes ``base``, the stored actions lie within ``explore`` of it (cut to
+    [-1, 1]), reward -||a - best||^2."""
+    replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=4000, demos_capacity=10, interventions_capacity=10))
+    replay.with_base = True
+    for _ in range(2000):
+        s = rng.uniform(-1, 1, 3).astype(np.float32)
+        a = np.clip(base + rng.uniform(-explore, explore, 2), -1, 1).astype(np.float32)
+        replay.add({"state": s}, a, -float(np.sum((a - best) ** 2)), True, False, {"state": s}, base_action=base,
+                   chunk_index=0)
+    return replay
+
+
+def test_a_wrong_base_is_left_beyond_any_residual_bound() -> None:
+    """The base proposes [0.5, -1] where [0.2, 1] is best (data over the whole action range): the actor's action is
+    chosen wherever the critics value it higher, so the executed action reaches the target (a residual would need
+    a bound of 2 on the second dimension)."""
+    rng = np.random.default_rng(0)
+    base = np.array([0.5, -1.0], np.float32)
+    replay = bandit(rng, base, np.array([0.2, 1.0], np.float32), explore=2.0)
+    agent = IBRLAgent(SPEC, 2, IBRLConfig(**SMALL, critic_warmup_updates=20, n_step=1), seed=0)
+    metrics = train_online(agent, replay, 600)
+    assert metrics["actor_share"] > 0.9 and torch.equal(agent.actor.bound, torch.ones(2))
+    action = agent.act(states(rng, base), deterministic=True)
+    assert np.all(np.abs(action - [0.2, 1.0]) < 0.2), action[:3]
+
+
+def test_a_right_base_keeps_being_chosen() -> None:
+    """A base that proposes the best action (one-step episodes, reward -||a - base||^2, explored around it): the
+    critics value it at least as high as what the actor proposes, so the executed action stays near the base's."""
+    rng = np.random.default_rng(0)
+    base = np.array([0.2, -0.4], np.float32)
+    replay = bandit(rng, base, base, explore=0.5)
+    agent = IBRLAgent(SPEC, 2, IBRLConfig(**SMALL, critic_warmup_updates=20, n_step=1), seed=0)
+    train_online(agent, replay, 300)
+    action = agent.act(states(rng, base, 64), deterministic=True)
+    assert np.all(np.abs(action - base) < 0.15), action[:3]
+
+
+def test_an_actor_process_chooses_as_the_learner_and_resume_is_exact() -> None:
+    rng = np.random.default_rng(1)
+    replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=600, demos_capacity=10, interventions_capacity=10))
+    replay.with_base = True
+    fill(replay, rng, 300, np.zeros(2, np.float32))
+    cfg = IBRLConfig(**SMALL, critic_warmup_updates=2)
+    agent = IBRLAgent(SPEC, 2, cfg, seed=0)
+    train_online(agent, replay, 20)
+    actor = IBRLAgent(SPEC, 2, cfg, seed=5)  # an actor process: the policy weights only, critics included
+    actor.load_policy_state(agent.policy_state())
+    obs = batch_obs(rng, 64)
+    chosen = agent.act(obs, deterministic=True)
+    assert np.array_equal(actor.act(obs, deterministic=True), chosen)
+    assert 0 < np.mean(np.all(chosen == obs["base_action"], axis=1)) < 1  # some states each way: the choice is real
+    twin = IBRLAgent(SPEC, 2, cfg, seed=9)
+    twin.load_state_dict(copy.deepcopy(agent.state_dict()))
+    batch = replay.sample(64, mix={"online": 1.0}, utd=2)
+    assert agent.update(copy.deepcopy(batch)) == twin.update(copy.deepcopy(batch))
+
+
+def test_the_residual_bounds_do_not_apply() -> None:
+    cfg = IBRLConfig(residual_scales=(0.3, 2.0))
+    assert cfg.bounds(2) == (1.0, 1.0)
+    with pytest.raises(ValueError, match="n_step"):
+        IBRLConfig(n_step=0).validate()
