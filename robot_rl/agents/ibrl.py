@@ -64,7 +64,7 @@ class IBRLAgent(ResidualAgent):
     def _value(self, critic: torch.nn.Module, x: torch.Tensor, action: torch.Tensor,
                members: torch.Tensor | None = None) -> torch.Tensor:
         """The value a choice is made on: the subset-min over ``members``, else the ensemble's mean."""
-        q = critic(x, action, members=members).squeeze(-1)
+        q = critic(self._critic_input(x), action, members=members).squeeze(-1)
         return q.min(0).values if members is not None else q.mean(0)
 
     def _choose(self, x: torch.Tensor, base: torch.Tensor, action: torch.Tensor) -> torch.Tensor:

@@ -103,7 +103,8 @@ class ResidualAgent:
         with keep_global_rng():
             self.encoder = ObservationEncoder(seen, cfg.encoder, generator=init).to(self.device)
             x_dim = self.encoder.out_dim + action_dim + cfg.chunk_phases
-            self.critic = EnsembleCritic(cfg.num_critics, x_dim + action_dim, cfg.hidden_dims, 1, True)
+            critic_dim = x_dim if cfg.critic_base_input else x_dim - action_dim
+            self.critic = EnsembleCritic(cfg.num_critics, critic_dim + action_dim, cfg.hidden_dims, 1, True)
             # the stochastic actor's first noise is exploration_std in action units, as the fixed noise is
             init_std = tuple(cfg.exploration_std / b for b in cfg.bounds(action_dim))
             self.actor = ResidualActor(x_dim, action_dim, cfg.hidden_dims, cfg.actor_layer_norm, cfg.stochastic,
@@ -165,6 +166,13 @@ class ResidualAgent:
             parts.append(phase_one_hot(chunk_index, self.cfg.chunk_phases))
         return torch.cat(parts, dim=-1)
 
+    def _critic_input(self, x: torch.Tensor) -> torch.Tensor:
+        """The critics' part of the features: all of them, or without the base's proposal (critic_base_input)."""
+        if self.cfg.critic_base_input:
+            return x
+        z_dim = self.encoder.out_dim
+        return torch.cat([x[:, :z_dim], x[:, z_dim + self.action_dim:]], dim=-1)
+
     @torch.no_grad()
     def act(self, obs: Mapping[str, Any], deterministic: bool = False) -> np.ndarray:
         """``clip(base + residual)`` for one observation or a batch; needs ``base_action`` and ``chunk_index``
@@ -200,7 +208,7 @@ class ResidualAgent:
     def _target_q(self, x_next: torch.Tensor, next_base: torch.Tensor, next_action: torch.Tensor,
                   members: torch.Tensor) -> torch.Tensor:
         """The critics' target value of the next step: the subset-min of the target critics at the next action."""
-        return self.target_critic(x_next, next_action, members=members).squeeze(-1).min(0).values
+        return self.target_critic(self._critic_input(x_next), next_action, members=members).squeeze(-1).min(0).values
 
     def _bc_target(self, base: torch.Tensor, action: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
         """A demo or intervention action as the actor can reproduce it: the base plus the bounded residual."""
@@ -266,7 +274,7 @@ class ResidualAgent:
             q_next = self._target_q(x_next, next_base, next_action, members)
             discount = mb["discount"].float() if "discount" in mb else cfg.discount
             target = mb["reward"].float() + discount * (1.0 - mb["terminated"].float()) * q_next
-        q = self.critic(x, mb["action"].float()).squeeze(-1)
+        q = self.critic(self._critic_input(x), mb["action"].float()).squeeze(-1)
         critic_loss = (q - target).pow(2).mean()
         loss = critic_loss
         metrics = {"critic_loss": critic_loss.detach(), "q_mean": q.detach().mean()}
@@ -282,7 +290,7 @@ class ResidualAgent:
             action = raw.clamp(-1.0, 1.0)
             if cfg.straight_through_clip:  # the clipped value, the gradient as if unclipped
                 action = raw + (action - raw).detach()
-            q_all = self.critic(xd, action, detach_params=True).squeeze(-1)
+            q_all = self.critic(self._critic_input(xd), action, detach_params=True).squeeze(-1)
             q_pi = q_mean = q_all.mean(0)
             if cfg.actor_pessimism > 0:  # a lower confidence bound: where the critics disagree, they extrapolate
                 spread = q_all.std(0)

@@ -56,15 +56,15 @@ def fill(replay: ReplayBuffer, rng, n: int, target: np.ndarray, source: str = "o
                    base_action=base, chunk_index=0)
 
 
-@pytest.mark.parametrize("stochastic", [False, True])
-def test_residual_learns_to_correct_a_biased_base_within_its_bound(stochastic: bool) -> None:
+@pytest.mark.parametrize(("stochastic", "critic_base_input"), [(False, True), (True, True), (False, False)])
+def test_residual_learns_to_correct_a_biased_base_within_its_bound(stochastic: bool, critic_base_input: bool) -> None:
     rng = np.random.default_rng(0)
     target = np.array([0.2, -0.4], np.float32)
     replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=4000, demos_capacity=10, interventions_capacity=10))
     replay.with_base = True
     fill(replay, rng, 2000, target)
     cfg = ResidualConfig(**SMALL, residual_scale=0.2, critic_warmup_updates=20, scale_anneal_updates=40, n_step=1,
-                         stochastic=stochastic)
+                         stochastic=stochastic, critic_base_input=critic_base_input)
     agent = ResidualAgent(SPEC, 2, cfg, seed=0)
     s = agent.sampling(cfg)
     replay.set_n_step(s.n_step, s.discount)
@@ -278,3 +278,18 @@ def test_the_bc_weight_decays_to_zero_after_the_warm_up() -> None:
         bc_losses.append("bc_loss" in agent.update(replay.sample(s.batch_size, utd=s.utd)))
     assert weights[:5] == [2.5] * 5 and weights[9] == pytest.approx(1.25) and weights[14:] == [0.0, 0.0]
     assert bc_losses[4:14] == [True] * 10 and bc_losses[14:] == [False, False]
+
+
+@pytest.mark.parametrize("critic_base_input", [True, False])
+def test_critics_read_the_base_proposal_only_when_asked(critic_base_input: bool) -> None:
+    rng = np.random.default_rng(0)
+    agent = ResidualAgent(SPEC, 2, ResidualConfig(**SMALL, critic_base_input=critic_base_input), seed=0)
+    obs = batch_obs(rng, 8)
+    other = {**obs, "base_action": -obs["base_action"]}  # the same states and steps, other proposals
+    action = torch.as_tensor(rng.uniform(-1, 1, (8, 2)).astype(np.float32))
+    values = []
+    for o in (obs, other):
+        t = {k: torch.as_tensor(v) for k, v in o.items()}
+        x = agent._features(agent.encoder(t), t["base_action"], t["chunk_index"])
+        values.append(agent.critic(agent._critic_input(x), action).detach())
+    assert torch.equal(values[0], values[1]) != critic_base_input
