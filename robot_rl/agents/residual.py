@@ -104,11 +104,12 @@ class ResidualAgent:
             self.encoder = ObservationEncoder(seen, cfg.encoder, generator=init).to(self.device)
             x_dim = self.encoder.out_dim + action_dim + cfg.chunk_phases
             critic_dim = x_dim if cfg.critic_base_input else x_dim - action_dim
+            actor_dim = x_dim if cfg.actor_base_input else x_dim - action_dim
             self.critic = EnsembleCritic(cfg.num_critics, critic_dim + action_dim, cfg.hidden_dims, 1, True)
             # the stochastic actor's first noise is exploration_std in action units, as the fixed noise is
             init_std = tuple(cfg.exploration_std / b for b in cfg.bounds(action_dim))
-            self.actor = ResidualActor(x_dim, action_dim, cfg.hidden_dims, cfg.actor_layer_norm, cfg.stochastic,
-                                       init_std)
+            self.actor = ResidualActor(actor_dim, action_dim, cfg.hidden_dims, cfg.actor_layer_norm,
+                                       cfg.stochastic, init_std)
         init_parameters(self.critic, init)
         init_parameters(self.actor, init)
         self.actor.zero_output()
@@ -168,8 +169,13 @@ class ResidualAgent:
 
     def _critic_input(self, x: torch.Tensor) -> torch.Tensor:
         """The critics' part of the features: all of them, or without the base's proposal (critic_base_input)."""
-        if self.cfg.critic_base_input:
-            return x
+        return x if self.cfg.critic_base_input else self._without_base(x)
+
+    def _actor_input(self, x: torch.Tensor) -> torch.Tensor:
+        """The actor's part of the features: all of them, or without the base's proposal (actor_base_input)."""
+        return x if self.cfg.actor_base_input else self._without_base(x)
+
+    def _without_base(self, x: torch.Tensor) -> torch.Tensor:
         z_dim = self.encoder.out_dim
         return torch.cat([x[:, :z_dim], x[:, z_dim + self.action_dim:]], dim=-1)
 
@@ -185,9 +191,9 @@ class ResidualAgent:
         tobs, single = obs_batch({**self._seen(obs), "chunk_index": np.asarray(index)}, self.device)
         x = self._features(self.encoder(tobs), tobs["base_action"], tobs["chunk_index"])
         if self.cfg.stochastic and not deterministic:
-            residual = self.actor.sample(x, self.act_generator)[0]
+            residual = self.actor.sample(self._actor_input(x), self.act_generator)[0]
         else:
-            residual = self.actor(x)
+            residual = self.actor(self._actor_input(x))
         if not deterministic and not self.cfg.stochastic and self.cfg.exploration_std > 0:
             noise = torch.randn(residual.shape, device=self.device, generator=self.act_generator)
             residual = (residual + self.cfg.exploration_std * noise).clamp(-self.actor.bound, self.actor.bound)
@@ -263,12 +269,12 @@ class ResidualAgent:
             z_next = self.encoder(mb["next_obs"], augment, self.generator)
             x_next = self._features(z_next, mb["next_base_action"], mb["next_chunk_index"])
             if cfg.stochastic:  # the policy's own noise in place of target smoothing (no entropy backup)
-                residual_next = self.actor.sample(x_next, self.generator)[0]
+                residual_next = self.actor.sample(self._actor_input(x_next), self.generator)[0]
             else:
                 noise = torch.randn(mb["action"].shape, device=self.device, generator=self.generator)
                 clip = cfg.target_noise_clip * bound
                 noise = (cfg.target_noise_std * bound * noise).clamp(-clip, clip)
-                residual_next = (self.actor(x_next) + noise).clamp(-bound, bound)
+                residual_next = (self.actor(self._actor_input(x_next)) + noise).clamp(-bound, bound)
             next_base = mb["next_base_action"].float()
             next_action = self._raw_action(next_base, residual_next).clamp(-1.0, 1.0)
             q_next = self._target_q(x_next, next_base, next_action, members)
@@ -280,12 +286,13 @@ class ResidualAgent:
         metrics = {"critic_loss": critic_loss.detach(), "q_mean": q.detach().mean()}
         if update_actor:
             xd = x.detach()
+            xa = self._actor_input(xd)
             base = mb["base_action"].float()
             if cfg.stochastic:
-                residual, log_prob = self.actor.sample(xd, self.generator)
-                mean_action = self._raw_action(base, self.actor(xd)).clamp(-1.0, 1.0)  # what BC imitates with
+                residual, log_prob = self.actor.sample(xa, self.generator)
+                mean_action = self._raw_action(base, self.actor(xa)).clamp(-1.0, 1.0)  # what BC imitates with
             else:
-                residual = self.actor(xd)
+                residual = self.actor(xa)
             raw = self._raw_action(base, residual)
             action = raw.clamp(-1.0, 1.0)
             if cfg.straight_through_clip:  # the clipped value, the gradient as if unclipped

@@ -53,6 +53,10 @@ class ResidualConfig(AgentConfig):
     chunk_phases: int = 16
     """The step's index in the base's action chunk enters the actor and critics one-hot over this many phases
     (later indices share the last one; a held step, index -1, is all zeros); 0 leaves the phase out."""
+    actor_base_input: bool = True
+    """The actor reads the base's proposal (with the state, instruction and phase); off, it acts from the state,
+    instruction and phase alone (a residual then learns a correction that is the same whatever the base proposes
+    at that state; an ibrl actor, a policy of its own)."""
     critic_base_input: bool = True
     """The critics read the base's proposal (with the state, instruction and phase) beside the executed action;
     off, they score the executed action from the state, instruction and phase alone, as a plain SAC critic does (the

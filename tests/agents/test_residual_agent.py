@@ -280,16 +280,22 @@ def test_the_bc_weight_decays_to_zero_after_the_warm_up() -> None:
     assert bc_losses[4:14] == [True] * 10 and bc_losses[14:] == [False, False]
 
 
-@pytest.mark.parametrize("critic_base_input", [True, False])
-def test_critics_read_the_base_proposal_only_when_asked(critic_base_input: bool) -> None:
+@pytest.mark.parametrize("base_input", [True, False])
+def test_actor_and_critics_read_the_base_proposal_only_when_asked(base_input: bool) -> None:
     rng = np.random.default_rng(0)
-    agent = ResidualAgent(SPEC, 2, ResidualConfig(**SMALL, critic_base_input=critic_base_input), seed=0)
+    cfg = ResidualConfig(**SMALL, actor_base_input=base_input, critic_base_input=base_input)
+    agent = ResidualAgent(SPEC, 2, cfg, seed=0)
+    agent.actor.bound.fill_(0.5)
+    with torch.no_grad():  # an actor whose output depends on its input
+        agent.actor.net[-1].weight.normal_(0, 1.0)
     obs = batch_obs(rng, 8)
     other = {**obs, "base_action": -obs["base_action"]}  # the same states and steps, other proposals
     action = torch.as_tensor(rng.uniform(-1, 1, (8, 2)).astype(np.float32))
-    values = []
+    values, residuals = [], []
     for o in (obs, other):
         t = {k: torch.as_tensor(v) for k, v in o.items()}
         x = agent._features(agent.encoder(t), t["base_action"], t["chunk_index"])
         values.append(agent.critic(agent._critic_input(x), action).detach())
-    assert torch.equal(values[0], values[1]) != critic_base_input
+        residuals.append(agent.actor(agent._actor_input(x)).detach())
+    assert torch.equal(values[0], values[1]) != base_input
+    assert torch.equal(residuals[0], residuals[1]) != base_input
