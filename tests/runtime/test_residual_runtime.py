@@ -138,8 +138,10 @@ def test_an_ibrl_actor_runs_the_base_or_its_own_action_as_the_critics_choose(tin
     actor = Actor(cfg, tmp_path)
     try:
         learner_side = IBRLAgent(ObsSpec.from_space(actor.env.single_observation_space), 4, cfg.agent, seed=0)
-        with torch.no_grad():  # past the warm-up (the full range), an actor whose action varies with the state
-            learner_side.actor.net[-1].weight.normal_(0, 1.0)
+        # past the warm-up (the full range), an actor whose action varies with the state; its own generator: the
+        # same actor (54 of 80 steps the base's here) whatever ran before
+        with torch.no_grad():
+            learner_side.actor.net[-1].weight.normal_(0, 1.0, generator=torch.Generator().manual_seed(0))
             learner_side.actor.bound.fill_(1.0)
         actor.policy.load_policy_state(learner_side.policy_state())
         assert torch.equal(actor.policy.critic.head.weight, learner_side.critic.head.weight)
