@@ -30,12 +30,13 @@ from robot_rl.agents.residual_config import ResidualConfig
 @dataclass(frozen=True)
 class IBRLConfig(ResidualConfig):
     """The residual agent's fields (ResidualConfig) with the actor's output a full action in [-1, 1]: the residual
-    bounds (residual_scale, residual_scales), their annealing and straight_through_clip do not apply."""
+    bounds (residual_scale, residual_scales) and straight_through_clip do not apply."""
 
     name: str = "ibrl"
     """Which agent (``ibrl`` here; see AgentConfig)."""
     scale_anneal_updates: int = 0
-    """Not used: the actor's action range is [-1, 1] from the end of the critic warm-up."""
+    """Updates (after the critic warm-up) over which the actor's output range grows from 0 to [-1, 1]; 0 = the
+    whole range once the warm-up ends."""
     bc_weight: float = 1.0
     """Weight of a behaviour-cloning term on demo and intervention rows (the RL actor imitates their action);
     0 = off."""
