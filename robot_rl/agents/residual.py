@@ -78,11 +78,12 @@ class ResidualActor(nn.Module):
         """The mean residual (the stochastic actor's deterministic one)."""
         return self.bound * torch.tanh(self.net(x)[..., : self.action_dim])
 
-    def sample(self, x: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """A stochastic actor's sampled residual and its log-probability (of the squashed sample in [-1, 1])."""
+    def sample(self, x: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, ...]:
+        """A stochastic actor's sampled residual, its log-probability (of the squashed sample in [-1, 1]) and the
+        mean residual (the deterministic one), from one pass of the network."""
         mu, raw_log_std = self.net(x).chunk(2, dim=-1)
         squashed, log_prob = squashed_gaussian(mu, raw_log_std, *self.LOG_STD_RANGE, generator)
-        return self.bound * squashed, log_prob
+        return self.bound * squashed, log_prob, self.bound * torch.tanh(mu)
 
 
 class ResidualAgent:
@@ -194,9 +195,9 @@ class ResidualAgent:
             residual = self.actor.sample(self._actor_input(x), self.act_generator)[0]
         else:
             residual = self.actor(self._actor_input(x))
-        if not deterministic and not self.cfg.stochastic and self.cfg.exploration_std > 0:
-            noise = torch.randn(residual.shape, device=self.device, generator=self.act_generator)
-            residual = (residual + self.cfg.exploration_std * noise).clamp(-self.actor.bound, self.actor.bound)
+            if not deterministic and self.cfg.exploration_std > 0:  # the fixed exploration noise
+                noise = torch.randn(residual.shape, device=self.device, generator=self.act_generator)
+                residual = (residual + self.cfg.exploration_std * noise).clamp(-self.actor.bound, self.actor.bound)
         base = tobs["base_action"].reshape(residual.shape).float()
         action = self._choose(x, base, self._raw_action(base, residual).clamp(-1.0, 1.0))
         action = action.cpu().numpy()
@@ -289,8 +290,7 @@ class ResidualAgent:
             xa = self._actor_input(xd)
             base = mb["base_action"].float()
             if cfg.stochastic:
-                residual, log_prob = self.actor.sample(xa, self.generator)
-                mean_action = self._raw_action(base, self.actor(xa)).clamp(-1.0, 1.0)  # what BC imitates with
+                residual, log_prob, mean_residual = self.actor.sample(xa, self.generator)
             else:
                 residual = self.actor(xa)
             raw = self._raw_action(base, residual)
@@ -319,8 +319,10 @@ class ResidualAgent:
             bc_weight = self._bc_weight()
             if bc_weight > 0:
                 relabelled = {**mb, "action": self._bc_target(base, mb["action"].float(), bound)}
-                bc_loss, bc_rows, _ = bc_term(mean_action if cfg.stochastic else action, relabelled,
-                                              q.detach().mean(0), q_mean.detach(), cfg.bc_q_filter)
+                # the stochastic actor imitates with its mean action
+                imitating = self._raw_action(base, mean_residual).clamp(-1.0, 1.0) if cfg.stochastic else action
+                bc_loss, bc_rows, _ = bc_term(imitating, relabelled, q.detach().mean(0), q_mean.detach(),
+                                              cfg.bc_q_filter)
                 actor_loss = actor_loss + bc_weight * bc_loss
                 metrics.update(bc_loss=bc_loss.detach(), bc_rows=bc_rows)
             if cfg.straight_through_clip and cfg.clip_excess_penalty > 0:

@@ -16,6 +16,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from robot_rl.agents import make_agent
 from robot_rl.agents.ibrl import IBRLAgent
 from robot_rl.agents.residual import ResidualAgent
 from robot_rl.config import from_dict, load_yaml
@@ -92,6 +93,23 @@ def test_residual_on_a_served_base_through_processes_survives_sigkill(tiny_vla, 
                 os.killpg(train.pid, signal.SIGKILL)
 
 
+def actor_loop(cfg: TrainConfig, tmp_path, prepare, steps: int) -> tuple[dict, ResidualAgent, ResidualAgent]:
+    """``steps`` steps of the actor loop on ``cfg`` with the policy weights of a learner-side agent (seed 0) that
+    ``prepare`` changes first: the recorded chunk, that agent and the actor's own policy."""
+    actor = Actor(cfg, tmp_path)
+    try:
+        agent = make_agent(cfg.agent, ObsSpec.from_space(actor.env.single_observation_space), 4, seed=0)
+        with torch.no_grad():
+            prepare(agent)
+        actor.policy.load_policy_state(agent.policy_state())
+        actor.version = 1
+        for _ in range(steps):
+            assert actor.step()
+        return {k: v.copy() for k, v in actor.builder.take().items()}, agent, actor.policy
+    finally:
+        actor.close()
+
+
 @pytest.mark.timeout(300)
 def test_interventions_override_the_residual_and_are_recorded_as_executed(tiny_vla, tmp_path):
     human = ScriptedHumanConfig(noise=0.0, takeover_steps=6, max_takeovers=0)  # exact expert actions
@@ -101,19 +119,12 @@ def test_interventions_override_the_residual_and_are_recorded_as_executed(tiny_v
                       base_policy=BasePolicyConfig(path=str(tiny_vla)),
                       runtime=RuntimeConfig(num_envs=1, chunk_steps=1000, flush_seconds=1e6, spool=False),
                       teleop=TeleopConfig(device="scripted", scripted=human))
-    actor = Actor(cfg, tmp_path)
-    try:
-        residual = ResidualAgent(ObsSpec.from_space(actor.env.single_observation_space), 4, cfg.agent, seed=0)
-        with torch.no_grad():  # a residual that moves: random output layer at the full bound
-            residual.actor.net[-1].weight.normal_(0, 1.0)
-            residual.actor.bound.fill_(BOUND)
-        actor.policy.load_policy_state(residual.policy_state())
-        actor.version = 1
-        for _ in range(120):
-            assert actor.step()
-        chunk = {k: v.copy() for k, v in actor.builder.take().items()}
-    finally:
-        actor.close()
+
+    def moving(residual: ResidualAgent) -> None:  # a residual that moves: random output layer at the full bound
+        residual.actor.net[-1].weight.normal_(0, 1.0)
+        residual.actor.bound.fill_(BOUND)
+
+    chunk, _, _ = actor_loop(cfg, tmp_path, moving, 120)
     valid = chunk["valid"]
     human_rows, policy_rows = valid & chunk["intervened"], valid & ~chunk["intervened"]
     assert human_rows.sum() >= 6 and policy_rows.sum() >= 6, (human_rows.sum(), policy_rows.sum())
@@ -135,22 +146,16 @@ def test_an_ibrl_actor_runs_the_base_or_its_own_action_as_the_critics_choose(tin
                                                                              "num_critics": 2}}).agent,
                       base_policy=BasePolicyConfig(path=str(tiny_vla)),
                       runtime=RuntimeConfig(num_envs=1, chunk_steps=1000, flush_seconds=1e6, spool=False))
-    actor = Actor(cfg, tmp_path)
-    try:
-        learner_side = IBRLAgent(ObsSpec.from_space(actor.env.single_observation_space), 4, cfg.agent, seed=0)
+
+    def varying(agent: IBRLAgent) -> None:
         # past the warm-up (the full range), an actor whose action varies with the state; its own generator: the
         # same actor (54 of 80 steps the base's here) whatever ran before
-        with torch.no_grad():
-            learner_side.actor.net[-1].weight.normal_(0, 1.0, generator=torch.Generator().manual_seed(0))
-            learner_side.actor.bound.fill_(1.0)
-        actor.policy.load_policy_state(learner_side.policy_state())
-        assert torch.equal(actor.policy.critic.head.weight, learner_side.critic.head.weight)
-        actor.version = 1
-        for _ in range(80):
-            assert actor.step()
-        chunk = {k: v.copy() for k, v in actor.builder.take().items()}
-    finally:
-        actor.close()
+        agent.actor.net[-1].weight.normal_(0, 1.0, generator=torch.Generator().manual_seed(0))
+        agent.actor.bound.fill_(1.0)
+
+    chunk, learner_side, acting = actor_loop(cfg, tmp_path, varying, 80)
+    assert isinstance(learner_side, IBRLAgent)
+    assert torch.equal(acting.critic.head.weight, learner_side.critic.head.weight)
     valid = chunk["valid"]
     as_base = np.all(chunk["action"][valid] == chunk["base_action"][valid], axis=1)
     assert 0 < as_base.sum() < valid.sum(), (as_base.sum(), valid.sum())  # some steps each way
