@@ -223,7 +223,7 @@ class Actor:
                 return np.empty(0), -1, None
             base = self._base_steps()
             if base is not None:  # warm-up with a base policy: its rollouts, not random motion
-                return base.action, 0, base
+                return self._warmup_with_base(base.action), 0, base
             if self.rt.warmup == "scripted":
                 return self.env.expert_actions(0.1), 0, None
             return self.rng.uniform(-1, 1, (self.n, self.action_dim)).astype(np.float32), 0, None
@@ -233,6 +233,16 @@ class Actor:
         actions = self.policy.act(obs)
         self._infer.append(time.perf_counter() - t0)
         return actions.astype(np.float32, copy=False), self.version, base
+
+    def _warmup_with_base(self, proposals: np.ndarray) -> np.ndarray:
+        """The base's proposals, each env's replaced by a uniform random action with probability
+        warmup_random_share."""
+        share = self.cfg.warmup_random_share
+        if share <= 0.0:
+            return proposals
+        swap = self.rng.random(self.n) < share
+        random = self.rng.uniform(-1, 1, (self.n, self.action_dim)).astype(np.float32)
+        return np.where(swap[:, None], random, proposals).astype(np.float32, copy=False)
 
     def step(self) -> bool:
         """One control period: act, step, collect. False when it could not act (no weights yet / paused)."""

@@ -104,7 +104,11 @@ class TrainConfig:
     total_env_steps: int = 10_000
     """Environment steps to train for."""
     random_steps: int = 1_000
-    """Warm-up: uniformly random actions for this many env steps."""
+    """Warm-up: uniformly random actions for this many env steps (with a base policy: the base's rollouts)."""
+    warmup_random_share: float = 0.0
+    """With a base policy: the share of warm-up steps whose action is uniformly random instead of the base's
+    proposal (each step drawn alone; the proposal is still recorded), so the critics see actions away from the
+    base's before an actor proposes them; 0 = the base's rollouts only."""
     learning_starts: int = 1_000
     """Env steps collected before the first agent update."""
     demos: list[str] = field(default_factory=list)
@@ -170,6 +174,8 @@ class TrainConfig:
         for name in ("random_steps", "learning_starts", "eval_every", "checkpoint_every", "log_every"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not 0.0 <= self.warmup_random_share <= 1.0:
+            raise ValueError(f"warmup_random_share must be in [0, 1], got {self.warmup_random_share}")
         self.env.validate()
         self.agent.validate()
         self.replay.validate()

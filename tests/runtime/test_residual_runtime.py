@@ -159,3 +159,29 @@ def test_an_ibrl_actor_runs_the_base_or_its_own_action_as_the_critics_choose(tin
     valid = chunk["valid"]
     as_base = np.all(chunk["action"][valid] == chunk["base_action"][valid], axis=1)
     assert 0 < as_base.sum() < valid.sum(), (as_base.sum(), valid.sum())  # some steps each way
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("share", [0.0, 0.5])
+def test_a_warm_up_with_a_base_swaps_the_configured_share_of_its_actions_for_random_ones(tiny_vla, tmp_path, share):
+    """warmup_random_share: during the warm-up (no weights yet) each step runs the base's proposal or, with that
+    probability, a uniform random action; the proposal is recorded beside it either way."""
+    cfg = TrainConfig(env=EnvConfig(id="robot_rl/PickColor-v0", kwargs=TINY_ENV_KWARGS, max_episode_steps=40),
+                      random_steps=1000, warmup_random_share=share,
+                      agent=from_dict(TrainConfig, {"agent": {"name": "ibrl", "hidden_dims": [32]}}).agent,
+                      base_policy=BasePolicyConfig(path=str(tiny_vla)),
+                      runtime=RuntimeConfig(num_envs=1, chunk_steps=1000, flush_seconds=1e6, spool=False))
+    actor = Actor(cfg, tmp_path)
+    try:
+        for _ in range(60):
+            assert actor.step()
+        chunk = actor.builder.take()
+    finally:
+        actor.close()
+    valid = chunk["valid"]
+    as_base = np.all(chunk["action"][valid] == chunk["base_action"][valid], axis=1)
+    if share == 0.0:
+        assert as_base.all()
+    else:  # about half each way (60 draws at 0.5: 17-43 base steps with probability > 0.999)
+        assert 17 <= as_base.sum() <= 43, as_base.sum()
+        assert np.all(np.abs(chunk["action"][valid]) <= 1.0)
