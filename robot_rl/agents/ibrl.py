@@ -41,6 +41,17 @@ class IBRLConfig(ResidualConfig):
     """Weight of a behaviour-cloning term on demo and intervention rows (the RL actor imitates their action);
     0 = off."""
 
+    choice_pessimism: float = 0.0
+    """The choice compares lower confidence bounds, the critics' mean minus this many ensemble standard deviations:
+    where they disagree about the actor's action (an action unlike the data's), the base keeps running; 0 = the
+    ensemble's mean. Targets are unchanged."""
+
+    def validate(self) -> None:
+        """Raises ValueError naming the offending field."""
+        super().validate()
+        if self.choice_pessimism < 0:
+            raise ValueError(f"choice_pessimism must be >= 0, got {self.choice_pessimism}")
+
     def bounds(self, action_dim: int) -> tuple[float, ...]:
         """The actor's output range: the whole action, every dimension."""
         return (1.0,) * action_dim
@@ -71,8 +82,16 @@ class IBRLAgent(ResidualAgent):
     def _choose(self, x: torch.Tensor, base: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         if float(self.actor.bound.max()) == 0.0:  # critic warm-up: the base acts alone
             return base
-        take = self._value(self.critic, x, action) > self._value(self.critic, x, base)
+        take = self._choice_value(x, action) > self._choice_value(x, base)
         return torch.where(take[:, None], action, base)
+
+    def _choice_value(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """The ensemble's mean, less choice_pessimism standard deviations."""
+        k = self.cfg.choice_pessimism
+        if k == 0:
+            return self._value(self.critic, x, action)
+        q = self.critic(self._critic_input(x), action).squeeze(-1)
+        return q.mean(0) - k * q.std(0)
 
     def _target_q(self, x_next: torch.Tensor, next_base: torch.Tensor, next_action: torch.Tensor,
                   members: torch.Tensor) -> torch.Tensor:

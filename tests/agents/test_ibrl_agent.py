@@ -94,3 +94,31 @@ def test_the_residual_bounds_do_not_apply() -> None:
     assert cfg.bounds(2) == (1.0, 1.0)
     with pytest.raises(ValueError, match="n_step"):
         IBRLConfig(n_step=0).validate()
+
+
+def test_a_pessimistic_choice_compares_lower_confidence_bounds() -> None:
+    """choice_pessimism k: the actor's action runs where mean - k std of the critics' values for it beats the same
+    bound for the base's proposal; with k large the choice follows the ensemble's disagreement, not its mean."""
+    rng = np.random.default_rng(1)
+    replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=600, demos_capacity=10, interventions_capacity=10))
+    replay.with_base = True
+    fill(replay, rng, 300, np.zeros(2, np.float32))
+    plain = IBRLAgent(SPEC, 2, IBRLConfig(**SMALL, critic_warmup_updates=2), seed=0)
+    train_online(plain, replay, 20)
+    wary = IBRLAgent(SPEC, 2, IBRLConfig(**SMALL, critic_warmup_updates=2, choice_pessimism=50.0), seed=0)
+    wary.load_state_dict(copy.deepcopy(plain.state_dict()))
+    obs = batch_obs(rng, 256)
+    chosen = wary.act(obs, deterministic=True)
+    with torch.no_grad():
+        x = torch.as_tensor(obs["state"])
+        feats = wary._features(wary.encoder({"state": x}), torch.as_tensor(obs["base_action"]),
+                               torch.as_tensor(obs["chunk_index"]))
+        q_base = wary.critic(wary._critic_input(feats), torch.as_tensor(obs["base_action"])).squeeze(-1)
+        proposal = wary._raw_action(torch.as_tensor(obs["base_action"]), wary.actor(wary._actor_input(feats)))
+        q_actor = wary.critic(wary._critic_input(feats), proposal.clamp(-1, 1)).squeeze(-1)
+    take = (q_actor.mean(0) - 50 * q_actor.std(0) > q_base.mean(0) - 50 * q_base.std(0)).numpy()
+    as_base = np.all(chosen == obs["base_action"], axis=1)
+    assert np.array_equal(~as_base, take)
+    assert not np.array_equal(as_base, np.all(plain.act(obs, deterministic=True) == obs["base_action"], axis=1))
+    with pytest.raises(ValueError, match="choice_pessimism"):
+        IBRLConfig(choice_pessimism=-1.0).validate()
