@@ -185,5 +185,9 @@ def test_a_warm_up_with_a_base_swaps_the_configured_share_of_its_actions_for_ran
     else:  # about half each way (60 draws at 0.5: 17-43 base steps with probability > 0.999)
         assert 17 <= as_base.sum() <= 43, as_base.sum()
         assert np.all(np.abs(chunk["action"][valid]) <= 1.0)
-        with pytest.raises(ValueError, match="warmup_random_share"):
-            TrainConfig(warmup_random_share=1.5).validate()
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5])
+def test_a_warm_up_random_share_outside_zero_to_one_is_refused(share):
+    with pytest.raises(ValueError, match="warmup_random_share"):
+        TrainConfig(warmup_random_share=share).validate()
