@@ -341,7 +341,7 @@ def main() -> None:
         return
     runs = launch_children(args)
     done = {m: [s for s in args.seeds if (m, s) in runs] for m in args.methods}
-    table = [summarise(m, [runs[(m, s)] for s in done[m]], done[m]) for m in args.methods if done[m]]
+    table = [summarise(m, [runs[(m, s)] for s in done[m]], done[m], args.eval_every) for m in args.methods if done[m]]
     print(f"\n{args.task}, {args.env_steps} env steps, {args.eval_episodes} evaluation episodes per point")
     print(f"{'method':<10} {'seeds':>5} {'base':>6} {'final IQM':>10} {'95 % CI':>12} {'steps to 90 %':>16} "
           f"{'worst drop':>11}")

@@ -15,14 +15,21 @@ def human_share(windows: list[tuple[int, float]]) -> float:
     return float(np.dot(lengths, [v for _, v in windows]) / ends[-1])
 
 
-def summarise(method: str, runs: list[dict], seeds: list[int]) -> dict:
+def nominal_mark(step: int, every: int) -> int:
+    """The evaluation mark an evaluation logged at ``step`` stands for: the asynchronous learner evaluates when its
+    env-step count crosses a multiple of ``every``, a few steps after it (2000 may be logged as 2001)."""
+    return round(step / every) * every
+
+
+def summarise(method: str, runs: list[dict], seeds: list[int], every: int) -> dict:
+    """One method's figures over its ``runs`` (one per seed); ``every``: the env steps between evaluations."""
     from robot_rl.runtime.stats import iqm_ci
 
     finals = np.array([r["final"] for r in runs])
     bases = np.array([r["base"] for r in runs])
     mid, lo, hi = iqm_ci(finals)
     to90 = [next((s for s, v in r["curve"] if v >= 0.9), None) for r in runs]
-    drops = [min([v for s, v in r["curve"] if s > 2000] or [r["base"]]) - r["base"] for r in runs]
+    drops = [min([v for s, v in r["curve"] if nominal_mark(s, every) > 2000] or [r["base"]]) - r["base"] for r in runs]
     return {"method": method, "seeds": seeds, "base_mean": float(bases.mean()), "final_iqm": mid, "final_ci": [lo, hi],
             "finals": finals.tolist(), "bases": bases.tolist(), "steps_to_90": to90, "worst_drop": drops,
             "wall_min": [round(r["wall_s"] / 60, 1) for r in runs], "curves": [r["curve"] for r in runs],
