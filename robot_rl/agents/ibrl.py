@@ -46,11 +46,22 @@ class IBRLConfig(ResidualConfig):
     where they disagree about the actor's action (an action unlike the data's), the base keeps running; 0 = the
     ensemble's mean. Targets are unchanged."""
 
+    base_anchor_weight: float = 0.0
+    """Weight of a term pulling the actor's (mean) action towards the base's proposal on every sampled row (squared
+    distance summed over the action's dimensions): a young actor then proposes near the base, so the choice cannot
+    run an action far from both the base and the data while the critics still overrate such actions; 0 = off."""
+    base_anchor_decay_updates: int = 0
+    """Updates (after the critic warm-up) over which base_anchor_weight decays linearly to 0, freeing the actor to
+    leave the base once the critics have seen its actions; 0 = a constant weight."""
+
     def validate(self) -> None:
         """Raises ValueError naming the offending field."""
         super().validate()
         if self.choice_pessimism < 0:
             raise ValueError(f"choice_pessimism must be >= 0, got {self.choice_pessimism}")
+        if self.base_anchor_weight < 0 or self.base_anchor_decay_updates < 0:
+            raise ValueError("base_anchor_weight and base_anchor_decay_updates must be >= 0, got "
+                             f"{self.base_anchor_weight} and {self.base_anchor_decay_updates}")
 
     def bounds(self, action_dim: int) -> tuple[float, ...]:
         """The actor's output range: the whole action, every dimension."""
@@ -78,6 +89,12 @@ class IBRLAgent(ResidualAgent):
         """The value a choice is made on: the subset-min over ``members``, else the ensemble's mean."""
         q = critic(self._critic_input(x), action, members=members).squeeze(-1)
         return q.min(0).values if members is not None else q.mean(0)
+
+    def _actor_regulariser(self, mean_action: torch.Tensor, base: torch.Tensor) -> dict[str, torch.Tensor]:
+        weight = self._faded(self.cfg.base_anchor_weight, self.cfg.base_anchor_decay_updates)
+        if weight == 0:
+            return {}
+        return {"base_anchor": weight * (mean_action - base).square().sum(-1).mean()}
 
     def _choose(self, x: torch.Tensor, base: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         if float(self.actor.bound.max()) == 0.0:  # critic warm-up: the base acts alone

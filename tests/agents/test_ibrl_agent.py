@@ -122,3 +122,29 @@ def test_a_pessimistic_choice_compares_lower_confidence_bounds() -> None:
     assert not np.array_equal(as_base, np.all(plain.act(obs, deterministic=True) == obs["base_action"], axis=1))
     with pytest.raises(ValueError, match="choice_pessimism"):
         IBRLConfig(choice_pessimism=-1.0).validate()
+
+
+@pytest.mark.parametrize("decay_updates", [0, 200])
+def test_the_base_anchor_holds_the_actor_near_the_base_until_it_fades(decay_updates: int) -> None:
+    """The wrong-base bandit above with base_anchor_weight 20: held constant, the actor's proposal stays near the
+    base although the critics value [0.2, 1] higher; faded out over 200 of 600 updates, the executed action reaches
+    [0.2, 1] as without the anchor."""
+    rng = np.random.default_rng(0)
+    base = np.array([0.5, -1.0], np.float32)
+    replay = bandit(rng, base, np.array([0.2, 1.0], np.float32), explore=2.0)
+    cfg = IBRLConfig(**SMALL, critic_warmup_updates=20, n_step=1, base_anchor_weight=20.0,
+                     base_anchor_decay_updates=decay_updates)
+    agent = IBRLAgent(SPEC, 2, cfg, seed=0)
+    metrics = train_online(agent, replay, 600)
+    obs = states(rng, base)
+    with torch.no_grad():
+        feats = agent._features(agent.encoder({"state": torch.as_tensor(obs["state"])}),
+                                torch.as_tensor(obs["base_action"]), torch.as_tensor(obs["chunk_index"]))
+        proposal = agent.actor(agent._actor_input(feats)).clamp(-1, 1).numpy()
+    if decay_updates == 0:
+        assert metrics["base_anchor"] > 0 and np.all(np.abs(proposal - base) < 0.2), proposal[:3]
+    else:
+        assert "base_anchor" not in metrics
+        assert np.all(np.abs(agent.act(obs, deterministic=True) - [0.2, 1.0]) < 0.2)
+    with pytest.raises(ValueError, match="base_anchor"):
+        IBRLConfig(base_anchor_weight=-1.0).validate()

@@ -274,7 +274,7 @@ def test_the_bc_weight_decays_to_zero_after_the_warm_up() -> None:
     agent.prepare(replay)
     weights, bc_losses = [], []
     for _ in range(16):
-        weights.append(agent._bc_weight())
+        weights.append(agent._faded(cfg.bc_weight, cfg.bc_decay_updates))
         bc_losses.append("bc_loss" in agent.update(replay.sample(s.batch_size, utd=s.utd)))
     assert weights[:5] == [2.5] * 5 and weights[9] == pytest.approx(1.25) and weights[14:] == [0.0, 0.0]
     assert bc_losses[4:14] == [True] * 10 and bc_losses[14:] == [False, False]
