@@ -52,7 +52,8 @@ class IBRLConfig(ResidualConfig):
     run an action far from both the base and the data while the critics still overrate such actions; 0 = off."""
     base_anchor_decay_updates: int = 0
     """Updates (after the critic warm-up) over which base_anchor_weight decays linearly to 0, freeing the actor to
-    leave the base once the critics have seen its actions; 0 = a constant weight."""
+    leave the base once the critics have seen its actions (the runtime makes one update per env step); 0 = a
+    constant weight."""
 
     def validate(self) -> None:
         """Raises ValueError naming the offending field."""

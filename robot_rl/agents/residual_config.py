@@ -114,7 +114,8 @@ class ResidualConfig(AgentConfig):
     favours the saturated command, so the residual stays within reach of coming back."""
     bc_decay_updates: int = 0
     """Updates (after the critic warm-up) over which bc_weight decays linearly to 0, so the demos hold the early
-    residual and the critics alone shape the late one; 0 = a constant bc_weight."""
+    residual and the critics alone shape the late one (an update is ``utd`` critic steps; the runtime makes one
+    per env step); 0 = a constant bc_weight."""
     bc_q_filter: bool = False
     """Apply that term only where the critics value the stored action above the agent's own (off: on every demo
     and intervention row, which learnt faster from a weak base in the PickColor sweep)."""
