@@ -91,11 +91,8 @@ class IBRLAgent(ResidualAgent):
         q = critic(self._critic_input(x), action, members=members).squeeze(-1)
         return q.min(0).values if members is not None else q.mean(0)
 
-    def _actor_regulariser(self, mean_action: torch.Tensor, base: torch.Tensor) -> dict[str, torch.Tensor]:
-        weight = self._faded(self.cfg.base_anchor_weight, self.cfg.base_anchor_decay_updates)
-        if weight == 0:
-            return {}
-        return {"base_anchor": weight * (mean_action - base).square().sum(-1).mean()}
+    def _base_anchor_weight(self) -> float:
+        return self._faded(self.cfg.base_anchor_weight, self.cfg.base_anchor_decay_updates)
 
     def _choose(self, x: torch.Tensor, base: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         if float(self.actor.bound.max()) == 0.0:  # critic warm-up: the base acts alone

@@ -260,10 +260,10 @@ class ResidualAgent:
         past = max(0, self.update_step - self.cfg.critic_warmup_updates)
         return weight * max(0.0, 1.0 - past / decay_updates)
 
-    def _actor_regulariser(self, mean_action: torch.Tensor, base: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Extra terms of the actor's loss, by name, from its (mean) executed action and the base's proposal on
-        every sampled row; none here (IBRLAgent pulls its actor towards the base)."""
-        return {}
+    def _base_anchor_weight(self) -> float:
+        """Weight of the squared distance between the actor's (mean) executed action and the base's proposal in the
+        actor's loss; 0 here (a residual's size has residual_penalty), IBRLAgent's pull towards the base."""
+        return 0.0
 
     def _train_step(self, mb: Mapping[str, Any], update_actor: bool) -> dict[str, torch.Tensor]:
         cfg, bound = self.cfg, self.actor.bound
@@ -320,18 +320,20 @@ class ResidualAgent:
                 entropy = -log_prob.detach().mean()
                 loss = loss + self.log_alpha.exp() * (entropy - self.target_entropy)
                 metrics.update(entropy=entropy, alpha=alpha)
-            # the stochastic actor imitates with its mean action
-            imitating = self._raw_action(base, mean_residual).clamp(-1.0, 1.0) if cfg.stochastic else action
             bc_weight = self._faded(cfg.bc_weight, cfg.bc_decay_updates)
+            anchor_weight = self._base_anchor_weight()
+            if bc_weight > 0 or anchor_weight > 0:  # the stochastic actor imitates with its mean action
+                imitating = self._raw_action(base, mean_residual).clamp(-1.0, 1.0) if cfg.stochastic else action
             if bc_weight > 0:
                 relabelled = {**mb, "action": self._bc_target(base, mb["action"].float(), bound)}
                 bc_loss, bc_rows, _ = bc_term(imitating, relabelled, q.detach().mean(0), q_mean.detach(),
                                               cfg.bc_q_filter)
                 actor_loss = actor_loss + bc_weight * bc_loss
                 metrics.update(bc_loss=bc_loss.detach(), bc_rows=bc_rows)
-            for name, term in self._actor_regulariser(imitating, base).items():
-                actor_loss = actor_loss + term
-                metrics[name] = term.detach()
+            if anchor_weight > 0:
+                anchor = (imitating - base).square().sum(-1).mean()
+                actor_loss = actor_loss + anchor_weight * anchor
+                metrics["base_anchor"] = anchor.detach()
             if cfg.straight_through_clip and cfg.clip_excess_penalty > 0:
                 excess = (raw.abs() - 1.0).clamp_min(0.0).square().sum(-1).mean()
                 actor_loss = actor_loss + cfg.clip_excess_penalty * excess
