@@ -46,6 +46,11 @@ class IBRLConfig(ResidualConfig):
     where they disagree about the actor's action (an action unlike the data's), the base keeps running; 0 = the
     ensemble's mean. Targets are unchanged."""
 
+    choice_per_chunk: bool = False
+    """Choose at the first step of each of the base's chunks and hold the choice through the chunk: the base runs
+    whole chunks (its open-loop plan is not cut by the actor's steps, which would leave the rest of it stale) and the
+    actor runs from one chunk boundary to the next; off = choose at every step."""
+
     base_anchor_weight: float = 0.0
     """Weight of a term pulling the actor's (mean) action towards the base's proposal on every sampled row (squared
     distance summed over the action's dimensions): a young actor then proposes near the base, so the choice cannot
@@ -78,6 +83,9 @@ class IBRLAgent(ResidualAgent):
     def __init__(self, obs_spec: Any, action_dim: int, cfg: IBRLConfig | None = None, seed: int = 0) -> None:
         super().__init__(obs_spec, action_dim, cfg or IBRLConfig(), seed)
         self._actor_share = torch.zeros((), device=self.device)
+        # choice_per_chunk: the choice held per row, by batch size (a process acts for one caller: the actor's envs,
+        # or the learner's evaluation)
+        self._held: dict[int, torch.Tensor] = {}
 
     def _raw_action(self, base: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         return out
@@ -94,11 +102,23 @@ class IBRLAgent(ResidualAgent):
     def _base_anchor_weight(self) -> float:
         return self._faded(self.cfg.base_anchor_weight, self.cfg.base_anchor_decay_updates)
 
-    def _choose(self, x: torch.Tensor, base: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+    def _choose(self, x: torch.Tensor, base: torch.Tensor, action: torch.Tensor,
+                chunk_index: torch.Tensor) -> torch.Tensor:
         if float(self.actor.bound.max()) == 0.0:  # critic warm-up: the base acts alone
             return base
         take = self._choice_value(x, action) > self._choice_value(x, base)
+        if self.cfg.choice_per_chunk:
+            take = self._hold(take, chunk_index.reshape(-1))
         return torch.where(take[:, None], action, base)
+
+    def _hold(self, take: torch.Tensor, chunk_index: torch.Tensor) -> torch.Tensor:
+        """The fresh choice at a chunk's first step, the held one elsewhere (a missed step, index -1, holds too); a
+        row with no choice held yet takes the fresh one."""
+        held = self._held.get(take.shape[0])
+        if held is not None:
+            take = torch.where(chunk_index == 0, take, held)
+        self._held[take.shape[0]] = take
+        return take
 
     def _choice_value(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """The ensemble's mean, less choice_pessimism standard deviations."""

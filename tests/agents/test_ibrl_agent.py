@@ -5,6 +5,7 @@ made the same in an actor process from the policy weights, exact resume."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import pytest
@@ -148,3 +149,31 @@ def test_the_base_anchor_holds_the_actor_near_the_base_until_it_fades(decay_upda
         assert np.all(np.abs(agent.act(obs, deterministic=True) - [0.2, 1.0]) < 0.2)
     with pytest.raises(ValueError, match="base_anchor"):
         IBRLConfig(base_anchor_weight=-1.0).validate()
+
+
+def test_a_choice_per_chunk_is_held_until_the_next_chunk() -> None:
+    """choice_per_chunk: the choice made at a chunk's first step holds at its later steps (missed steps too), where
+    a choice per step would pick differently; the next chunk's first step chooses afresh."""
+    rng = np.random.default_rng(1)
+    replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=600, demos_capacity=10, interventions_capacity=10))
+    replay.with_base = True
+    fill(replay, rng, 300, np.zeros(2, np.float32))
+    cfg = IBRLConfig(**SMALL, critic_warmup_updates=2)
+    per_step = IBRLAgent(SPEC, 2, cfg, seed=0)
+    train_online(per_step, replay, 20)
+    held = IBRLAgent(SPEC, 2, dataclasses.replace(cfg, choice_per_chunk=True), seed=0)
+    held.load_state_dict(copy.deepcopy(per_step.state_dict()))
+
+    def actor_rows(agent: IBRLAgent, obs: dict) -> np.ndarray:
+        return ~np.all(agent.act(obs, deterministic=True) == obs["base_action"], axis=1)
+
+    first, later = batch_obs(rng, 64), batch_obs(rng, 64)
+    first["chunk_index"][:] = 0
+    later["chunk_index"][:] = 3
+    later["chunk_index"][:8] = -1  # missed steps
+    chosen = actor_rows(held, first)
+    assert np.array_equal(chosen, actor_rows(per_step, first)) and 0 < chosen.mean() < 1
+    assert not np.array_equal(actor_rows(per_step, later), chosen)  # a fresh choice would differ
+    assert np.array_equal(actor_rows(held, later), chosen)
+    later["chunk_index"][:] = 0
+    assert np.array_equal(actor_rows(held, later), actor_rows(per_step, later))
