@@ -197,9 +197,11 @@ def test_the_recorder_node_records_a_session_that_becomes_demos(graph, tmp_path)
 
         def recorder_hears_the_env() -> bool:  # the safety node alone has two subscriptions on the topic (one
             # watches QoS): the recorder must be among them, and matched to the env's publisher (discovery between
-            # processes can take seconds on a loaded machine)
+            # processes can take seconds on a loaded machine); and it must be known on the hardware's state topic
             subs = node.get_subscriptions_info_by_topic("/policy/target_pose")
-            return any(s.node_name == "bag_recorder" for s in subs) and pub.get_subscription_count() >= len(subs)
+            on_state = node.get_subscriptions_info_by_topic("/ee_pose")
+            return (any(s.node_name == "bag_recorder" for s in subs) and pub.get_subscription_count() >= len(subs)
+                    and any(s.node_name == "bag_recorder" for s in on_state))
 
         deadline = time.monotonic() + 60
         while not recorder_hears_the_env() and time.monotonic() < deadline:
@@ -216,6 +218,7 @@ def test_the_recorder_node_records_a_session_that_becomes_demos(graph, tmp_path)
     bag = tmp_path / "bags/episode_000000"
     meta = yaml.safe_load((bag / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
     counts = {t["topic_metadata"]["name"]: t["message_count"] for t in meta["topics_with_message_count"]}
-    assert counts["/policy/target_pose"] >= 0.8 * sent and counts["/ee_pose"] > counts["/policy/target_pose"]
+    assert counts["/policy/target_pose"] >= 0.8 * sent, (counts, sent)
+    assert counts["/ee_pose"] > counts["/policy/target_pose"], (counts, graph.log("bag_recorder"))  # 100 Hz
     demos = import_dataset(tmp_path / "bags", tmp_path / "demos.zarr", fmt="rosbag")
     assert demos["episodes"][0]["length"] == counts["/policy/target_pose"]
