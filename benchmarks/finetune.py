@@ -205,7 +205,8 @@ def run_one_with(args: argparse.Namespace, method: str, seed: int) -> dict:
             "total_env_steps": args.env_steps // per_step, "random_steps": args.warmup // per_step,
             "learning_starts": args.warmup // per_step, "warmup_random_share": args.warmup_random_share,
             "eval_every": args.eval_every // per_step,
-            "eval_episodes": args.eval_episodes, "checkpoint_every": args.checkpoint_every, "log_every": 500,
+            "eval_episodes": args.eval_episodes, "checkpoint_every": args.checkpoint_every,
+            "keep_policies": args.checkpoint_every > 0, "log_every": 500,
             "progress": False,
             "demos": [f"scripted:{args.demos}"] if args.demos and per_step == 1 else [],
             "runtime": {"processes": False}, **sections,
@@ -285,8 +286,8 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--env-steps", type=int, default=10_000)
     parser.add_argument("--checkpoint-every", type=int, default=0,
-                        help="save a checkpoint every this many env steps (0 = only at the end), e.g. to evaluate "
-                             "the policy at earlier marks again")
+                        help="save a checkpoint every this many env steps (0 = only at the end), each one's policy "
+                             "weights kept (checkpoints/policies/), e.g. to evaluate the policy at earlier marks again")
     parser.add_argument("--warmup", type=int, default=1000, help="env steps of base rollouts before learning")
     parser.add_argument("--warmup-random-share", type=float, default=0.0,
                         help="share of the warm-up's steps with a uniform random action in place of the base's")

@@ -24,7 +24,9 @@ from robot_rl.utils.state_io import atomic_write, load_state, save_state
 
 
 def save_checkpoint(run_dir: str | Path, agent: Agent, replay: ReplayBuffer | None, counters: dict[str, Any],
-                    keep: int = 2) -> Path:
+                    keep: int = 2, keep_policies: bool = False) -> Path:
+    """Writes ``checkpoints/<env steps>`` atomically and deletes all but the last ``keep``; ``keep_policies``: each
+    checkpoint's policy weights are also kept as ``checkpoints/policies/<env steps>.safetensors``."""
     root = Path(run_dir) / "checkpoints"
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{int(counters['env_steps']):010d}"
@@ -39,7 +41,10 @@ def save_checkpoint(run_dir: str | Path, agent: Agent, replay: ReplayBuffer | No
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     atomic_write(root / "latest", lambda f: f.write_text(final.name))
-    for old in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))[:-keep]:
+    if keep_policies:
+        (root / "policies").mkdir(exist_ok=True)
+        shutil.copyfile(final / "policy.safetensors", root / "policies" / f"{final.name}.safetensors")
+    for old in sorted(p for p in root.iterdir() if p.is_dir() and p.name.isdigit())[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
 

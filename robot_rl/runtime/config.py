@@ -120,6 +120,9 @@ class TrainConfig:
     """Episodes per evaluation."""
     checkpoint_every: int = 5_000
     """Save a checkpoint (agent, optimizers, replay, counters) every this many env steps (0 = only at end)."""
+    keep_policies: bool = False
+    """Keep every checkpoint's policy weights as ``checkpoints/policies/<env steps>.safetensors`` (older checkpoints
+    are deleted, the last two kept), to evaluate the policy at earlier marks again."""
     log_every: int = 250
     """Write training scalars every this many env steps."""
     progress: bool = True

@@ -276,7 +276,8 @@ class Learner:
 
     def checkpoint(self) -> Path:
         with self.publisher.keep_alive():
-            path = save_checkpoint(self.run_dir, self.agent, self.replay, self.counters.to_json())
+            path = save_checkpoint(self.run_dir, self.agent, self.replay, self.counters.to_json(),
+                                   keep_policies=self.cfg.keep_policies)
         if self.rt.spool:  # what a checkpoint holds is no longer needed in the spools
             for uid, nxt in self.counters.ingested.items():
                 directory = self.run_dir / "spool" / uid

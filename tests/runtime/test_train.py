@@ -70,6 +70,15 @@ def test_run_folder_checkpoint_and_resume_restore_everything(tmp_path):
     assert json.loads((latest_checkpoint(run) / "counters.json").read_text())["env_steps"] == 500
 
 
+def test_kept_policies_outlive_the_pruned_checkpoints(tmp_path):
+    run, _ = train(small_config(tmp_path, checkpoint_every=100, keep_policies=True))
+    root = run / "checkpoints"
+    checkpoints = sorted(p.name for p in root.iterdir() if p.name.isdigit())  # the last two
+    kept = sorted(p.stem for p in (root / "policies").iterdir())  # one per checkpoint (near every 100 steps)
+    assert len(checkpoints) == 2 and len(kept) == 4 and kept[-2:] == checkpoints
+    assert (root / "policies" / f"{kept[-1]}.safetensors").read_bytes() == (latest_checkpoint(run) / "policy.safetensors").read_bytes()
+
+
 def test_new_run_refuses_to_overwrite_existing_run(tmp_path):
     train(small_config(tmp_path, total_env_steps=150, checkpoint_every=0))
     with pytest.raises(FileExistsError, match="--resume"):

@@ -1,0 +1,76 @@
+"""The same IBRL policy weights evaluated under different choices between the base's proposal and the actor's
+action, on the same episodes: how much of a run's success is the choice's and how much the actor's.
+
+    python benchmarks/ibrl_choice.py runs/ft_pick_ibrl_chunk/ibrl-0@policy_4000.safetensors ... \
+        --episodes 30 --out benchmarks/results/ibrl_choice_pickcolor.json
+
+Each policy is ``RUN_DIR`` (its latest checkpoint) or ``RUN_DIR@FILE`` (a checkpoint's ``policy.safetensors``
+kept elsewhere, e.g. from a run with ``finetune.py --checkpoint-every``). Modes: ``chunk`` (the choice made at
+each chunk's first step and held), ``step`` (a choice every step), ``actor`` (the actor's action on every step),
+``base`` (the base alone). Every mode runs the run's own evaluation (deterministic, chunks executed
+synchronously) on episodes seeded ``--seed + i``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+import types
+
+import numpy as np
+from common import Table, write_result
+
+MODES = ("chunk", "step", "actor", "base")
+
+
+def evaluate(policy: str, modes: list[str], episodes: int, seed: int) -> dict[str, float]:
+    """Success rate per mode of one saved policy."""
+    from safetensors.torch import load_file
+
+    from robot_rl.agents.residual import ResidualAgent
+    from robot_rl.runtime.evaluation import load_run, rollout
+
+    run, _, file = policy.partition("@")
+    _, env, agent, composed = load_run(run)
+    if file:
+        agent.load_policy_state(load_file(file))
+    plain = agent._choose
+    out = {}
+    try:
+        for mode in modes:
+            agent.cfg = dataclasses.replace(agent.cfg, choice_per_chunk=mode == "chunk")
+            agent._held.clear()
+            # the actor alone: the residual agent's choice, which always runs the agent's action
+            agent._choose = types.MethodType(ResidualAgent._choose, agent) if mode == "actor" else plain
+            acting = composed.base if mode == "base" else composed
+            t0 = time.perf_counter()
+            out[mode] = float(np.mean(rollout(acting, env, episodes, seed)["successes"]))
+            print(f"{policy} {mode}: {out[mode]:.3f} ({time.perf_counter() - t0:.0f} s)", flush=True)
+    finally:
+        composed.close()
+        env.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("policies", nargs="+", help="RUN_DIR or RUN_DIR@POLICY_FILE of ibrl runs")
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=["chunk", "step", "actor"])
+    parser.add_argument("--episodes", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=10_000, help="episode i resets with seed + i")
+    parser.add_argument("--out", default=None, help="write the figures to this result file")
+    args = parser.parse_args()
+    table = Table(f"Success on {args.episodes} evaluation episodes by how the action is chosen (same weights)",
+                  ["policy", *args.modes])
+    rows = []
+    for policy in args.policies:
+        rows.append({"policy": policy, **evaluate(policy, args.modes, args.episodes, args.seed)})
+        table.add(policy, *(f"{rows[-1][m]:.2f}" for m in args.modes))
+    if args.out:
+        figures = {"episodes": args.episodes, "modes": args.modes, "rows": rows}
+        print(f"results: {write_result('ibrl_choice', figures, args.out, tables=[table])}")
+
+
+if __name__ == "__main__":
+    main()
