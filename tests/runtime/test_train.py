@@ -76,7 +76,8 @@ def test_kept_policies_outlive_the_pruned_checkpoints(tmp_path):
     checkpoints = sorted(p.name for p in root.iterdir() if p.name.isdigit())  # the last two
     kept = sorted(p.stem for p in (root / "policies").iterdir())  # one per checkpoint (near every 100 steps)
     assert len(checkpoints) == 2 and len(kept) == 4 and kept[-2:] == checkpoints
-    assert (root / "policies" / f"{kept[-1]}.safetensors").read_bytes() == (latest_checkpoint(run) / "policy.safetensors").read_bytes()
+    last = (root / "policies" / f"{kept[-1]}.safetensors").read_bytes()
+    assert last == (latest_checkpoint(run) / "policy.safetensors").read_bytes()
 
 
 def test_new_run_refuses_to_overwrite_existing_run(tmp_path):
