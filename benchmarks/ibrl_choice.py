@@ -17,6 +17,7 @@ import argparse
 import dataclasses
 import time
 import types
+from pathlib import Path
 
 import numpy as np
 from common import Table, write_result
@@ -53,6 +54,14 @@ def evaluate(policy: str, modes: list[str], episodes: int, seed: int) -> dict[st
     return out
 
 
+def label(policy: str) -> str:
+    """``<run folder>`` or ``<run folder> at <env steps>`` for a kept policy named by its checkpoint."""
+    run, _, file = policy.partition("@")
+    name = Path(run).name
+    stem = Path(file).stem
+    return f"{name} at {int(stem)}" if stem.isdigit() else f"{name} {file}".strip()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("policies", nargs="+", help="RUN_DIR or RUN_DIR@POLICY_FILE of ibrl runs")
@@ -66,7 +75,7 @@ def main() -> None:
     rows = []
     for policy in args.policies:
         rows.append({"policy": policy, **evaluate(policy, args.modes, args.episodes, args.seed)})
-        table.add(policy, *(f"{rows[-1][m]:.2f}" for m in args.modes))
+        table.add(label(policy), *(f"{rows[-1][m]:.2f}" for m in args.modes))
     if args.out:
         figures = {"episodes": args.episodes, "modes": args.modes, "rows": rows}
         print(f"results: {write_result('ibrl_choice', figures, args.out, tables=[table])}")
