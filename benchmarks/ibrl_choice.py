@@ -1,14 +1,13 @@
 """The same IBRL policy weights evaluated under different choices between the base's proposal and the actor's
 action, on the same episodes: how much of a run's success is the choice's and how much the actor's.
 
-    python benchmarks/ibrl_choice.py runs/ft_pick_ibrl_chunk/ibrl-0@policy_4000.safetensors ... \
-        --episodes 30 --out benchmarks/results/ibrl_choice_pickcolor.json
+    python benchmarks/ibrl_choice.py runs/ft_pick_ibrl_chunk/ibrl-{0,1,2}@{3000,4000} --episodes 30
 
-Each policy is ``RUN_DIR`` (its latest checkpoint) or ``RUN_DIR@FILE`` (a checkpoint's ``policy.safetensors``
-kept elsewhere, e.g. from a run with ``finetune.py --checkpoint-every``). Modes: ``chunk`` (the choice made at
-each chunk's first step and held), ``step`` (a choice every step), ``actor`` (the actor's action on every step),
-``base`` (the base alone). Every mode runs the run's own evaluation (deterministic, chunks executed
-synchronously) on episodes seeded ``--seed + i``.
+Each policy is ``RUN_DIR`` (its latest checkpoint), ``RUN_DIR@STEPS`` (the first policy the run kept at or after
+that many env steps: ``finetune.py --checkpoint-every``) or ``RUN_DIR@FILE`` (a ``policy.safetensors``). Modes:
+``chunk`` (the choice made at each chunk's first step and held), ``step`` (a choice every step), ``actor`` (the
+actor's action on every step), ``base`` (the base alone). Every mode runs the run's own evaluation
+(deterministic, chunks executed synchronously) on episodes seeded ``--seed + i``.
 """
 
 from __future__ import annotations
@@ -32,7 +31,7 @@ def evaluate(policy: str, modes: list[str], episodes: int, seed: int) -> dict[st
     from robot_rl.agents.residual import ResidualAgent
     from robot_rl.runtime.evaluation import load_run, rollout
 
-    run, _, file = policy.partition("@")
+    run, file = policy_file(policy)
     _, env, agent, composed = load_run(run)
     if file:
         agent.load_policy_state(load_file(file))
@@ -54,9 +53,21 @@ def evaluate(policy: str, modes: list[str], episodes: int, seed: int) -> dict[st
     return out
 
 
+def policy_file(policy: str) -> tuple[str, str]:
+    """``(run folder, policy file or "")``; ``RUN_DIR@STEPS`` names the first kept policy at or after STEPS."""
+    run, _, file = policy.partition("@")
+    if file.isdigit():
+        kept = sorted((Path(run) / "checkpoints" / "policies").glob("*.safetensors"))
+        after = [p for p in kept if int(p.stem) >= int(file)]
+        if not after:
+            raise SystemExit(f"{run}: no kept policy at or after {file} env steps (finetune.py --checkpoint-every)")
+        file = str(after[0])
+    return run, file
+
+
 def label(policy: str) -> str:
     """``<run folder>`` or ``<run folder> at <env steps>`` for a kept policy named by its checkpoint."""
-    run, _, file = policy.partition("@")
+    run, file = policy_file(policy)
     name = Path(run).name
     stem = Path(file).stem
     return f"{name} at {int(stem)}" if stem.isdigit() else f"{name} {file}".strip()
