@@ -40,7 +40,7 @@ def evaluate(policy: str, modes: list[str], episodes: int, seed: int) -> dict[st
     try:
         for mode in modes:
             agent.cfg = dataclasses.replace(agent.cfg, choice_per_chunk=mode == "chunk")
-            agent._held.clear()
+            agent.acting_state.clear()
             # the actor alone: the residual agent's choice, which always runs the agent's action
             agent._choose = types.MethodType(ResidualAgent._choose, agent) if mode == "actor" else plain
             acting = composed.base if mode == "base" else composed

@@ -16,6 +16,9 @@ An agent is a class with
   proposals - the run must name one (``base_policy.path``), and the actor adds the proposal for each env to the
   observation ``act`` gets (``base_action [N, A]``, ``chunk_index [N]``; see robot_rl.agents.base_rollout). The
   replay stores them per transition (``base_action``, ``next_base_action``, ``chunk_index`` in a sample).
+* ``acting_state`` (attribute, optional): memory ``act`` keeps between an env's steps (ibrl's held choices);
+  the actor's two policy copies hand it over when new weights are swapped in, so it follows the envs, not the
+  weights.
 
 Agents are usable without any process or transport: ``agent.update(replay.sample(...))`` is a training step.
 """

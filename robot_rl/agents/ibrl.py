@@ -83,9 +83,10 @@ class IBRLAgent(ResidualAgent):
     def __init__(self, obs_spec: Any, action_dim: int, cfg: IBRLConfig | None = None, seed: int = 0) -> None:
         super().__init__(obs_spec, action_dim, cfg or IBRLConfig(), seed)
         self._actor_share = torch.zeros((), device=self.device)
-        # choice_per_chunk: the choice held per row, by batch size (a process acts for one caller: the actor's envs,
-        # or the learner's evaluation)
-        self._held: dict[int, torch.Tensor] = {}
+        # choice_per_chunk: the choice held per row, by batch size (an agent acts for one caller: the actor's envs,
+        # or the learner's evaluation); the control loop's state, not the weights': the actor's two policy copies
+        # hand it over when they swap (robot_rl.runtime.actor)
+        self.acting_state: dict[int, torch.Tensor] = {}
 
     def _raw_action(self, base: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         return out
@@ -114,10 +115,10 @@ class IBRLAgent(ResidualAgent):
     def _hold(self, take: torch.Tensor, chunk_index: torch.Tensor) -> torch.Tensor:
         """The fresh choice at a chunk's first step, the held one elsewhere (a missed step, index -1, holds too); a
         row with no choice held yet takes the fresh one."""
-        held = self._held.get(take.shape[0])
+        held = self.acting_state.get(take.shape[0])
         if held is not None:
             take = torch.where(chunk_index == 0, take, held)
-        self._held[take.shape[0]] = take
+        self.acting_state[take.shape[0]] = take
         return take
 
     def _choice_value(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:

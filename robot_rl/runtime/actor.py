@@ -177,6 +177,10 @@ class Actor:
         if self._standby_version > self.version and self._lock.acquire(blocking=False):
             try:
                 self.policy, self._standby = self._standby, self.policy
+                if hasattr(self.policy, "acting_state"):  # the control loop's memory (ibrl's held choices) stays
+                    # with the acting copy; the standby keeps its own, which warming new weights up overwrites
+                    self.policy.acting_state, self._standby.acting_state = (self._standby.acting_state,
+                                                                            self.policy.acting_state)
                 self.version, self._standby_version = self._standby_version, self.version
             finally:
                 self._lock.release()

@@ -191,3 +191,40 @@ def test_a_warm_up_with_a_base_swaps_the_configured_share_of_its_actions_for_ran
 def test_a_warm_up_random_share_outside_zero_to_one_is_refused(share):
     with pytest.raises(ValueError, match="warmup_random_share"):
         TrainConfig(warmup_random_share=share).validate()
+
+
+@pytest.mark.timeout(300)
+def test_an_ibrl_choice_per_chunk_holds_through_the_actors_policy_swaps(tiny_vla, tmp_path):
+    """choice_per_chunk in the actor loop, with new weights swapped in mid-chunk (loaded and warmed as the weights
+    thread does): every chunk runs the base's proposals throughout or the actor's actions throughout."""
+    cfg = TrainConfig(env=EnvConfig(id="robot_rl/PickColor-v0", kwargs=TINY_ENV_KWARGS, max_episode_steps=40),
+                      random_steps=0, agent=from_dict(TrainConfig, {"agent": {
+                          "name": "ibrl", "hidden_dims": [32], "num_critics": 2, "choice_per_chunk": True}}).agent,
+                      base_policy=BasePolicyConfig(path=str(tiny_vla)),
+                      runtime=RuntimeConfig(num_envs=1, chunk_steps=1000, flush_seconds=1e6, spool=False))
+    actor = Actor(cfg, tmp_path)
+    try:
+        agent = make_agent(cfg.agent, ObsSpec.from_space(actor.env.single_observation_space), 4, seed=0)
+        with torch.no_grad():
+            agent.actor.net[-1].weight.normal_(0, 1.0, generator=torch.Generator().manual_seed(0))
+            agent.actor.bound.fill_(1.0)
+        weights = agent.policy_state()
+        actor.policy.load_policy_state(weights)
+        actor.version = 1
+        for step in range(120):
+            if step % 7 == 3:  # new weights mid-chunk
+                actor._standby.load_policy_state(weights)
+                actor._standby.act(actor._warm_obs, deterministic=True)
+                actor._standby_version = actor.version + 1
+            assert actor.step()
+        chunk = actor.builder.take()
+    finally:
+        actor.close()
+    assert actor.version > 10  # swapped
+    valid = chunk["valid"]
+    index = chunk["chunk_index"][valid]
+    as_base = np.all(chunk["action"][valid] == chunk["base_action"][valid], axis=1)
+    starts = [*np.flatnonzero(index == 0), len(index)]
+    for a, b in zip(starts[:-1], starts[1:]):
+        assert as_base[a:b].all() or not as_base[a:b].any(), (a, as_base[a:b])
+    assert 0 < as_base.sum() < len(as_base)  # both kinds of chunk
