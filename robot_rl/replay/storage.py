@@ -68,6 +68,22 @@ def prefaulted_zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     return np.frombuffer(buf, dtype).reshape(shape)
 
 
+def available_ram() -> int | None:
+    """Bytes of RAM a new allocation can get: the kernel's MemAvailable (free pages plus the page cache it can
+    reclaim; the free pages alone undercount on a machine that has read a lot of files), else the free pages, else
+    None (unknown)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    if hasattr(os, "sysconf"):
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return None
+
+
 class RingStorage:
     """Fixed-capacity ring of observation rows (see module docstring). Oldest rows are overwritten first."""
 
@@ -77,10 +93,10 @@ class RingStorage:
         self.spec, self.action_dim, self.capacity = spec, action_dim, int(capacity)
         specs = array_specs(spec, action_dim)
         need = self.bytes_needed(spec, action_dim, capacity)
-        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else need
-        if spec.cameras and need > free:
+        free = available_ram()
+        if spec.cameras and free is not None and need > free:
             raise MemoryError(f"a replay partition of capacity {capacity} with cameras needs {need / 2**30:.1f} GiB "
-                              f"but {free / 2**30:.1f} GiB of RAM is free: lower replay.*_capacity")
+                              f"but {free / 2**30:.1f} GiB of RAM is available: lower replay.*_capacity")
         self.arrays: dict[str, np.ndarray] = {
             name: (prefaulted_zeros if len(shape) >= 3 else np.zeros)((self.capacity, *shape), dtype)
             for name, (shape, dtype) in specs.items()}
@@ -97,7 +113,7 @@ class RingStorage:
 
     @staticmethod
     def bytes_needed(spec: ObsSpec, action_dim: int, capacity: int) -> int:
-        """Memory of a partition of ``capacity`` rows (what ``__init__`` checks against the free RAM)."""
+        """Memory of a partition of ``capacity`` rows (what ``__init__`` checks against the available RAM)."""
         return sum(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
                    for shape, dtype in array_specs(spec, action_dim).values()) * int(capacity)
 

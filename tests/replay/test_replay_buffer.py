@@ -141,3 +141,14 @@ def test_wrap_around_keeps_successors_exact_and_counts_right():
     # Only the newest rows survive: nothing older than the last 53 observations.
     assert s["obs"]["state"][:, 0].min() >= end - 53 - 1
     assert part.total_added == 108
+
+
+def test_a_replay_larger_than_the_available_ram_is_refused_before_allocating() -> None:
+    from robot_rl.replay.storage import RingStorage, available_ram
+
+    free = available_ram()
+    assert free is not None and free > 0
+    spec = ObsSpec(3, {"front": (128, 128, 3)})
+    rows = free // RingStorage.bytes_needed(spec, 2, 1) + 1
+    with pytest.raises(MemoryError, match="available: lower replay"):
+        RingStorage(spec, 2, rows)
