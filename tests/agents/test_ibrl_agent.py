@@ -70,14 +70,20 @@ def test_a_right_base_keeps_being_chosen() -> None:
     assert np.all(np.abs(action - base) < 0.15), action[:3]
 
 
-def test_an_actor_process_chooses_as_the_learner_and_resume_is_exact() -> None:
+def trained_chooser(cfg: IBRLConfig) -> tuple[IBRLAgent, ReplayBuffer, np.random.Generator]:
+    """An agent past a 2-update warm-up, 20 updates on states around a zero base: its choice goes both ways."""
     rng = np.random.default_rng(1)
     replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=600, demos_capacity=10, interventions_capacity=10))
     replay.with_base = True
     fill(replay, rng, 300, np.zeros(2, np.float32))
-    cfg = IBRLConfig(**SMALL, critic_warmup_updates=2)
     agent = IBRLAgent(SPEC, 2, cfg, seed=0)
     train_online(agent, replay, 20)
+    return agent, replay, rng
+
+
+def test_an_actor_process_chooses_as_the_learner_and_resume_is_exact() -> None:
+    cfg = IBRLConfig(**SMALL, critic_warmup_updates=2)
+    agent, replay, rng = trained_chooser(cfg)
     actor = IBRLAgent(SPEC, 2, cfg, seed=5)  # an actor process: the policy weights only, critics included
     actor.load_policy_state(agent.policy_state())
     obs = batch_obs(rng, 64)
@@ -100,12 +106,7 @@ def test_the_residual_bounds_do_not_apply() -> None:
 def test_a_pessimistic_choice_compares_lower_confidence_bounds() -> None:
     """choice_pessimism k: the actor's action runs where mean - k std of the critics' values for it beats the same
     bound for the base's proposal; with k large the choice follows the ensemble's disagreement, not its mean."""
-    rng = np.random.default_rng(1)
-    replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=600, demos_capacity=10, interventions_capacity=10))
-    replay.with_base = True
-    fill(replay, rng, 300, np.zeros(2, np.float32))
-    plain = IBRLAgent(SPEC, 2, IBRLConfig(**SMALL, critic_warmup_updates=2), seed=0)
-    train_online(plain, replay, 20)
+    plain, _, rng = trained_chooser(IBRLConfig(**SMALL, critic_warmup_updates=2))
     wary = IBRLAgent(SPEC, 2, IBRLConfig(**SMALL, critic_warmup_updates=2, choice_pessimism=50.0), seed=0)
     wary.load_state_dict(copy.deepcopy(plain.state_dict()))
     obs = batch_obs(rng, 256)
@@ -154,13 +155,8 @@ def test_the_base_anchor_holds_the_actor_near_the_base_until_it_fades(decay_upda
 def test_a_choice_per_chunk_is_held_until_the_next_chunk() -> None:
     """choice_per_chunk: the choice made at a chunk's first step holds at its later steps (missed steps too), where
     a choice per step would pick differently; the next chunk's first step chooses afresh."""
-    rng = np.random.default_rng(1)
-    replay = ReplayBuffer(SPEC, 2, ReplayConfig(online_capacity=600, demos_capacity=10, interventions_capacity=10))
-    replay.with_base = True
-    fill(replay, rng, 300, np.zeros(2, np.float32))
     cfg = IBRLConfig(**SMALL, critic_warmup_updates=2)
-    per_step = IBRLAgent(SPEC, 2, cfg, seed=0)
-    train_online(per_step, replay, 20)
+    per_step, _, rng = trained_chooser(cfg)
     held = IBRLAgent(SPEC, 2, dataclasses.replace(cfg, choice_per_chunk=True), seed=0)
     held.load_state_dict(copy.deepcopy(per_step.state_dict()))
 
