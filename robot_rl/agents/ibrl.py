@@ -107,19 +107,17 @@ class IBRLAgent(ResidualAgent):
                 chunk_index: torch.Tensor) -> torch.Tensor:
         if float(self.actor.bound.max()) == 0.0:  # critic warm-up: the base acts alone
             return base
-        take = self._choice_value(x, action) > self._choice_value(x, base)
-        if self.cfg.choice_per_chunk:
-            take = self._hold(take, chunk_index.reshape(-1))
+        if not self.cfg.choice_per_chunk:
+            take = self._choice_value(x, action) > self._choice_value(x, base)
+        else:  # the fresh choice at a chunk's first step, the held one elsewhere (missed steps, index -1, too)
+            index, held = chunk_index.reshape(-1), self.acting_state.get(base.shape[0])
+            if held is None or bool((index == 0).any()):  # no critic pass on a step where every row holds
+                take = self._choice_value(x, action) > self._choice_value(x, base)
+                take = take if held is None else torch.where(index == 0, take, held)
+            else:
+                take = held
+            self.acting_state[base.shape[0]] = take
         return torch.where(take[:, None], action, base)
-
-    def _hold(self, take: torch.Tensor, chunk_index: torch.Tensor) -> torch.Tensor:
-        """The fresh choice at a chunk's first step, the held one elsewhere (a missed step, index -1, holds too); a
-        row with no choice held yet takes the fresh one."""
-        held = self.acting_state.get(take.shape[0])
-        if held is not None:
-            take = torch.where(chunk_index == 0, take, held)
-        self.acting_state[take.shape[0]] = take
-        return take
 
     def _choice_value(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """The ensemble's mean, less choice_pessimism standard deviations."""
