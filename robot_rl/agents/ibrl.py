@@ -107,15 +107,15 @@ class IBRLAgent(ResidualAgent):
                 chunk_index: torch.Tensor) -> torch.Tensor:
         if float(self.actor.bound.max()) == 0.0:  # critic warm-up: the base acts alone
             return base
-        if not self.cfg.choice_per_chunk:
+        # choice_per_chunk: a fresh choice where a chunk starts, the held one elsewhere (missed steps, index -1, too)
+        starts = chunk_index.reshape(-1) == 0
+        held = self.acting_state.get(base.shape[0]) if self.cfg.choice_per_chunk else None
+        if held is not None and not bool(starts.any()):
+            take = held  # every row holds: no critic pass
+        else:
             take = self._choice_value(x, action) > self._choice_value(x, base)
-        else:  # the fresh choice at a chunk's first step, the held one elsewhere (missed steps, index -1, too)
-            index, held = chunk_index.reshape(-1), self.acting_state.get(base.shape[0])
-            if held is None or bool((index == 0).any()):  # no critic pass on a step where every row holds
-                take = self._choice_value(x, action) > self._choice_value(x, base)
-                take = take if held is None else torch.where(index == 0, take, held)
-            else:
-                take = held
+            take = take if held is None else torch.where(starts, take, held)
+        if self.cfg.choice_per_chunk:
             self.acting_state[base.shape[0]] = take
         return torch.where(take[:, None], action, base)
 

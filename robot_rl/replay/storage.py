@@ -93,10 +93,10 @@ class RingStorage:
         self.spec, self.action_dim, self.capacity = spec, action_dim, int(capacity)
         specs = array_specs(spec, action_dim)
         need = self.bytes_needed(spec, action_dim, capacity)
-        free = available_ram()
-        if spec.cameras and free is not None and need > free:
+        available = available_ram()
+        if spec.cameras and available is not None and need > available:
             raise MemoryError(f"a replay partition of capacity {capacity} with cameras needs {need / 2**30:.1f} GiB "
-                              f"but {free / 2**30:.1f} GiB of RAM is available: lower replay.*_capacity")
+                              f"but {available / 2**30:.1f} GiB of RAM is available: lower replay.*_capacity")
         self.arrays: dict[str, np.ndarray] = {
             name: (prefaulted_zeros if len(shape) >= 3 else np.zeros)((self.capacity, *shape), dtype)
             for name, (shape, dtype) in specs.items()}
