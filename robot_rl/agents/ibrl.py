@@ -12,7 +12,8 @@ residual it can leave the base's action entirely, and unlike RL from scratch it 
 where the critics know better. The actor, critics, data, n-step returns, critic warm-up (the base acts alone) and
 the demos' behaviour cloning (on the demo action itself) are the residual agent's (robot_rl.agents.residual); the
 actor's input includes the base's proposal and its chunk phase. Actors need the critics to choose, so the policy
-state carries them.
+state carries them. ``actor_alone_after_updates`` hands over from the choice to the actor alone after a set number
+of updates (the policy state carries the switch to the actors).
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ class IBRLConfig(ResidualConfig):
     whole chunks (its open-loop plan is not cut by the actor's steps, which would leave the rest of it stale) and the
     actor runs from one chunk boundary to the next; off = choose at every step."""
 
+    actor_alone_after_updates: int = 0
+    """Updates after the critic warm-up after which the actor acts alone: the base is no longer chosen and the
+    critics' targets bootstrap from the actor's next action only (SAC/RLPD from the IBRL weights on). The choice
+    keeps a young actor at the base's level; a trained actor alone can end ahead of it, where the critics still
+    pick the base on states the actor handles (the runtime makes one update per env step); 0 = never."""
+
     base_anchor_weight: float = 0.0
     """Weight of a term pulling the actor's (mean) action towards the base's proposal on every sampled row (squared
     distance summed over the action's dimensions): a young actor then proposes near the base, so the choice cannot
@@ -65,6 +72,8 @@ class IBRLConfig(ResidualConfig):
         super().validate()
         if self.choice_pessimism < 0:
             raise ValueError(f"choice_pessimism must be >= 0, got {self.choice_pessimism}")
+        if self.actor_alone_after_updates < 0:
+            raise ValueError(f"actor_alone_after_updates must be >= 0, got {self.actor_alone_after_updates}")
         if self.base_anchor_weight < 0 or self.base_anchor_decay_updates < 0:
             raise ValueError("base_anchor_weight and base_anchor_decay_updates must be >= 0, got "
                              f"{self.base_anchor_weight} and {self.base_anchor_decay_updates}")
@@ -81,12 +90,24 @@ class IBRLAgent(ResidualAgent):
     config_class: ClassVar[type[IBRLConfig]] = IBRLConfig
 
     def __init__(self, obs_spec: Any, action_dim: int, cfg: IBRLConfig | None = None, seed: int = 0) -> None:
+        self._actor_alone = torch.zeros((), dtype=torch.bool)  # before the base class's first _set_bound
         super().__init__(obs_spec, action_dim, cfg or IBRLConfig(), seed)
         self._actor_share = torch.zeros((), device=self.device)
         # choice_per_chunk: the choice held per row, by batch size (an agent acts for one caller: the actor's envs,
         # or the learner's evaluation); the control loop's state, not the weights': the actor's two policy copies
         # hand it over when they swap (robot_rl.runtime.actor)
         self.acting_state: dict[int, torch.Tensor] = {}
+
+    @property
+    def actor_alone(self) -> bool:
+        """Whether the actor acts alone (actor_alone_after_updates reached; an actor process reads it from the
+        policy weights)."""
+        return bool(self._actor_alone)
+
+    def _set_bound(self) -> None:
+        super()._set_bound()
+        after = self.cfg.actor_alone_after_updates
+        self._actor_alone.fill_(after > 0 and self.update_step >= self.cfg.critic_warmup_updates + after)
 
     def _raw_action(self, base: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         return out
@@ -107,6 +128,8 @@ class IBRLAgent(ResidualAgent):
                 chunk_index: torch.Tensor) -> torch.Tensor:
         if float(self.actor.bound.max()) == 0.0:  # critic warm-up: the base acts alone
             return base
+        if self.actor_alone:
+            return action
         # choice_per_chunk: a fresh choice where a chunk starts, the held one elsewhere (missed steps, index -1, too)
         starts = chunk_index.reshape(-1) == 0
         held = self.acting_state.get(base.shape[0]) if self.cfg.choice_per_chunk else None
@@ -133,6 +156,9 @@ class IBRLAgent(ResidualAgent):
         if self.update_step < self.cfg.critic_warmup_updates:  # warm-up: the next step is the base's
             return q_base
         q_actor = self._value(self.target_critic, x_next, next_action, members)
+        if self.actor_alone:
+            self._actor_share.fill_(1.0)
+            return q_actor
         self._actor_share = (q_actor > q_base).float().mean()
         return torch.maximum(q_actor, q_base)
 
@@ -148,8 +174,15 @@ class IBRLAgent(ResidualAgent):
         out = super().policy_state()
         out.update({f"critic.{k}": v.detach().to("cpu", copy=True).contiguous()
                     for k, v in self.critic.state_dict().items()})
+        out["ibrl.actor_alone"] = self._actor_alone.clone()
         return out
 
     def load_policy_state(self, state: Mapping[str, torch.Tensor]) -> None:
         super().load_policy_state(state)
         self.critic.load_state_dict({k[7:]: v for k, v in state.items() if k.startswith("critic.")})
+        if "ibrl.actor_alone" in state:  # (absent from policies saved before the handover existed: never alone)
+            self._actor_alone.copy_(state["ibrl.actor_alone"])
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        super().load_state_dict(state)
+        self._set_bound()

@@ -173,3 +173,32 @@ def test_a_choice_per_chunk_is_held_until_the_next_chunk() -> None:
     assert np.array_equal(actor_rows(held, later), chosen)
     later["chunk_index"][:] = 0
     assert np.array_equal(actor_rows(held, later), actor_rows(per_step, later))
+
+
+def test_the_actor_acts_alone_after_the_handover_in_the_learner_an_actor_process_and_a_resume() -> None:
+    """actor_alone_after_updates: before it the critics' choice runs the base on some states; after it every row
+    runs the actor's action, the targets bootstrap from the actor alone (actor_share 1), and the switch travels
+    with the policy weights and the checkpoint."""
+    cfg = IBRLConfig(**SMALL, critic_warmup_updates=2, actor_alone_after_updates=10)
+    agent, replay, rng = trained_chooser(dataclasses.replace(cfg, actor_alone_after_updates=100))
+    assert not agent.actor_alone
+    alone = IBRLAgent(SPEC, 2, cfg, seed=0)
+    alone.load_state_dict(copy.deepcopy(agent.state_dict()))  # 20 updates done: past 2 + 10
+    assert alone.actor_alone
+    obs = batch_obs(rng, 64)
+    as_base = np.all(agent.act(obs, deterministic=True) == obs["base_action"], axis=1)
+    assert 0 < as_base.mean() < 1  # the choice still picks the base somewhere
+    with torch.no_grad():
+        feats = alone._features(alone.encoder({"state": torch.as_tensor(obs["state"])}),
+                                torch.as_tensor(obs["base_action"]), torch.as_tensor(obs["chunk_index"]))
+        proposal = alone.actor(alone._actor_input(feats)).clamp(-1, 1).numpy()
+    assert np.array_equal(alone.act(obs, deterministic=True), proposal)
+    actor = IBRLAgent(SPEC, 2, cfg, seed=5)  # an actor process: fresh, then the learner's policy weights
+    assert not actor.actor_alone
+    actor.load_policy_state(alone.policy_state())
+    assert actor.actor_alone and np.array_equal(actor.act(obs, deterministic=True), proposal)
+    assert alone.update(replay.sample(64, mix={"online": 1.0}, utd=2))["actor_share"] == 1.0
+    early = IBRLAgent(SPEC, 2, cfg, seed=0)
+    assert not early.actor_alone and not early.act(obs, deterministic=True).tolist() == proposal.tolist()
+    with pytest.raises(ValueError, match="actor_alone_after_updates"):
+        IBRLConfig(actor_alone_after_updates=-1).validate()
