@@ -47,6 +47,14 @@ class IBRLConfig(ResidualConfig):
     where they disagree about the actor's action (an action unlike the data's), the base keeps running; 0 = the
     ensemble's mean. Targets are unchanged."""
 
+    choice_margin: float = 0.0
+    """The actor's action runs only where the critics value it more than this above the base's proposal (in the
+    critics' units, discounted returns): near ties, where a young actor's value is least to be trusted, go to the
+    base; 0 = the higher value wins. Targets are unchanged."""
+    choice_margin_exploring: bool = True
+    """Apply choice_margin to exploring steps too; off = only where the agent acts deterministically (evaluation,
+    deployment), so the training data is the plain choice's."""
+
     choice_per_chunk: bool = False
     """Choose at the first step of each of the base's chunks and hold the choice through the chunk: the base runs
     whole chunks (its open-loop plan is not cut by the actor's steps, which would leave the rest of it stale) and the
@@ -70,6 +78,8 @@ class IBRLConfig(ResidualConfig):
     def validate(self) -> None:
         """Raises ValueError naming the offending field."""
         super().validate()
+        if self.choice_margin < 0:
+            raise ValueError(f"choice_margin must be >= 0, got {self.choice_margin}")
         if self.choice_pessimism < 0:
             raise ValueError(f"choice_pessimism must be >= 0, got {self.choice_pessimism}")
         if self.actor_alone_after_updates < 0:
@@ -124,8 +134,8 @@ class IBRLAgent(ResidualAgent):
     def _base_anchor_weight(self) -> float:
         return self._faded(self.cfg.base_anchor_weight, self.cfg.base_anchor_decay_updates)
 
-    def _choose(self, x: torch.Tensor, base: torch.Tensor, action: torch.Tensor,
-                chunk_index: torch.Tensor) -> torch.Tensor:
+    def _choose(self, x: torch.Tensor, base: torch.Tensor, action: torch.Tensor, chunk_index: torch.Tensor,
+                deterministic: bool = False) -> torch.Tensor:
         if float(self.actor.bound.max()) == 0.0:  # critic warm-up: the base acts alone
             return base
         if self.actor_alone:
@@ -136,7 +146,8 @@ class IBRLAgent(ResidualAgent):
         if held is not None and not bool(starts.any()):
             take = held  # every row holds: no critic pass
         else:
-            take = self._choice_value(x, action) > self._choice_value(x, base)
+            margin = self.cfg.choice_margin if deterministic or self.cfg.choice_margin_exploring else 0.0
+            take = self._choice_value(x, action) > self._choice_value(x, base) + margin
             take = take if held is None else torch.where(starts, take, held)
         if self.cfg.choice_per_chunk:
             self.acting_state[base.shape[0]] = take

@@ -199,7 +199,8 @@ class ResidualAgent:
                 noise = torch.randn(residual.shape, device=self.device, generator=self.act_generator)
                 residual = (residual + self.cfg.exploration_std * noise).clamp(-self.actor.bound, self.actor.bound)
         base = tobs["base_action"].reshape(residual.shape).float()
-        action = self._choose(x, base, self._raw_action(base, residual).clamp(-1.0, 1.0), tobs["chunk_index"])
+        action = self._choose(x, base, self._raw_action(base, residual).clamp(-1.0, 1.0), tobs["chunk_index"],
+                              deterministic)
         action = action.cpu().numpy()
         return action[0] if single else action
 
@@ -208,10 +209,10 @@ class ResidualAgent:
         """The action the actor's output stands for, before the clip to [-1, 1]: ``base + residual``."""
         return base + out
 
-    def _choose(self, x: torch.Tensor, base: torch.Tensor, action: torch.Tensor,
-                chunk_index: torch.Tensor) -> torch.Tensor:
-        """The executed action, given the base's proposal, the agent's action and the step's index in the base's
-        chunk: the agent's."""
+    def _choose(self, x: torch.Tensor, base: torch.Tensor, action: torch.Tensor, chunk_index: torch.Tensor,
+                deterministic: bool = False) -> torch.Tensor:
+        """The executed action, given the base's proposal, the agent's action, the step's index in the base's chunk
+        and whether the agent acts without exploring: the agent's."""
         return action
 
     def _target_q(self, x_next: torch.Tensor, next_base: torch.Tensor, next_action: torch.Tensor,

@@ -202,3 +202,31 @@ def test_the_actor_acts_alone_after_the_handover_in_the_learner_an_actor_process
     assert not early.actor_alone and not early.act(obs, deterministic=True).tolist() == proposal.tolist()
     with pytest.raises(ValueError, match="actor_alone_after_updates"):
         IBRLConfig(actor_alone_after_updates=-1).validate()
+
+
+def test_a_choice_margin_sends_near_ties_to_the_base_when_acting_deterministically_or_exploring() -> None:
+    """choice_margin m: the actor's action runs where the critics value it more than m above the base's proposal;
+    with choice_margin_exploring off, exploring steps choose as without the margin."""
+    plain, _, rng = trained_chooser(IBRLConfig(**SMALL, critic_warmup_updates=2))
+    obs = batch_obs(rng, 256)
+    with torch.no_grad():
+        feats = plain._features(plain.encoder({"state": torch.as_tensor(obs["state"])}),
+                                torch.as_tensor(obs["base_action"]), torch.as_tensor(obs["chunk_index"]))
+        proposal = plain.actor(plain._actor_input(feats)).clamp(-1, 1)
+        gap = (plain._choice_value(feats, proposal) - plain._choice_value(feats, torch.as_tensor(obs["base_action"])))
+    margin = float(gap[gap > 0].median())
+
+    def agent(**fields) -> IBRLAgent:
+        out = IBRLAgent(SPEC, 2, IBRLConfig(**SMALL, critic_warmup_updates=2, **fields), seed=0)
+        out.load_state_dict(copy.deepcopy(plain.state_dict()))
+        return out
+
+    as_base = np.all(agent(choice_margin=margin).act(obs, deterministic=True) == obs["base_action"], axis=1)
+    assert np.array_equal(~as_base, (gap > margin).numpy()) and 0 < as_base.mean() < 1
+    assert (gap > 0).sum() > (gap > margin).sum()  # the margin moved some rows to the base
+    strict, lenient = agent(choice_margin=1e3), agent(choice_margin=1e3, choice_margin_exploring=False)
+    assert np.array_equal(strict.act(obs), obs["base_action"])
+    assert np.array_equal(lenient.act(obs, deterministic=True), obs["base_action"])
+    assert not np.all(lenient.act(obs) == obs["base_action"])  # exploring: the plain choice picks the actor somewhere
+    with pytest.raises(ValueError, match="choice_margin"):
+        IBRLConfig(choice_margin=-1.0).validate()
