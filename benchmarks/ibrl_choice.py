@@ -7,7 +7,8 @@ Each policy is ``RUN_DIR`` (its latest checkpoint), ``RUN_DIR@STEPS`` (the first
 that many env steps: ``finetune.py --checkpoint-every``) or ``RUN_DIR@FILE`` (a ``policy.safetensors``). Modes:
 ``chunk`` (the choice made at each chunk's first step and held), ``step`` (a choice every step), ``actor`` (the
 actor's action on every step), ``base`` (the base alone). Every mode runs the run's own evaluation
-(deterministic, chunks executed synchronously) on episodes seeded ``--seed + i``.
+(deterministic, chunks executed synchronously) on episodes seeded ``--seed + i``; ``--margin`` sets the
+choices' ``agent.choice_margin``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
-import types
 from pathlib import Path
 
 import numpy as np
@@ -24,25 +24,22 @@ from common import Table, write_result
 MODES = ("chunk", "step", "actor", "base")
 
 
-def evaluate(policy: str, modes: list[str], episodes: int, seed: int) -> dict[str, float]:
+def evaluate(policy: str, modes: list[str], episodes: int, seed: int, margin: float) -> dict[str, float]:
     """Success rate per mode of one saved policy."""
     from safetensors.torch import load_file
 
-    from robot_rl.agents.residual import ResidualAgent
     from robot_rl.runtime.evaluation import load_run, rollout
 
     run, file = policy_file(policy)
     _, env, agent, composed = load_run(run)
     if file:
         agent.load_policy_state(load_file(file))
-    plain = agent._choose
     out = {}
     try:
         for mode in modes:
-            agent.cfg = dataclasses.replace(agent.cfg, choice_per_chunk=mode == "chunk")
+            agent.cfg = dataclasses.replace(agent.cfg, choice_per_chunk=mode == "chunk", choice_margin=margin)
             agent.acting_state.clear()
-            # the actor alone: the residual agent's choice, which always runs the agent's action
-            agent._choose = types.MethodType(ResidualAgent._choose, agent) if mode == "actor" else plain
+            agent._actor_alone.fill_(mode == "actor")  # the handover's switch, whatever the weights say
             acting = composed.base if mode == "base" else composed
             t0 = time.perf_counter()
             out[mode] = float(np.mean(rollout(acting, env, episodes, seed)["successes"]))
@@ -79,16 +76,19 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", choices=MODES, default=["chunk", "step", "actor"])
     parser.add_argument("--episodes", type=int, default=30)
     parser.add_argument("--seed", type=int, default=10_000, help="episode i resets with seed + i")
+    parser.add_argument("--margin", type=float, default=0.0,
+                        help="agent.choice_margin for the chunk and step choices (the critics' units)")
     parser.add_argument("--out", default=None, help="write the figures to this result file")
     args = parser.parse_args()
-    table = Table(f"Success on {args.episodes} evaluation episodes by how the action is chosen (same weights)",
+    margin = f", choice margin {args.margin:g}" if args.margin else ""
+    table = Table(f"Success on {args.episodes} evaluation episodes by how the action is chosen (same weights{margin})",
                   ["policy", *args.modes])
     rows = []
     for policy in args.policies:
-        rows.append({"policy": policy, **evaluate(policy, args.modes, args.episodes, args.seed)})
+        rows.append({"policy": policy, **evaluate(policy, args.modes, args.episodes, args.seed, args.margin)})
         table.add(label(policy), *(f"{rows[-1][m]:.2f}" for m in args.modes))
     if args.out:
-        figures = {"episodes": args.episodes, "modes": args.modes, "rows": rows}
+        figures = {"episodes": args.episodes, "modes": args.modes, "margin": args.margin, "rows": rows}
         print(f"results: {write_result('ibrl_choice', figures, args.out, tables=[table])}")
 
 
