@@ -31,3 +31,26 @@ def test_a_publish_after_a_learner_died_mid_publish_is_readable(tmp_path):
         learner.close()
     finally:
         board.close(unlink=True)
+
+
+def test_the_ibrl_handover_switch_reaches_an_actor_through_the_board():
+    """The policy state's 0-d bool (ibrl's actor_alone) survives the byte-level publish and read."""
+    from robot_rl.agents.ibrl import IBRLAgent, IBRLConfig
+    from tests.agents.test_residual_agent import SMALL, SPEC
+
+    cfg = IBRLConfig(**SMALL, critic_warmup_updates=2, actor_alone_after_updates=3)
+    learner_agent, actor_agent = IBRLAgent(SPEC, 2, cfg, seed=0), IBRLAgent(SPEC, 2, cfg, seed=1)
+    learner_agent.update_step = 5
+    learner_agent._set_bound()
+    name = f"rrl_test_{os.getpid()}_ibrl"
+    board = shm.WeightBoard(name, learner_agent.policy_state(), create=True)
+    try:
+        board.publish(learner_agent.policy_state(), 1)
+        reader = shm.WeightBoard(name, actor_agent.policy_state())
+        _, state = reader.read(timeout=0.5)
+        reader.close()
+        assert state["ibrl.actor_alone"].dtype == torch.bool and not actor_agent.actor_alone
+        actor_agent.load_policy_state(state)
+        assert learner_agent.actor_alone and actor_agent.actor_alone
+    finally:
+        board.close(unlink=True)
