@@ -163,19 +163,19 @@ class IBRLAgent(ResidualAgent):
 
     def _target_q(self, x_next: torch.Tensor, next_base: torch.Tensor, next_action: torch.Tensor,
                   members: torch.Tensor) -> torch.Tensor:
+        if self.actor_alone:  # (after the warm-up) the next step is the actor's: no pass over the base's proposal
+            self._actor_share.fill_(1.0)
+            return self._value(self.target_critic, x_next, next_action, members)
         q_base = self._value(self.target_critic, x_next, next_base, members)
         if self.update_step < self.cfg.critic_warmup_updates:  # warm-up: the next step is the base's
             return q_base
         q_actor = self._value(self.target_critic, x_next, next_action, members)
-        if self.actor_alone:
-            self._actor_share.fill_(1.0)
-            return q_actor
         self._actor_share = (q_actor > q_base).float().mean()
         return torch.maximum(q_actor, q_base)
 
     def update(self, batch: Mapping[str, Any]) -> dict[str, float]:
         """As the residual agent's; ``actor_share`` is the share of the last sample's next steps where the target
-        critics valued the actor's action above the base's."""
+        critics valued the actor's action above the base's (1 once the actor acts alone)."""
         out = super().update(batch)
         out["actor_share"] = float(self._actor_share)
         return out
