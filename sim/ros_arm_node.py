@@ -40,14 +40,14 @@ from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue  # n
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
-from sensor_msgs.msg import Image, JointState  # noqa: E402
+from sensor_msgs.msg import CameraInfo, Image, JointState  # noqa: E402
 from std_msgs.msg import Bool, Float64, Float64MultiArray, Header  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 from robot_rl.ros.fast_sub import FastSubscription  # noqa: E402
 from robot_rl.ros.msgs import image_msg, set_pose, to_stamp  # noqa: E402
 from robot_rl.ros.params import declare_config  # noqa: E402
-from robot_rl.ros.tf import MujocoFrames, TfPublisher  # noqa: E402
+from robot_rl.ros.tf import MujocoFrames, TfPublisher, camera_info  # noqa: E402
 from robot_rl_sim.arm_model import ARM_JOINTS, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, TORQUE_LIMITS  # noqa: E402
 from robot_rl_sim.ros_arm_config import TASKS, ArmHardwareConfig  # noqa: E402, F401  (re-exported)
 
@@ -98,6 +98,20 @@ class ArmHardwareNode(Node):
         self.max_gap = 0.0
         self.efforts_total = 0
         self.bad_efforts = 0
+        self.use_sim_time = bool(self.get_parameter("use_sim_time").value)
+        self.aux_every = max(1, int(round(1.0 / (cfg.aux_rate_hz * self.dt))))
+        self.tf_every = max(1, int(round(1.0 / (cfg.tf_rate_hz * self.dt))))
+        self.cam_every = max(1, int(round(1.0 / (cfg.camera_rate_hz * self.dt))))
+        self.sim_t = 0.0
+        self.command_sub: FastSubscription | None = None
+        self._make_io()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="physics", daemon=True)
+        self._thread.start()
+
+    def _make_io(self) -> None:
+        """Publishers, subscriptions and services: robot_rl's own hardware topics (see the module docstring)."""
+        cfg, m = self.cfg, self.model
         self.pub_joint = self.create_publisher(JointState, "joint_states", 10)
         self._joint_msg = JointState(name=self.joint_names)
         self.pub_applied = self.create_publisher(Header, "applied_command", 10)
@@ -110,21 +124,18 @@ class ArmHardwareNode(Node):
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)  # global: the aggregator's topic
         # use_sim_time: this node is the clock. Physics time (never skipped, whatever the CPU load) on /clock and
         # in every stamp; injected latencies and timeouts count it too.
-        use_sim = bool(self.get_parameter("use_sim_time").value)
-        self.pub_clock = self.create_publisher(Clock, "/clock", 10) if use_sim else None
-        self.sim_t = 0.0
+        self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.use_sim_time else None
         cams = cfg.cameras if cfg.image_size > 0 else ()
-        self.pub_cams = {c: self.create_publisher(Image, f"camera/{c}/image_raw", 2) for c in cams}
+        self.pub_cams = {c: (self.create_publisher(Image, f"camera/{c}/image_raw", 2),
+                             self.create_publisher(CameraInfo, f"camera/{c}/camera_info", 2),
+                             f"{cfg.frame_prefix}{c}_camera_optical") for c in cams}
         names = tuple(m.camera(c).name for c in range(m.ncam))  # every camera mount, with images or without
-        self.frames = MujocoFrames(m, "link0", "base", sites=("ee", "ft"), cameras=names)
+        self.frames = MujocoFrames(m, "link0", "base_link", sites=("ee", "ft"), cameras=names)
         self.tf = TfPublisher(self, self.frames, "robot_rl_arm", cfg.frame_prefix)
         self.command_sub = FastSubscription(self, JointState, "joint_command", self._on_joint_command)
         self.create_subscription(Float64MultiArray, "effort_controller/commands", self._on_array_command, 10)
         self.create_subscription(Float64, "gripper_command", self._on_gripper, 10)
         self.create_service(Trigger, "~/reset", self._on_reset)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="physics", daemon=True)
-        self._thread.start()
 
     def now(self) -> float:
         """The time commands and latencies are counted in: physics time with ``use_sim_time``, else wall clock."""
@@ -216,10 +227,7 @@ class ArmHardwareNode(Node):
         t0 = time.perf_counter()
         wall0 = time.time() - t0
         step = 0
-        aux_every = max(1, int(round(1.0 / (cfg.aux_rate_hz * self.dt))))
-        tf_every = max(1, int(round(1.0 / (cfg.tf_rate_hz * self.dt))))
         clock_every = max(1, int(round(1.0 / (cfg.clock_rate_hz * self.dt))))
-        cam_every = max(1, int(round(1.0 / (cfg.camera_rate_hz * self.dt))))
         diag_every = int(round(1.0 / self.dt))
         while not self._stop.is_set() and self.context.ok():
             due = t0 + (step + 1) * self.dt
@@ -250,26 +258,40 @@ class ArmHardwareNode(Node):
                 stamp = self.sim_t if self.pub_clock is not None else wall0 + time.perf_counter()
                 if self.pub_clock is not None and step % clock_every == 0:  # before the step's state goes out
                     self.pub_clock.publish(Clock(clock=to_stamp(stamp)))
-                self._publish_joints(stamp)
-                cam_step = bool(self.pub_cams) and step % cam_every == 0
-                tf_step = step % tf_every == 0
-                if step % aux_every == 0 or cam_step or tf_step:
-                    mujoco.mj_forward(m, d)  # derived quantities (site poses, sensors) of the new state
-                if step % aux_every == 0:
-                    self._publish_aux(stamp)
-                if tf_step:
-                    b = self.obj_body  # the task object's body as a frame of its own (sim-privileged)
-                    tf = self.tf.moving(d, to_stamp(stamp), [("base", m.body(b).name, d.xpos[b], d.xquat[b])]
-                                        if b >= 0 else [])
-                    if tf is not None:
-                        self._publish(self.tf.pub, tf)  # with the state's injected latency
+                self._publish_state(step, stamp)
                 if step % diag_every == 0:
                     self._publish_diag(diag_every * self.dt, time.perf_counter() - due)
-                if cam_step:
-                    for cam, pub in self.pub_cams.items():
-                        frame = f"{cfg.frame_prefix}{cam}_camera_optical"
-                        self._publish(pub, image_msg(self.env.render_camera(cam, cfg.image_size), stamp, frame))
             self._flush()
+
+    def _publish_state(self, step: int, stamp: float) -> None:
+        """Everything published after physics step ``step`` (the state at ``stamp``): robot_rl's own topics."""
+        m, d = self.model, self.data
+        self._publish_joints(stamp)
+        cam_step = bool(self.pub_cams) and step % self.cam_every == 0
+        tf_step = step % self.tf_every == 0
+        if step % self.aux_every == 0 or cam_step or tf_step:
+            mujoco.mj_forward(m, d)  # derived quantities (site poses, sensors) of the new state
+        if step % self.aux_every == 0:
+            self._publish_aux(stamp)
+        if tf_step:
+            self._publish_tf(stamp)
+        if cam_step:
+            self._publish_cameras(stamp)
+
+    def _publish_tf(self, stamp: float, objects_parent: str = "base_link") -> None:
+        """The moving links and the task object (a frame of its own, as a tracker would publish it) on /tf."""
+        m, d, b = self.model, self.data, self.obj_body
+        tf = self.tf.moving(d, to_stamp(stamp), [(objects_parent, m.body(b).name, d.xpos[b], d.xquat[b])]
+                            if b >= 0 else [])
+        if tf is not None:
+            self._publish(self.tf.pub, tf)  # with the state's injected latency
+
+    def _publish_cameras(self, stamp: float) -> None:
+        for cam, (pub, pub_info, frame) in self.pub_cams.items():
+            self._publish(pub, image_msg(self.env.render_camera(cam, self.cfg.image_size), stamp, frame))
+            info = camera_info(self.model, cam, self.cfg.image_size, self.cfg.image_size, frame)
+            info.header.stamp = to_stamp(stamp)
+            self._publish(pub_info, info)
 
     def _publish_diag(self, window: float, behind: float) -> None:
         """Effort command rate and largest gap over the last ``window`` s, how far physics is behind real time."""
@@ -325,7 +347,7 @@ class ArmHardwareNode(Node):
         if cfg.pose_noise > 0:
             pos += self.rng.normal(0.0, cfg.pose_noise, 3)
         pose = PoseStamped()
-        base = cfg.frame_prefix + "base"
+        base = cfg.frame_prefix + "base_link"
         pose.header.stamp, pose.header.frame_id = ts, base
         set_pose(pose.pose, pos, quat)
         self._publish(self.pub_pose, pose)

@@ -28,7 +28,7 @@ def set_pose(pose: Pose, pos: np.ndarray, quat: np.ndarray) -> Pose:
     return pose
 
 
-def pose_stamped(pos: np.ndarray, quat: np.ndarray, t: float | Time, frame: str = "base") -> PoseStamped:
+def pose_stamped(pos: np.ndarray, quat: np.ndarray, t: float | Time, frame: str = "base_link") -> PoseStamped:
     msg = PoseStamped()
     msg.header.stamp = t if isinstance(t, Time) else to_stamp(t)
     msg.header.frame_id = frame

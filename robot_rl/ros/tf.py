@@ -261,3 +261,27 @@ class TfPublisher:
         if self.pub is None:
             return None
         return self.message([*self.frames.moving_transforms(data, root_pose), *extra], stamp)
+
+
+def camera_intrinsics(model: mujoco.MjModel, camera: str, width: int, height: int) -> np.ndarray:
+    """The 3x3 pinhole matrix K of a MuJoCo camera rendered at ``width`` x ``height``: MuJoCo's ``fovy`` is the
+    vertical field of view, pixels are square and the principal point is the image centre."""
+    cid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, camera)
+    if cid < 0:
+        raise ValueError(f"no camera {camera!r} in the model")
+    f = 0.5 * height / math.tan(math.radians(float(model.cam_fovy[cid])) / 2)
+    return np.array([[f, 0.0, width / 2], [0.0, f, height / 2], [0.0, 0.0, 1.0]])
+
+
+def camera_info(model: mujoco.MjModel, camera: str, width: int, height: int, frame: str) -> object:
+    """``sensor_msgs/CameraInfo`` of a MuJoCo camera (no distortion: ``plumb_bob`` with zero coefficients), as a
+    camera driver publishes it beside every image; the caller sets ``header.stamp`` to the image's."""
+    from sensor_msgs.msg import CameraInfo
+
+    k = camera_intrinsics(model, camera, width, height)
+    msg = CameraInfo(width=int(width), height=int(height), distortion_model="plumb_bob", d=[0.0] * 5)
+    msg.header.frame_id = frame
+    msg.k = k.ravel().tolist()
+    msg.r = np.eye(3).ravel().tolist()
+    msg.p = np.hstack([k, np.zeros((3, 1))]).ravel().tolist()
+    return msg

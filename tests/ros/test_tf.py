@@ -93,12 +93,12 @@ def test_the_arm_publishes_a_complete_tf_tree_and_a_matching_urdf(graph):
     static, moving = _edges(got["static"]), _edges(got["tf"])
     frames = {**static, **moving}
     objects = {"cube"}  # the task object: a TF frame, not a link of the robot
-    assert links == (set(frames) - objects) | {"base"}, (links, set(frames))
+    assert links == (set(frames) - objects) | {"base_link"}, (links, set(frames))
     for child, (parent, *_) in frames.items():
         assert child in objects or joints[child] == parent, (child, parent)  # the same tree in TF and the URDF
-    for link in links - {"base"}:  # reachable from the root
+    for link in links - {"base_link"}:  # reachable from the root
         seen, frame = set(), link
-        while frame != "base":
+        while frame != "base_link":
             assert frame not in seen, f"cycle at {frame}"
             seen.add(frame)
             frame = frames[frame][0]
@@ -129,7 +129,7 @@ def test_the_arm_publishes_a_complete_tf_tree_and_a_matching_urdf(graph):
         if pose is None:
             continue
         chain, frame = [], "ee"
-        while frame != "base":
+        while frame != "base_link":
             parent, _, p, q = tree[frame]
             chain.append((p, q))
             frame = parent

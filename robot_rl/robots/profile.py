@@ -1,0 +1,332 @@
+"""Robot profiles: where a ROS 2 robot's observation comes from and which standard command interface the policy
+drives, by config alone (a YAML file: bundled in ``robot_rl/robots/profiles/`` or the user's own).
+
+An arm profile names the driver's ``joint_states`` topic and arm joints, the base and tool frames (the
+end-effector pose comes from TF, its twist from the joint velocities through the URDF's Jacobian), an optional
+``WrenchStamped`` topic, the gripper's joints and command, cameras (image + ``CameraInfo`` topics), objects whose
+pose a tracker publishes on TF, where success comes from, the command interface and the limits both safety layers
+apply. A car profile names the odometry, laser scan and drive command topics. Nothing here imports ROS: the robot
+env and the safety node read the same profile and each checks it against the live graph at start
+(:mod:`robot_rl.ros.profile_check`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from robot_rl.config import ConfigError, from_dict
+from robot_rl.safety.limits import ArmLimits, CarLimits
+
+PROFILE_DIR = Path(__file__).parent / "profiles"
+ARM_INTERFACES = ("cartesian_pose", "servo_twist", "joint_position", "joint_trajectory", "effort")
+"""Arm command interfaces: a Cartesian controller's target pose (``PoseStamped``), MoveIt Servo twists
+(``TwistStamped``), ros2_control's forward position controller (``Float64MultiArray``) or joint trajectory controller
+(``JointTrajectory``), both with IK from the URDF, or robot_rl's own impedance controller (efforts)."""
+CAR_INTERFACES = ("diff_drive", "ackermann")
+"""Car command interfaces: ``TwistStamped`` to diff_drive_controller, ``AckermannDriveStamped`` to an F1TENTH-style
+``/drive`` topic."""
+GRIPPER_INTERFACES = ("action", "forward", "robot_rl", "none")
+"""Gripper commands: a ``control_msgs/action/GripperCommand`` server, a forward position controller
+(``Float64MultiArray``), robot_rl's own ``controller/gripper`` (``Float64`` opening) or none."""
+SUCCESS_SOURCES = ("topic", "key", "teleop", "classifier", "none")
+"""Where success comes from: a ``std_msgs/Bool`` topic, a key press (Enter on the terminal), the teleop device's
+success button, the learned reward classifier (``env.reward``), or nowhere."""
+
+
+@dataclass
+class JointStateSource:
+    """The driver's joint states."""
+
+    topic: str = "/joint_states"
+    """``sensor_msgs/JointState`` topic (joint_state_broadcaster's)."""
+    names: tuple[str, ...] = ()
+    """Arm joints, in the order the commands use (7 for a Franka, 6 for a UR)."""
+
+
+@dataclass
+class WrenchSource:
+    """An optional force-torque reading."""
+
+    topic: str = ""
+    """``geometry_msgs/WrenchStamped`` topic ("" = none)."""
+    frame: str = ""
+    """Frame the wrench is expressed in (checked against ``header.frame_id`` and the TF tree)."""
+
+
+@dataclass
+class CameraSource:
+    """One camera."""
+
+    name: str = ""
+    """Key in ``obs["pixels"]``."""
+    image: str = ""
+    """``sensor_msgs/Image`` topic (rgb8 or bgr8)."""
+    info: str = ""
+    """``sensor_msgs/CameraInfo`` topic ("" = ``camera_info`` beside the image topic)."""
+
+    def info_topic(self) -> str:
+        return self.info or self.image.rsplit("/", 1)[0] + "/camera_info"
+
+
+@dataclass
+class ObjectSource:
+    """An object whose pose a tracker (AprilTag detector, motion capture, a perception node) publishes on TF."""
+
+    name: str = ""
+    """Name for messages and the docs."""
+    frame: str = ""
+    """Its TF frame; the env appends its position in the base frame to the state (``object_state``)."""
+
+
+@dataclass
+class GripperProfile:
+    """The gripper: its state from joint positions, its command to a standard interface."""
+
+    interface: str = "none"
+    """One of :data:`GRIPPER_INTERFACES`."""
+    joints: tuple[str, ...] = ()
+    """Gripper joints in ``joint_states`` whose positions sum to the opening (times ``opening_scale``)."""
+    joint_states_topic: str = ""
+    """Topic of those joints ("" = the arm's ``joint_states.topic``; franka_gripper publishes its own)."""
+    opening_scale: float = 1.0
+    """Opening (m) = ``opening_scale`` * sum of the ``joints``' positions."""
+    command: str = ""
+    """Action name (``action``) or ``Float64MultiArray`` topic (``forward``)."""
+    command_scale: float = 1.0
+    """Commanded position = ``command_scale`` * opening (m): one value for the action, one per joint for forward."""
+    max_effort: float = 40.0
+    """``max_effort`` of each GripperCommand goal (N)."""
+    deadband: float = 0.004
+    """A new goal only when the commanded opening moved more than this (m) from the last goal's."""
+    controller: str = ""
+    """ros2_control controller that must be active ("" = not checked)."""
+
+
+@dataclass
+class ArmCommandProfile:
+    """The command interface the policy drives (through the safety node)."""
+
+    interface: str = "effort"
+    """One of :data:`ARM_INTERFACES`."""
+    topic: str = ""
+    """The driver's command topic (``effort``: robot_rl's ``controller/target_pose``, relative to the namespace)."""
+    frame: str = ""
+    """Frame of Cartesian commands ("" = the profile's ``base_frame``)."""
+    rate_hz: float = 0.0
+    """servo_twist: twists are streamed at this rate (Servo halts when they stop); 0 = one per policy command."""
+    servo_gain: float = 10.0
+    """servo_twist: twist = target velocity + servo_gain (1/s) * (target - measured pose)."""
+    max_joint_step: float = 0.15
+    """Joint interfaces: largest change of a joint command from the measured position (rad)."""
+    time_from_start: float = 0.1
+    """joint_trajectory: time (s) the trajectory controller has to reach each command."""
+    controller: str = ""
+    """ros2_control controller that must be active ("" = not checked)."""
+    controller_manager: str = "/controller_manager"
+    """Namespace of the controller manager whose ``list_controllers`` service is asked."""
+
+
+@dataclass
+class SuccessProfile:
+    """Where the env's success comes from on a robot."""
+
+    source: str = "none"
+    """One of :data:`SUCCESS_SOURCES`."""
+    topic: str = ""
+    """``std_msgs/Bool`` topic for ``source: topic``."""
+
+
+@dataclass
+class RobotProfile:
+    """Fields common to arm and car profiles."""
+
+    name: str = ""
+    """Profile name (the file name of a bundled profile)."""
+    kind: str = "arm"
+    """``arm`` or ``car``."""
+    description: str = ""
+    """What robot and driver this profile is for."""
+    base_frame: str = "base_link"
+    """Frame the state and commands are expressed in."""
+    robot_description: str = "/robot_description"
+    """``std_msgs/String`` topic (transient local) of the URDF, as robot_state_publisher publishes it."""
+    cameras: tuple[CameraSource, ...] = ()
+    """Cameras (image + CameraInfo)."""
+    success: SuccessProfile = field(default_factory=SuccessProfile)
+    """Where success comes from."""
+    control_hz: float = 20.0
+    """Policy command rate the profile was made for (the env's ``control_hz``)."""
+
+
+@dataclass
+class ArmProfile(RobotProfile):
+    """A robot arm (see the module docstring)."""
+
+    tool_frame: str = "tool0"
+    """End-effector frame (TF child, URDF frame): the pose the policy observes and commands."""
+    joint_states: JointStateSource = field(default_factory=JointStateSource)
+    """Where joint positions and velocities come from."""
+    wrench: WrenchSource = field(default_factory=WrenchSource)
+    """Optional force-torque topic."""
+    gripper: GripperProfile = field(default_factory=GripperProfile)
+    """Gripper state and command."""
+    objects: tuple[ObjectSource, ...] = ()
+    """Objects tracked on TF (``object_state`` appends the first one's position)."""
+    command: ArmCommandProfile = field(default_factory=ArmCommandProfile)
+    """The command interface."""
+    limits: ArmLimits = field(default_factory=ArmLimits)
+    """Limits both safety layers apply (workspace box in ``base_frame``, speeds, force, tilt, gripper range)."""
+    home_pos: tuple[float, float, float] = (0.5295, 0.0, 0.2793)
+    """Tool position ``reset`` moves to (m, ``base_frame``); the orientation is ``limits.home_quat``."""
+
+    def validate(self) -> None:
+        _check_choice("command.interface", self.command.interface, ARM_INTERFACES)
+        _check_choice("gripper.interface", self.gripper.interface, GRIPPER_INTERFACES)
+        _check_choice("success.source", self.success.source, SUCCESS_SOURCES)
+        self.limits.validate()
+        if not self.joint_states.names:
+            raise ConfigError("joint_states.names: list the arm's joints (in command order)")
+        if not self.tool_frame or not self.base_frame:
+            raise ConfigError("base_frame and tool_frame must be set")
+        if self.command.interface != "effort" and not self.command.topic:
+            raise ConfigError(f"command.topic: the {self.command.interface} interface needs the driver's topic")
+        if self.gripper.interface in ("action", "forward") and not self.gripper.command:
+            raise ConfigError(f"gripper.command: the {self.gripper.interface} gripper needs its action or topic name")
+        if self.gripper.interface != "none" and not self.gripper.joints:
+            raise ConfigError("gripper.joints: name the gripper joints whose positions give the opening")
+        if self.success.source == "topic" and not self.success.topic:
+            raise ConfigError("success.topic: success.source 'topic' needs a std_msgs/Bool topic")
+        if self.command.max_joint_step <= 0 or self.command.time_from_start <= 0 or self.command.servo_gain <= 0:
+            raise ConfigError("command.max_joint_step, time_from_start and servo_gain must be > 0")
+        if self.control_hz <= 0 or self.command.rate_hz < 0:
+            raise ConfigError("control_hz must be > 0 and command.rate_hz >= 0")
+        for i, cam in enumerate(self.cameras):
+            if not cam.name or not cam.image:
+                raise ConfigError(f"cameras[{i}]: name and image are required")
+
+
+@dataclass
+class OdometrySource:
+    """The car's odometry."""
+
+    topic: str = "/odom"
+    """``nav_msgs/Odometry`` topic (pose in ``odom_frame``, twist in the child frame)."""
+    frame: str = "odom"
+    """Its ``header.frame_id``."""
+
+
+@dataclass
+class ScanSource:
+    """A 2-D laser scanner."""
+
+    topic: str = "/scan"
+    """``sensor_msgs/LaserScan`` topic ("" = none)."""
+    frame: str = "laser"
+    """Its ``header.frame_id``."""
+
+
+@dataclass
+class CarCommandProfile:
+    """The drive command interface."""
+
+    interface: str = "diff_drive"
+    """One of :data:`CAR_INTERFACES`."""
+    topic: str = "/diff_drive_controller/cmd_vel"
+    """The driver's command topic."""
+    wheelbase: float = 0.0
+    """ackermann: front-to-rear axle distance (m), to turn a yaw rate into a steering angle."""
+    max_steering_angle: float = 0.4
+    """ackermann: steering angle limit (rad)."""
+    controller: str = ""
+    """ros2_control controller that must be active ("" = not checked)."""
+    controller_manager: str = "/controller_manager"
+    """Namespace of the controller manager."""
+
+
+@dataclass
+class CarProfile(RobotProfile):
+    """A car (see the module docstring)."""
+
+    odom: OdometrySource = field(default_factory=OdometrySource)
+    """Odometry (speed, yaw rate and the pose on the map)."""
+    scan: ScanSource = field(default_factory=ScanSource)
+    """Wall ranges come from this scan."""
+    command: CarCommandProfile = field(default_factory=CarCommandProfile)
+    """The drive command interface."""
+    limits: CarLimits = field(default_factory=CarLimits)
+    """Speed and yaw-rate limits both safety layers apply."""
+
+    def validate(self) -> None:
+        _check_choice("command.interface", self.command.interface, CAR_INTERFACES)
+        _check_choice("success.source", self.success.source, SUCCESS_SOURCES)
+        self.limits.validate()
+        if self.command.interface == "ackermann" and self.command.wheelbase <= 0:
+            raise ConfigError("command.wheelbase: the ackermann interface needs the wheelbase (m)")
+        if not self.command.topic or not self.odom.topic:
+            raise ConfigError("command.topic and odom.topic must be set")
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name}: {value!r} is not one of {list(choices)}")
+
+
+def bundled_profiles() -> list[str]:
+    """Names of the profiles that ship with robot_rl."""
+    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+
+
+def profile_from_dict(data: dict[str, Any], where: str = "profile") -> ArmProfile | CarProfile:
+    """A profile from its YAML mapping; ``ConfigError`` naming the field on a bad key, type or value."""
+    kind = data.get("kind", "arm")
+    cls = {"arm": ArmProfile, "car": CarProfile}.get(kind)
+    if cls is None:
+        raise ConfigError(f"{where}.kind: {kind!r} is not 'arm' or 'car'")
+    profile = from_dict(cls, data, where)
+    try:
+        profile.validate()
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    except ValueError as exc:  # limits' own checks
+        raise ConfigError(f"{where}.limits: {exc}") from None
+    return profile
+
+
+def load_profile(ref: str | dict[str, Any] | RobotProfile) -> ArmProfile | CarProfile:
+    """A profile by bundled name (``ur5e_servo``), YAML path, mapping or profile (returned as is)."""
+    if isinstance(ref, RobotProfile):
+        return ref  # type: ignore[return-value]
+    if isinstance(ref, dict):
+        return profile_from_dict(ref)
+    path = Path(ref)
+    if not path.suffix:
+        path = PROFILE_DIR / f"{ref}.yaml"
+        if not path.is_file():
+            raise ConfigError(f"profile {ref!r}: no such bundled profile (bundled: {', '.join(bundled_profiles())}; "
+                              "or give a YAML file path)")
+    elif not path.is_file():
+        raise ConfigError(f"profile file not found: {path}")
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    data.setdefault("name", path.stem)
+    return profile_from_dict(data, f"profile {path.name}")
+
+
+def with_overrides(profile: ArmProfile | CarProfile, overrides: dict[str, Any]) -> ArmProfile | CarProfile:
+    """The profile with some of its fields replaced from a mapping (nested sections merged), re-validated: how a
+    launch file or a run config adapts a bundled profile (a namespace, another topic)."""
+    from robot_rl.config import to_dict
+
+    def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+        out = dict(base)
+        for key, value in extra.items():
+            out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        return out
+
+    return profile_from_dict(merge(to_dict(profile), overrides), f"profile {profile.name}")
+
