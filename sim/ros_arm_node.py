@@ -380,7 +380,8 @@ class ArmHardwareNode(Node):
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2.0)
-        self.command_sub.close()
+        if self.command_sub is not None:
+            self.command_sub.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -44,7 +44,7 @@ log = get_logger(__name__)
 
 PACKAGE = "robot_rl"
 EXECUTABLES = ("arm_hardware", "car_hardware", "arm_controller", "drive_controller", "arm_safety", "car_safety",
-               "arm_stack", "actor")
+               "arm_stack", "arm_driver", "actor")
 """ROS 2 executables of package ``robot_rl``; each is the console script ``robot-rl-<exec, _ as ->``."""
 _SUB = re.compile(r"\$\((var|env) ([^)\s]+)(?: ([^)]*))?\)")
 NODE_KEYS = {"pkg", "exec", "name", "namespace", "param", "remap", "args", "output"}

@@ -71,14 +71,18 @@ class FixedFrame:
 class MujocoFrames:
     """Links, joints and fixed frames of the bodies under ``root_body`` of ``model`` (see the module docstring).
     ``sites`` and ``cameras`` name MuJoCo sites and cameras that get frames of their own (sites under their own
-    name, cameras as ``<name>_camera_optical``); ``rename`` maps body names to frame names. ``move_root``: the root
-    body is a free body that moves in ``root_frame`` (the car in ``odom``); ``root_frame`` is then outside the
-    description, whose root link is the root body."""
+    name, cameras as ``<name>_camera_optical``); ``rename`` maps body and site names to frame names and
+    ``joint_rename`` MuJoCo joint names to URDF joint names (a driver's names, in a driver emulation).
+    ``move_root``: the root body is a free body that moves in ``root_frame`` (the car in ``odom``); ``root_frame``
+    is then outside the description, whose root link is the root body."""
 
     def __init__(self, model: mujoco.MjModel, root_body: str, root_frame: str, sites: tuple[str, ...] = (),
                  cameras: tuple[str, ...] = (), move_root: bool = False,
-                 rename: dict[str, str] | None = None) -> None:
+                 rename: dict[str, str] | None = None, joint_rename: dict[str, str] | None = None) -> None:
         self.model, self.root_frame = model, root_frame
+        self.joint_rename = dict(joint_rename or {})
+        self.names_of_sites = {k: v for k, v in (rename or {}).items()
+                               if mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, k) >= 0}
         root = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, root_body)
         if root < 0:
             raise ValueError(f"no body {root_body!r} in the model")
@@ -103,7 +107,8 @@ class MujocoFrames:
                                             tuple(model.body_quat[root])))
         for s in sites:
             sid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_SITE, s)
-            self.fixed.append(FixedFrame(s, self._frame_of(int(model.site_bodyid[sid])), tuple(model.site_pos[sid]),
+            self.fixed.append(FixedFrame(self.names_of_sites.get(s, s), self._frame_of(int(model.site_bodyid[sid])),
+                                         tuple(model.site_pos[sid]),
                                          tuple(model.site_quat[sid])))
         for c in cameras:
             cid = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_CAMERA, c)
@@ -165,7 +170,8 @@ class MujocoFrames:
             hinge = int(m.jnt_type[jid]) == int(mujoco.mjtJoint.mjJNT_HINGE)
             limited = bool(m.jnt_limited[jid])
             urdf_type = ("revolute" if limited else "continuous") if hinge else "prismatic"
-            joint = ET.SubElement(top, "joint", name=m.joint(jid).name, type=urdf_type)
+            name = m.joint(jid).name
+            joint = ET.SubElement(top, "joint", name=self.joint_rename.get(name, name), type=urdf_type)
             self._origin(joint, m.body_pos[b], m.body_quat[b])
             ET.SubElement(joint, "parent", link=self._parent_name(b))
             ET.SubElement(joint, "child", link=self.names[b])

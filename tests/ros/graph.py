@@ -20,6 +20,7 @@ NODES = {
     "arm_safety": "robot_rl_controllers.ros_safety_node:main_arm",
     "car_safety": "robot_rl_controllers.ros_safety_node:main_car",
     "arm_stack": "robot_rl_sim.ros_arm_stack:main",
+    "arm_driver": "robot_rl_sim.ros_arm_driver:main",
     "dds_echo": "robot_rl.ros.echo:main",  # the DDS floor for the latency benchmark
     "bag_recorder": "robot_rl.ros.bag:main",
 }

@@ -1,0 +1,164 @@
+"""What the real drivers' controllers do with a command, emulated inside the MuJoCo hardware loop (no ROS here).
+
+Each class takes the command a driver's controller accepts and, at every physics step, gives the arm's joint
+efforts (the hardware loop's ``in_loop`` contract: ``(q, qd, t) -> efforts``):
+
+* :class:`JointTracker` — the joint position loop under every position interface: computed torque towards the
+  commanded positions (what a robot's own joint controller does with a position command).
+* :class:`ForwardPositionEmulation` — ros2_control's forward position controller: each command is the new target.
+* :class:`TrajectoryEmulation` — the joint trajectory controller: a trajectory's points are interpolated
+  (linearly between positions, as JTC does without velocities) from where the previous command had got to.
+* :class:`ServoEmulation` — MoveIt Servo: every ``period`` the latest twist moves the joint command by the damped
+  pseudo-inverse of the Jacobian at the command; a twist older than ``timeout`` halts it.
+* :class:`CartesianMotionEmulation` — a Cartesian controller's target pose, tracked by the impedance law the sim
+  arm uses (:class:`robot_rl_controllers.impedance.MujocoArmState`).
+
+Commands arrive on ROS threads; they are handed over through the hardware's input queue (so ``command_latency``
+applies) and read in the physics loop only.
+"""
+
+from __future__ import annotations
+
+import mujoco
+import numpy as np
+
+from robot_rl_controllers.impedance import ImpedanceGains, MujocoArmState
+
+
+class JointTracker:
+    """Computed-torque joint position control: ``tau = M (kp (q* - q) + kd (qd* - qd)) + bias``, clipped to the
+    torque limits; ``kp = omega^2``, ``kd = 2 omega`` (critically damped at ``omega`` rad/s)."""
+
+    def __init__(self, model: mujoco.MjModel, data: mujoco.MjData, site_id: int, dofs: range,
+                 torque_limits: np.ndarray, omega: float = 30.0) -> None:
+        self.data = data
+        self.arm = MujocoArmState(model, site_id, dofs)
+        self.kp, self.kd = omega * omega, 2.0 * omega
+        self.limits = np.asarray(torque_limits, np.float64)
+        self.q_cmd: np.ndarray | None = None
+        self.qd_cmd = np.zeros(len(dofs))
+
+    def measured(self) -> np.ndarray:
+        return self.data.qpos[self.arm.qpos_sl].copy()
+
+    def torques(self) -> np.ndarray:
+        arm = self.arm
+        arm.update(self.data)
+        if self.q_cmd is None:  # no command yet: hold where the arm is
+            self.q_cmd = arm.q.copy()
+        acc = self.kp * (self.q_cmd - arm.q) + self.kd * (self.qd_cmd - arm.qd)
+        return np.clip(arm.M @ acc + arm.bias, -self.limits, self.limits)
+
+
+class ForwardPositionEmulation:
+    """``Float64MultiArray`` of joint positions: the target from the next step on."""
+
+    def __init__(self, tracker: JointTracker) -> None:
+        self.tracker = tracker
+
+    def command(self, positions: np.ndarray, now: float) -> None:
+        self.tracker.q_cmd = np.asarray(positions, np.float64).copy()
+        self.tracker.qd_cmd[:] = 0.0
+
+    def efforts(self, now: float) -> np.ndarray:
+        return self.tracker.torques()
+
+
+class TrajectoryEmulation:
+    """A joint trajectory: ``points`` = ``[(time_from_start s, positions)]`` from ``start`` (a trajectory stamped 0
+    starts when it arrives); the desired state moves linearly from where the previous command had got to through
+    the points and holds the last."""
+
+    def __init__(self, tracker: JointTracker) -> None:
+        self.tracker = tracker
+        self.times: np.ndarray | None = None
+        self.points: np.ndarray | None = None
+
+    def command(self, points: list[tuple[float, np.ndarray]], now: float, start: float = 0.0) -> None:
+        t0 = start if start > 0 else now
+        current = self.tracker.q_cmd if self.tracker.q_cmd is not None else self.tracker.measured()
+        if self.times is not None:
+            current = self._sample(now)[0]
+        self.times = np.array([t0] + [t0 + t for t, _ in points])
+        self.points = np.array([current] + [np.asarray(p, np.float64) for _, p in points])
+
+    def _sample(self, now: float) -> tuple[np.ndarray, np.ndarray]:
+        times, points = self.times, self.points
+        if now <= times[0]:
+            return points[0], np.zeros(points.shape[1])
+        if now >= times[-1]:
+            return points[-1], np.zeros(points.shape[1])
+        i = int(np.searchsorted(times, now))
+        span = times[i] - times[i - 1]
+        s = (now - times[i - 1]) / span
+        return points[i - 1] + s * (points[i] - points[i - 1]), (points[i] - points[i - 1]) / span
+
+    def efforts(self, now: float) -> np.ndarray:
+        if self.times is not None:
+            self.tracker.q_cmd, self.tracker.qd_cmd = (np.array(x) for x in self._sample(now))
+        return self.tracker.torques()
+
+
+class ServoEmulation:
+    """MoveIt Servo in speed units: twist ``[vx, vy, vz, wx, wy, wz]`` (base frame) integrated into the joint
+    command every ``period`` s through the damped pseudo-inverse of the Jacobian at the command; no twist for
+    ``timeout`` s halts the command where it is (Servo's incoming command timeout)."""
+
+    def __init__(self, tracker: JointTracker, model: mujoco.MjModel, period: float = 0.01, timeout: float = 0.1,
+                 damping: float = 1e-3) -> None:
+        self.tracker, self.model = tracker, model
+        self.scratch = mujoco.MjData(model)
+        self.period, self.timeout, self.damping = period, timeout, damping
+        self.twist = np.zeros(6)
+        self.stamp = -np.inf
+        self.next_tick = -np.inf
+        self._jac = np.zeros((6, model.nv))
+
+    def command(self, twist: np.ndarray, now: float) -> None:
+        self.twist, self.stamp = np.asarray(twist, np.float64).copy(), now
+
+    def efforts(self, now: float) -> np.ndarray:
+        tr = self.tracker
+        if tr.q_cmd is None:
+            tr.q_cmd = tr.measured()
+        if now >= self.next_tick:
+            self.next_tick = now + self.period
+            fresh = now - self.stamp <= self.timeout
+            if fresh and np.any(self.twist):
+                sl, arm = tr.arm.qpos_sl, tr.arm.sl
+                self.scratch.qpos[:] = tr.data.qpos
+                self.scratch.qpos[sl] = tr.q_cmd
+                mujoco.mj_kinematics(self.model, self.scratch)
+                mujoco.mj_comPos(self.model, self.scratch)
+                mujoco.mj_jacSite(self.model, self.scratch, self._jac[:3], self._jac[3:], tr.arm.site_id)
+                jac = self._jac[:, arm]
+                qd = jac.T @ np.linalg.solve(jac @ jac.T + self.damping * np.eye(6), self.twist)
+                tr.qd_cmd = qd
+                tr.q_cmd = tr.q_cmd + qd * self.period
+            else:
+                tr.qd_cmd = np.zeros_like(tr.qd_cmd)
+        return tr.torques()
+
+
+class CartesianMotionEmulation:
+    """A Cartesian controller's target pose (base frame), tracked by the sim arm's impedance law; until the first
+    target it holds the measured pose."""
+
+    def __init__(self, model: mujoco.MjModel, data: mujoco.MjData, site_id: int, dofs: range,
+                 posture: np.ndarray, gains: ImpedanceGains | None = None) -> None:
+        self.data = data
+        self.arm = MujocoArmState(model, site_id, dofs, gains or ImpedanceGains())
+        self.posture = np.asarray(posture, np.float64)
+        self.target: tuple[np.ndarray, np.ndarray] | None = None
+
+    def command(self, pos: np.ndarray, quat: np.ndarray, now: float) -> None:
+        norm = float(np.linalg.norm(quat))
+        if np.all(np.isfinite(pos)) and np.isfinite(norm) and norm > 0.5:
+            self.target = (np.asarray(pos, np.float64), np.asarray(quat, np.float64) / norm)
+
+    def efforts(self, now: float) -> np.ndarray:
+        arm = self.arm
+        arm.update(self.data)
+        if self.target is None:
+            self.target = (arm.pos.copy(), arm.quat.copy())
+        return arm.torques(self.target[0], self.target[1], self.posture)

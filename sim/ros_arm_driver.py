@@ -1,0 +1,380 @@
+"""MuJoCo arm behind a real driver's interface: the rehearsal hardware of a robot profile
+(:mod:`robot_rl.robots.profile`), exposing what that driver exposes and nothing more.
+
+The physics, the task scene and the injected imperfections are the sim arm hardware node's
+(:mod:`robot_rl_sim.ros_arm_node`); what differs is the interface, read from the profile (parameter ``profile``):
+
+* state: ``sensor_msgs/JointState`` on the profile's topic with its joint names (arm and gripper joints; a gripper
+  with a topic of its own gets it), every physics step as a joint_state_broadcaster at the hardware rate;
+  ``/tf`` with robot_state_publisher's semantics (the moving links at ``tf_rate_hz``, stamped with the joint state
+  they come from; ``/tf_static`` and ``robot_description`` once, latched) with the profile's frame names (base,
+  tool, wrench frame); ``geometry_msgs/WrenchStamped`` on the profile's wrench topic; images with a
+  ``sensor_msgs/CameraInfo`` beside each (intrinsics from the MuJoCo camera); the task object as a TF frame under
+  the base frame, as a tag tracker or motion capture publishes it.
+* commands, with the driver's semantics (:mod:`robot_rl_sim.driver_emulation`): a Cartesian controller's target
+  pose, MoveIt Servo twists (integrated at Servo's period, halted when stale), a forward position controller's
+  positions, a joint trajectory controller's trajectories; the gripper's ``control_msgs/action/GripperCommand``
+  server (reached goal / stalled, preempted by a new goal) or forward position controller.
+* ``<controller_manager>/list_controllers`` (controller_manager_msgs/srv/ListControllers): the broadcasters and the
+  profile's controllers, active (those named in ``inactive_controllers`` listed inactive, for tests).
+* sim only, named so: ``sim/success`` (std_msgs/Bool, the task's own check, for benchmarks and tests; no profile
+  may need it) and the ``~/reset`` service that re-places the task objects.
+
+No ``ee_pose``, ``ee_twist``, ``object_pose`` or ``success`` topics: the env works from what a real robot has.
+
+    robot-rl-arm-driver --ros-args -p profile:=ros2_control_joint_position -p task:=PickCube
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import mujoco
+import numpy as np
+from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+from rclpy.callback_groups import ReentrantCallbackGroup
+from sensor_msgs.msg import CameraInfo, Image, JointState
+from std_msgs.msg import Bool, Float64MultiArray
+from std_srvs.srv import Trigger
+
+from robot_rl.robots.profile import ArmProfile, load_profile
+from robot_rl.ros.msgs import pose_arrays, to_stamp
+from robot_rl.ros.tf import MujocoFrames, TfPublisher, relative_pose
+from robot_rl_sim.arm_model import ARM_JOINTS, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, TORQUE_LIMITS
+from robot_rl_sim.driver_emulation import (
+    CartesianMotionEmulation,
+    ForwardPositionEmulation,
+    JointTracker,
+    ServoEmulation,
+    TrajectoryEmulation,
+)
+from robot_rl_sim.ros_arm_config import ArmHardwareConfig
+from robot_rl_sim.ros_arm_node import ArmHardwareNode
+
+CONTROLLER_TYPES = {
+    "joint_position": "forward_command_controller/ForwardCommandController",
+    "joint_trajectory": "joint_trajectory_controller/JointTrajectoryController",
+    "servo_twist": "forward_command_controller/ForwardCommandController",  # Servo's output controller
+    "cartesian_pose": "cartesian_motion_controller/CartesianMotionController",
+}
+
+
+@dataclass
+class ArmDriverConfig(ArmHardwareConfig):
+    """Parameters of the driver emulation: the sim hardware's plus these."""
+
+    startup_only: ClassVar[tuple[str, ...]] = (*ArmHardwareConfig.startup_only, "profile", "inactive_controllers")
+
+    profile: str = "ros2_control_joint_position"
+    """Robot profile (bundled name or YAML path) whose driver interface is emulated."""
+    joint_omega: float = 30.0
+    """Bandwidth (rad/s) of the joint position loop under the position interfaces (computed torque)."""
+    servo_period: float = 0.01
+    """MoveIt Servo's ``publish_period`` (s): how often twists are integrated into the joint command."""
+    servo_timeout: float = 0.1
+    """MoveIt Servo's ``incoming_command_timeout`` (s): a twist older than this halts the arm."""
+    gripper_goal_tolerance: float = 0.002
+    """GripperCommand: a goal is reached within this distance of the commanded position."""
+    gripper_stall_velocity: float = 0.002
+    """GripperCommand: slower than this (m/s) for ``gripper_stall_timeout`` s without reaching the goal = stalled."""
+    gripper_stall_timeout: float = 0.3
+    """GripperCommand: see ``gripper_stall_velocity``."""
+    inactive_controllers: tuple[str, ...] = ("",)
+    """Controllers listed as inactive by list_controllers (to rehearse a controller that is not running)."""
+
+    def validate(self) -> None:
+        super().validate()
+        if min(self.joint_omega, self.servo_period, self.servo_timeout, self.gripper_stall_timeout) <= 0:
+            raise ValueError("joint_omega, servo_period, servo_timeout and gripper_stall_timeout must be > 0")
+
+
+class ArmDriverNode(ArmHardwareNode):
+    """See the module docstring."""
+
+    def __init__(self, cfg: ArmDriverConfig | None = None, name: str = "arm_driver") -> None:
+        super().__init__(cfg or ArmDriverConfig(), name)
+
+    # ------------------------------------------------------------------ interface
+    def _make_io(self) -> None:
+        cfg, m = self.cfg, self.model
+        profile = load_profile(cfg.profile)
+        if not isinstance(profile, ArmProfile):
+            raise ValueError(f"profile {cfg.profile!r} is a {profile.kind} profile: the arm driver emulates arms")
+        self.profile: ArmProfile = profile
+        names = profile.joint_states.names
+        if len(names) != len(ARM_JOINTS):
+            raise ValueError(f"profile {profile.name}: {len(names)} arm joints, the sim arm has {len(ARM_JOINTS)}")
+        grip = profile.gripper.joints or ("finger_left", "finger_right")
+        self.arm_names = list(names)
+        self.grip_names = list(grip)[:2]
+        rename_joints = dict(zip(ARM_JOINTS, names, strict=True)) | dict(zip(FINGER_JOINTS, self.grip_names))
+        self.wrench_frame = profile.wrench.frame or "ft"
+        cams = tuple(m.camera(c).name for c in range(m.ncam))
+        self.frames = MujocoFrames(m, "link0", "world", sites=("ee", "ft"), cameras=cams,
+                                   rename={"link0": profile.base_frame, "ee": profile.tool_frame,
+                                           "ft": self.wrench_frame},
+                                   joint_rename=rename_joints)
+        self.tf = TfPublisher(self, self.frames, profile.name or "robot", cfg.frame_prefix)
+        link0 = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "link0")
+        self.base_body = link0
+        # joint states: one message with arm + gripper, or the gripper on a topic of its own
+        self.pub_gripper_joints = None
+        if profile.gripper.joint_states_topic and profile.gripper.joint_states_topic != profile.joint_states.topic:
+            self.pub_joint = self.create_publisher(JointState, profile.joint_states.topic, 10)
+            self.pub_gripper_joints = self.create_publisher(JointState, profile.gripper.joint_states_topic, 10)
+            self._joint_msg = JointState(name=self.arm_names)
+        else:
+            self.pub_joint = self.create_publisher(JointState, profile.joint_states.topic, 10)
+            self._joint_msg = JointState(name=self.arm_names + self.grip_names)
+        self.pub_wrench = (self.create_publisher(WrenchStamped, profile.wrench.topic, 10) if profile.wrench.topic
+                           else None)
+        self.pub_cams = {}
+        for cam in profile.cameras:
+            if cam.name not in cams:
+                raise ValueError(f"profile {profile.name}: camera {cam.name!r} is not a sim camera ({cams})")
+            if cfg.image_size <= 0:
+                raise ValueError("the profile has cameras: set image_size > 0")
+            self.pub_cams[cam.name] = (self.create_publisher(Image, cam.image, 2),
+                                       self.create_publisher(CameraInfo, cam.info_topic(), 2),
+                                       f"{cfg.frame_prefix}{cam.name}_camera_optical")
+        self.pub_success = self.create_publisher(Bool, "sim/success", 10)
+        from diagnostic_msgs.msg import DiagnosticArray
+        from rosgraph_msgs.msg import Clock
+
+        self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.use_sim_time else None
+        self.create_service(Trigger, "~/reset", self._on_reset)
+        self._make_command(profile)
+        self._make_gripper(profile)
+        self._make_controller_manager(profile)
+
+    def _make_command(self, profile: ArmProfile) -> None:
+        cfg, m, env = self.cfg, self.model, self.env
+        kind, topic = profile.command.interface, profile.command.topic
+        site = env.ee_site
+        tracker = JointTracker(m, self.data, site, env.arm_dofs, np.asarray(TORQUE_LIMITS), cfg.joint_omega)
+        frame = profile.command.frame or profile.base_frame
+        if kind == "joint_position":
+            self.emulation = ForwardPositionEmulation(tracker)
+
+            def on_positions(msg: Float64MultiArray) -> None:
+                q = np.asarray(msg.data, np.float64)
+                if q.shape == (len(self.arm_names),) and np.all(np.isfinite(q)):
+                    self._queue(self.emulation.command, q)
+                else:
+                    self._bad_command(f"{topic}: {len(q)} values (or non-finite) for {len(self.arm_names)} joints")
+            self.create_subscription(Float64MultiArray, topic, on_positions, 10)
+        elif kind == "joint_trajectory":
+            from trajectory_msgs.msg import JointTrajectory
+
+            self.emulation = TrajectoryEmulation(tracker)
+
+            def on_trajectory(msg: JointTrajectory) -> None:
+                if sorted(msg.joint_names) != sorted(self.arm_names):
+                    self._bad_command(f"{topic}: joint_names {list(msg.joint_names)} are not the arm's")
+                    return
+                order = [list(msg.joint_names).index(n) for n in self.arm_names]
+                points = [(p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec,
+                           np.asarray(p.positions, np.float64)[order]) for p in msg.points]
+                if not points or any(not np.all(np.isfinite(p)) for _, p in points):
+                    self._bad_command(f"{topic}: empty or non-finite trajectory")
+                    return
+                start = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+                self._queue(lambda pts, now: self.emulation.command(pts, now, start), points)
+            self.create_subscription(JointTrajectory, topic, on_trajectory, 10)
+        elif kind == "servo_twist":
+            self.emulation = ServoEmulation(tracker, m, cfg.servo_period, cfg.servo_timeout)
+
+            def on_twist(msg: TwistStamped) -> None:
+                if msg.header.frame_id not in ("", frame):
+                    self._bad_command(f"{topic}: twist in frame {msg.header.frame_id!r}, expected {frame!r}")
+                    return
+                t = msg.twist
+                v = np.array([t.linear.x, t.linear.y, t.linear.z, t.angular.x, t.angular.y, t.angular.z])
+                if np.all(np.isfinite(v)):
+                    self._queue(self.emulation.command, v)
+            self.create_subscription(TwistStamped, topic, on_twist, 10)
+        elif kind == "cartesian_pose":
+            self.emulation = CartesianMotionEmulation(m, self.data, site, env.arm_dofs, HOME_QPOS)
+
+            def on_pose(msg: PoseStamped) -> None:
+                if msg.header.frame_id not in ("", frame):
+                    self._bad_command(f"{topic}: target in frame {msg.header.frame_id!r}, expected {frame!r}")
+                    return
+                pos, quat = pose_arrays(msg.pose)
+                self._queue(lambda pq, now: self.emulation.command(pq[0], pq[1], now), (pos, quat))
+            self.create_subscription(PoseStamped, topic, on_pose, 10)
+        else:
+            raise ValueError(f"profile {profile.name}: the {kind!r} interface is robot_rl's own hardware "
+                             "(run arm_hardware or arm_stack)")
+        self.in_loop = lambda q, qd, now: (self.emulation.efforts(now), None)
+
+    def _queue(self, command, value) -> None:  # noqa: ANN001
+        """Hands a command to the physics loop (after ``command_latency``): ``command(value, now)``."""
+        self.enqueue("call", lambda: command(value, self.now()))
+
+    def _bad_command(self, what: str) -> None:
+        self.bad_efforts += 1
+        self.get_logger().warn(f"command ignored: {what}", throttle_duration_sec=1.0)
+
+    # ------------------------------------------------------------------ gripper
+    def _make_gripper(self, profile: ArmProfile) -> None:
+        g = profile.gripper
+        self._gripper_goal = 0  # id of the active GripperCommand goal (a newer goal preempts it)
+        if g.interface == "forward":
+            def on_positions(msg: Float64MultiArray) -> None:
+                values = np.asarray(msg.data, np.float64)
+                if values.shape == (len(self.grip_names),) and np.all(np.isfinite(values)):
+                    self.enqueue("gripper", float(2 * np.mean(values)))  # each finger's position, summed
+            self.create_subscription(Float64MultiArray, g.command, on_positions, 10)
+        elif g.interface == "action":
+            from control_msgs.action import GripperCommand
+            from rclpy.action import ActionServer, CancelResponse, GoalResponse
+
+            self._gripper_server = ActionServer(
+                self, GripperCommand, g.command, execute_callback=self._execute_gripper,
+                goal_callback=lambda goal: GoalResponse.ACCEPT, cancel_callback=lambda handle: CancelResponse.ACCEPT,
+                callback_group=ReentrantCallbackGroup())
+        elif g.interface not in ("none",):
+            raise ValueError(f"profile {profile.name}: gripper interface {g.interface!r} is not emulated")
+
+    def _finger_state(self) -> tuple[float, float]:
+        """(mean finger position m, mean finger speed m/s)."""
+        with self.lock:
+            fingers_q, fingers_v = self.data.qpos[self.qadr[7:]], self.data.qvel[self.vadr[7:]]
+            return float(np.mean(fingers_q)), float(np.mean(np.abs(fingers_v)))
+
+    def _execute_gripper(self, handle):  # noqa: ANN001, ANN202
+        """GripperCommand: ``position`` is each finger joint's position (m); reached within the goal tolerance,
+        stalled when the fingers stop short of it (holding an object), aborted when a newer goal preempts it."""
+        from control_msgs.action import GripperCommand
+
+        cfg = self.cfg
+        self._gripper_goal += 1
+        me = self._gripper_goal
+        goal = float(np.clip(handle.request.command.position, 0.0, FINGER_MAX))
+        self.enqueue("gripper", 2 * goal)
+        result = GripperCommand.Result()
+        slow_since = None
+        deadline = time.monotonic() + 10.0
+        while True:
+            time.sleep(0.01)
+            pos, speed = self._finger_state()
+            result.position, result.effort = pos, float(np.mean(np.abs(self.data.actuator_force[self.env.grip_ctrl])))
+            if me != self._gripper_goal:
+                handle.abort()
+                return result
+            if handle.is_cancel_requested:
+                handle.canceled()
+                return result
+            if abs(pos - goal) < cfg.gripper_goal_tolerance:
+                result.reached_goal = True
+                handle.succeed()
+                return result
+            now = time.monotonic()
+            slow_since = (slow_since or now) if speed < cfg.gripper_stall_velocity else None
+            if slow_since is not None and now - slow_since > cfg.gripper_stall_timeout or now > deadline:
+                result.stalled = True
+                handle.succeed()  # gripper_action_controller with allow_stalling: a grasp is a success
+                return result
+
+    # ------------------------------------------------------------------ controller manager
+    def _make_controller_manager(self, profile: ArmProfile) -> None:
+        try:
+            from controller_manager_msgs.msg import ControllerState
+            from controller_manager_msgs.srv import ListControllers
+        except ImportError:
+            self.get_logger().warning("controller_manager_msgs is not installed (scripts/build_ros_msgs.sh): no "
+                                      "list_controllers service")
+            return
+        controllers = {"joint_state_broadcaster": "joint_state_broadcaster/JointStateBroadcaster"}
+        if profile.wrench.topic:
+            controllers["force_torque_sensor_broadcaster"] = ("force_torque_sensor_broadcaster/"
+                                                              "ForceTorqueSensorBroadcaster")
+        if profile.command.controller:
+            controllers[profile.command.controller] = CONTROLLER_TYPES.get(profile.command.interface, "")
+        if profile.gripper.controller:
+            controllers[profile.gripper.controller] = (
+                "position_controllers/GripperActionController" if profile.gripper.interface == "action"
+                else "forward_command_controller/ForwardCommandController")
+        inactive = set(self.cfg.inactive_controllers)
+
+        def serve(request, response):  # noqa: ANN001, ANN202
+            response.controller = [ControllerState(name=n, type=t, state="inactive" if n in inactive else "active")
+                                   for n, t in controllers.items()]
+            return response
+        self.create_service(ListControllers, f"{profile.command.controller_manager.rstrip('/')}/list_controllers",
+                            serve)
+
+    # ------------------------------------------------------------------ state out
+    def _publish_state(self, step: int, stamp: float) -> None:
+        m, d = self.model, self.data
+        self._publish_joints(stamp)
+        cam_step = bool(self.pub_cams) and step % self.cam_every == 0
+        tf_step = step % self.tf_every == 0
+        aux_step = step % self.aux_every == 0
+        if aux_step or cam_step or tf_step:
+            mujoco.mj_forward(m, d)
+        if tf_step:
+            self._publish_object_frames(stamp)
+        if aux_step:
+            if self.pub_wrench is not None:
+                ft = d.sensordata[self.env.ft_adr]
+                wr = WrenchStamped()
+                wr.header.stamp, wr.header.frame_id = to_stamp(stamp), self.cfg.frame_prefix + self.wrench_frame
+                wr.wrench.force.x, wr.wrench.force.y, wr.wrench.force.z = (float(v) for v in ft[:3])
+                wr.wrench.torque.x, wr.wrench.torque.y, wr.wrench.torque.z = (float(v) for v in ft[3:])
+                self._publish(self.pub_wrench, wr)
+            _, success, _ = self.env._evaluate()
+            self._publish(self.pub_success, Bool(data=bool(success)))
+        if cam_step:
+            self._publish_cameras(stamp)
+
+    def _publish_object_frames(self, stamp: float) -> None:
+        """The moving links (robot_state_publisher) and the task object under the base frame (a tracker)."""
+        m, d, b = self.model, self.data, self.obj_body
+        extra = []
+        if b >= 0:
+            base = self.base_body
+            pos, quat = relative_pose(d.xpos[base], d.xquat[base], d.xpos[b], d.xquat[b])
+            extra.append((self.profile.base_frame, m.body(b).name, pos, quat))
+        tf = self.tf.moving(d, to_stamp(stamp), extra)
+        if tf is not None:
+            self._publish(self.tf.pub, tf)
+
+    def _publish_joints(self, stamp: float) -> None:
+        d, cfg = self.data, self.cfg
+        pos, vel = d.qpos[self.qadr].copy(), d.qvel[self.vadr].copy()
+        if cfg.joint_noise > 0:
+            pos += self.rng.normal(0.0, cfg.joint_noise, pos.shape)
+            vel += self.rng.normal(0.0, cfg.joint_noise, vel.shape)
+        effort = [*d.ctrl[self.env.arm_ctrl].tolist(), *d.actuator_force[self.env.grip_ctrl].tolist()]
+        n_grip = len(self.grip_names)
+        arm_grip = slice(0, 7 + n_grip)
+        if self.pub_gripper_joints is None:
+            msg = JointState(name=self._joint_msg.name)
+            msg.position, msg.velocity, msg.effort = (x[arm_grip] for x in (pos.tolist(), vel.tolist(), effort))
+            msg.header.stamp = to_stamp(stamp)
+            self._publish(self.pub_joint, msg)
+            return
+        msg = JointState(name=self.arm_names, position=pos[:7].tolist(), velocity=vel[:7].tolist(),
+                         effort=effort[:7])
+        msg.header.stamp = to_stamp(stamp)
+        self._publish(self.pub_joint, msg)
+        grip = JointState(name=self.grip_names, position=pos[7:7 + n_grip].tolist(),
+                          velocity=vel[7:7 + n_grip].tolist(), effort=effort[7:7 + n_grip])
+        grip.header.stamp = msg.header.stamp
+        self._publish(self.pub_gripper_joints, grip)
+
+    def _publish_diag(self, window: float, behind: float) -> None:
+        self.commands_received, self.max_gap = 0, 0.0  # the hardware's own diagnostics are robot_rl's, not a driver's
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point ``robot-rl-arm-driver`` (ROS 2 executable ``arm_driver``)."""
+    from robot_rl.ros.node import run_node
+
+    return run_node(ArmDriverNode, argv, executor="multi", threads=3)
+
