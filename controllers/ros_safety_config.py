@@ -32,8 +32,15 @@ class SafetyConfig:
 class ArmSafetyConfig(SafetyConfig):
     """Parameters of the arm safety node: the watchdog fields plus the limits (parameters ``limits.<field>``)."""
 
+    startup_only: ClassVar[tuple[str, ...]] = (*SafetyConfig.startup_only, "profile")
+
+    profile: str = ""
+    """Robot profile (bundled name or YAML path, :mod:`robot_rl.robots.profile`) whose driver this node commands:
+    the measured state comes from its joint states and URDF, filtered targets go out in its command interface, and
+    the limits are the profile's. "" = robot_rl's own controller topics (``ee_pose`` in, ``controller/target_pose``
+    out)."""
     limits: ArmLimits = field(default_factory=ArmLimits)
-    """The limits, the same dataclass (and defaults) the robot env applies."""
+    """The limits, the same dataclass (and defaults) the robot env applies (with a profile: the profile's)."""
     stop_deceleration: float = 2.0
     """Deceleration (m/s^2) of the controlled stop when the watchdog fires or the e-stop latches: the hold target
     moves on from the measured EE position along its velocity, slowing at this rate to rest (no rebound), instead

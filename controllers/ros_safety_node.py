@@ -19,26 +19,32 @@ out ``controller/cmd_vel``. (Node-relative names: put the graph in a namespace o
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from geometry_msgs.msg import PoseStamped, Twist, WrenchStamped
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, QoSProfile
+from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool, Float64, String
 from std_srvs.srv import Trigger
 
+from robot_rl.robots.kinematics import UrdfKinematics
+from robot_rl.robots.profile import ArmProfile, load_profile
 from robot_rl.ros.clock import NodeTime
 from robot_rl.ros.fast_sub import FastSubscription, PolledSubscription
 from robot_rl.ros.msgs import pose_arrays, pose_stamped
-from robot_rl.ros.params import declare_config
+from robot_rl.ros.params import declare_config, set_config_values
 from robot_rl.ros.qos import watch_qos
+from robot_rl.ros.robot_state import JointReader, RobotDescription
 from robot_rl.safety.limits import (
     RejectionCounter,
     filter_arm_target,
     filter_gripper,
     filter_twist,
 )
+from robot_rl_controllers import arm_outputs
 from robot_rl_controllers.ros_safety_config import ArmSafetyConfig, CarSafetyConfig, SafetyConfig  # noqa: F401
 
 
@@ -81,6 +87,10 @@ class _SafetyBase(Node):
         period = 1.0 / self.cfg.watchdog_rate_hz
         while not self._stop.wait(period) and self.context.ok():
             self._watchdog()
+            self._tick()
+
+    def _tick(self) -> None:
+        """Called at the watchdog rate after the watchdog check (an output that streams its command)."""
 
     # ---------------------------------------------------------------- state
     @property
@@ -193,21 +203,103 @@ class ArmSafetyNode(_SafetyBase):
         self._pose_prev: tuple[float, np.ndarray] | None = None
         self.stop_profile: tuple[float, np.ndarray, np.ndarray, float, float] | None = None
         self._stop_reach = 0.0
+        self.output: Any = None
+        self.joints_q: np.ndarray | None = None
         super().__init__(name, cfg or ArmSafetyConfig())
         self.pub_target = self.create_publisher(PoseStamped, "controller/target_pose", 10)
-        pub_gripper = self.create_publisher(Float64, "controller/gripper", 10)
         self.send_target = lambda pos, quat, stamp: self.pub_target.publish(pose_stamped(pos, quat, stamp))
         """Where filtered targets go: ``send_target(pos, quat, stamp)`` (stamp: builtin_interfaces/Time)."""
-        self.send_gripper = lambda opening: pub_gripper.publish(Float64(data=opening))
-        """Where filtered gripper openings go (the composed arm stack calls the controller directly)."""
         self.create_subscription(Float64, "policy/gripper", self._on_gripper, 10)
         self.qos_watch = [watch_qos(self, PoseStamped, "policy/target_pose"),
                           watch_qos(self, Float64, "policy/gripper")]
         self.target_poll = PolledSubscription(self, PoseStamped, "policy/target_pose") if composed else None
-        self.subs = [] if composed else [FastSubscription(self, PoseStamped, "policy/target_pose", self._on_target),
-                                         FastSubscription(self, PoseStamped, "ee_pose", self._on_ee_pose),
-                                         FastSubscription(self, WrenchStamped, "wrench", self._on_wrench)]
+        self.subs = [] if composed else [FastSubscription(self, PoseStamped, "policy/target_pose", self._on_target)]
+        if self.cfg.profile:
+            if composed:
+                raise ValueError("a robot profile drives a real driver: the composed stack is robot_rl's own hardware")
+            self._use_profile()
+        else:
+            pub_gripper = self.create_publisher(Float64, "controller/gripper", 10)
+            self.send_gripper = lambda opening: pub_gripper.publish(Float64(data=opening))
+            """Where filtered gripper openings go (the composed arm stack calls the controller directly)."""
+            if not composed:
+                self.subs += [FastSubscription(self, PoseStamped, "ee_pose", self._on_ee_pose),
+                              FastSubscription(self, WrenchStamped, "wrench", self._on_wrench)]
         self.start()
+
+    def _use_profile(self) -> None:
+        """Measured state from the profile's joint states through the URDF, limits from the profile, filtered targets
+        to the profile's command interface (robot_rl_controllers.arm_outputs)."""
+        profile = load_profile(self.cfg.profile)
+        if not isinstance(profile, ArmProfile):
+            raise ValueError(f"profile {self.cfg.profile!r} is a {profile.kind} profile, not an arm's")
+        self.profile = profile
+        set_config_values(self, profile.limits, "limits")
+        self.kin = None
+        self._reader = JointReader(profile.joint_states.names)
+        self._state_period = 1.0 / 250.0  # forward kinematics at most this often (joint states come at 0.5-1 kHz)
+        self._last_state = -np.inf
+
+        def on_urdf(urdf: str) -> None:
+            try:
+                kin = UrdfKinematics(urdf, profile.joint_states.names, profile.base_frame, profile.tool_frame)
+            except ValueError as exc:
+                self.get_logger().error(f"profile {profile.name}: {exc}")
+                return
+            with self.lock:
+                self.kin = kin
+            self.get_logger().info(f"kinematics of {profile.base_frame} -> {profile.tool_frame} from "
+                                   f"{profile.robot_description}")
+
+        self.description = RobotDescription(self, profile.robot_description, on_urdf)
+        self.subs.append(FastSubscription(self, JointState, profile.joint_states.topic, self._on_joints))
+        if profile.wrench.topic:
+            self.subs.append(FastSubscription(self, WrenchStamped, profile.wrench.topic, self._on_wrench))
+        kind = profile.command.interface
+        if kind == "cartesian_pose":
+            self.output = arm_outputs.PoseOutput(self, profile)
+        elif kind == "servo_twist":
+            self.output = arm_outputs.TwistOutput(
+                self, profile, lambda: None if self.ee_pos is None else (self.ee_pos, self.ee_quat), self.time.now,
+                self.time.stamp, 1.0 / profile.control_hz)
+        elif kind in ("joint_position", "joint_trajectory"):
+            self.output = arm_outputs.JointOutput(self, profile, lambda: self.kin, lambda: self.joints_q)
+        else:
+            raise ValueError(f"profile {profile.name}: command.interface {kind!r} is robot_rl's own controller (run "
+                             "the safety node without a profile)")
+
+        def send_target(pos: np.ndarray, quat: np.ndarray, stamp: Any) -> None:
+            self._reject(self.output.send(pos, quat, stamp))
+            self.pub_target.publish(pose_stamped(pos, quat, stamp, profile.base_frame))  # to monitor
+
+        self.send_target = send_target
+        gripper = profile.gripper.interface
+        out = (arm_outputs.GripperActionOutput(self, profile) if gripper == "action" else
+               arm_outputs.GripperForwardOutput(self, profile) if gripper == "forward" else None)
+        self.send_gripper = out.send if out is not None else (lambda opening: None)
+
+    def _on_joints(self, msg: Any) -> None:
+        t = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        if t - self._last_state < self._state_period:
+            return
+        joints = self._reader(msg)
+        kin = self.kin
+        if joints is None or kin is None:
+            return
+        q, qd = joints
+        if not (np.all(np.isfinite(q)) and np.all(np.isfinite(qd))):
+            return
+        self._last_state = t
+        pos, quat = kin.forward(q)
+        vel = kin.twist(q, qd)[:3]
+        with self.lock:
+            self.joints_q = q
+            self._set_measured(pos, quat, t, vel)
+
+    def _tick(self) -> None:
+        if self.output is not None:
+            with self.lock:
+                self.output.tick(self.time.now())
 
     def close(self) -> None:
         super().close()
@@ -225,11 +317,16 @@ class ArmSafetyNode(_SafetyBase):
     def _on_ee_pose(self, msg: PoseStamped) -> None:
         pos, quat = pose_arrays(msg.pose)
         if np.all(np.isfinite(pos)) and np.all(np.isfinite(quat)):
-            self.ee_pos, self.ee_quat = pos, quat
-            t = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
-            if self._pose_prev is not None and 0.0 < t - self._pose_prev[0] < 0.1:
-                self.ee_vel = 0.8 * self.ee_vel + 0.2 * (pos - self._pose_prev[1]) / (t - self._pose_prev[0])
-            self._pose_prev = (t, pos)
+            self._set_measured(pos, quat, msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
+
+    def _set_measured(self, pos: np.ndarray, quat: np.ndarray, t: float, vel: np.ndarray | None = None) -> None:
+        """The measured EE pose at ``t``; its velocity given (from the joints) or estimated from the pose stamps."""
+        self.ee_pos, self.ee_quat = pos, quat
+        if vel is not None:
+            self.ee_vel = vel
+        elif self._pose_prev is not None and 0.0 < t - self._pose_prev[0] < 0.1:
+            self.ee_vel = 0.8 * self.ee_vel + 0.2 * (pos - self._pose_prev[1]) / (t - self._pose_prev[0])
+        self._pose_prev = (t, pos)
 
     def _on_wrench(self, msg: WrenchStamped) -> None:
         f = msg.wrench.force

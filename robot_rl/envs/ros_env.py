@@ -57,6 +57,9 @@ class RosArmEnv(gym.Env):
         for key in ("cameras", "home_pos"):
             if key in overrides:
                 overrides[key] = tuple(overrides[key])
+        self.profile = None
+        if overrides.get("profile") or cfg.profile:
+            overrides = self._profile_defaults(dataclasses.replace(cfg, **overrides), overrides)
         self.cfg = dataclasses.replace(cfg, **overrides)
         self.cfg.validate()
         self.render_mode = None
@@ -85,51 +88,68 @@ class RosArmEnv(gym.Env):
         self.time_limit: int | None = None  # set by make_env: its TimeLimit wrapper's max_episode_steps
         self._episode_outcome: dict[str, Any] = {}
 
+    def _profile_defaults(self, cfg: RosArmEnvConfig, given: dict[str, Any]) -> dict[str, Any]:
+        """The env kwargs a robot profile decides: limits, home, cameras, success source; no sim reset service and
+        no object state unless the profile tracks an object."""
+        from robot_rl.robots.profile import ArmProfile, load_profile, with_overrides
+
+        profile = load_profile(cfg.profile)
+        if cfg.profile_overrides:
+            profile = with_overrides(profile, cfg.profile_overrides)
+        if not isinstance(profile, ArmProfile):
+            raise ValueError(f"profile {cfg.profile!r} is a {profile.kind} profile: RosArmEnv drives arms")
+        for key in ("limits", "home_pos", "cameras", "success_source", "rig"):
+            if key in given:
+                raise ValueError(f"{key}: with a profile it comes from the profile (set it there or in "
+                                 "profile_overrides)")
+        self.profile = profile
+        out = dict(given, limits=profile.limits, home_pos=tuple(profile.home_pos),
+                   cameras=tuple(c.name for c in profile.cameras),
+                   success_source={"topic": "topic", "key": "key"}.get(profile.success.source, "none"))
+        out.setdefault("reset_service", "")
+        out.setdefault("object_state", bool(profile.objects))
+        return out
+
     # ------------------------------------------------------------------ ROS 2
     def _connect(self) -> None:
-        from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
-        from sensor_msgs.msg import Image, JointState
+        from geometry_msgs.msg import PoseStamped
         from std_msgs.msg import Bool, Float64, String
 
         from robot_rl.envs.ros_io import RosLink
+        from robot_rl.envs.ros_sources import ProfileSources, TopicSources
         from robot_rl.ros.clock import NodeTime
-        from robot_rl.ros.msgs import image_array, pose_arrays
 
         cfg = self.cfg
         link = RosLink("robot_env", cfg.namespace, use_sim_time=cfg.use_sim_time)
         self.clock = NodeTime(link.node, real=time.time)  # wall clock (the stamps'), or /clock with use_sim_time
-
-        def opening(msg: JointState) -> float:
-            index = {n: i for i, n in enumerate(msg.name)}
-            return float(sum(msg.position[index[j]] for j in FINGER_JOINTS if j in index))
-
-        def vec(v: Any) -> list[float]:
-            return [v.x, v.y, v.z]
-
-        link.subscribe("pose", PoseStamped, "ee_pose", lambda m: pose_arrays(m.pose))
-        link.subscribe("twist", TwistStamped, "ee_twist", lambda m: np.array(vec(m.twist.linear)))
-        link.subscribe("gripper", JointState, "gripper/joint_states", opening)
-        if cfg.include_wrench:
-            link.subscribe("wrench", WrenchStamped, "wrench",
-                           lambda m: np.array(vec(m.wrench.force) + vec(m.wrench.torque)))
-        if cfg.object_state:
-            link.subscribe("object", PoseStamped, "object_pose", lambda m: pose_arrays(m.pose)[0])
-        for cam in cfg.cameras if cfg.image_size > 0 else ():
-            link.subscribe(f"cam/{cam}", Image, f"camera/{cam}/image_raw", image_array, depth=8)
-        link.subscribe("success", Bool, "success", lambda m: bool(m.data), stamped=False, depth=4)
+        self.link = link
+        cams = cfg.cameras if cfg.image_size > 0 else ()
+        try:
+            self.sources = (ProfileSources(link, self.profile, cfg.include_wrench, cfg.object_state)
+                            if self.profile is not None else
+                            TopicSources(link, cfg.include_wrench, cfg.object_state, FINGER_JOINTS, cams))
+        except Exception:
+            self.close()
+            raise
+        if cfg.success_source == "topic":
+            link.subscribe("success", Bool, self.sources.success_topic, lambda m: bool(m.data), stamped=False,
+                           depth=4)
         link.subscribe("safety", String, "safety_state", lambda m: m.data, stamped=False, latched=True, depth=1)
         self._pub_target = link.publisher("target", PoseStamped, "policy/target_pose")
         self._pub_gripper = link.publisher("gripper", Float64, "policy/gripper")
         self._Float64 = Float64
-        self.link = link
-        self.state_keys = ["pose", "twist", "gripper"] + ["wrench"] * cfg.include_wrench + \
-            ["object"] * cfg.object_state
-        self.cam_keys = [f"cam/{c}" for c in cfg.cameras] if cfg.image_size > 0 else []
+        self.state_keys = self.sources.state_keys
+        self.cam_keys = self.sources.cam_keys
         missing = link.wait_for(self.state_keys + self.cam_keys + ["safety"] * cfg.require_safety,
                                 timeout=cfg.connect_timeout)
         if missing:
             self.close()
             raise TimeoutError(f"no messages on {missing} (namespace {cfg.namespace!r}): is the robot graph up?")
+        try:
+            self.sources.connect(cfg.connect_timeout)
+        except Exception:
+            self.close()
+            raise
         # Commands sent before DDS discovery matched the safety node's inputs would be dropped silently.
         unheard = link.wait_subscribed(["target", "gripper"], timeout=cfg.connect_timeout) if cfg.require_safety else []
         if unheard:
@@ -153,7 +173,7 @@ class RosArmEnv(gym.Env):
 
             cams = cfg.cameras if cfg.image_size > 0 else ()
             raw = cams if cfg.record_images == "raw" else ()
-            packed = tuple(f"camera/{c}/image_raw" for c in cams) if cfg.record_images == "compressed" else ()
+            packed = tuple(self.sources.camera_topics.values()) if cfg.record_images == "compressed" else ()
             self.recorder = BagRecorder(link.node, arm_topics(raw), cfg.record_dir, compress=packed)
 
     def _read_keys(self) -> None:
@@ -171,21 +191,17 @@ class RosArmEnv(gym.Env):
 
     def _observe(self, after: float) -> tuple[dict[str, Any], dict[str, Any]]:
         """The synchronised observation from messages stamped at or after ``after`` (wall clock)."""
-        ref = self.cam_keys[0] if self.cam_keys else "pose"
+        ref = self.sources.reference()
         if not self.link.streams[ref].wait_newer(after, self.cfg.obs_timeout):
             raise TimeoutError(f"no fresh {ref} within {self.cfg.obs_timeout} s (robot graph stalled?)")
         # Every topic of the reference's physics step carries its stamp, but topics are delivered independently:
         # the snapshot waits for all of them, or a stale object pose or twist gets paired in.
         snap, skew = self.link.snapshot(self.state_keys + self.cam_keys, ref, self.cfg.sync_slack,
                                         self.cfg.obs_timeout)
-        pos, quat = snap["pose"][1]
+        parts, (pos, quat) = self.sources.state(snap)
         self._observed_pose = (pos, quat)
-        quat = -quat if quat @ np.asarray(self.cfg.limits.home_quat) < 0 else quat
-        parts = [pos, quat, snap["twist"][1], [snap["gripper"][1]]]
-        if self.cfg.include_wrench:
-            parts.append(snap["wrench"][1])
-        if self.cfg.object_state:
-            parts.append(snap["object"][1])
+        if quat @ np.asarray(self.cfg.limits.home_quat) < 0:
+            parts[1] = -quat
         obs: dict[str, Any] = {"state": np.concatenate(parts).astype(np.float32)}
         if self.cam_keys:
             obs["pixels"] = {k[4:]: snap[k][1] for k in self.cam_keys}
@@ -205,8 +221,7 @@ class RosArmEnv(gym.Env):
 
     def ee(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(position, quaternion, linear velocity) of the newest EE messages."""
-        pos, quat = self.link.streams["pose"].latest()[1]
-        return pos, quat, self.link.streams["twist"].latest()[1]
+        return self.sources.ee()
 
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:

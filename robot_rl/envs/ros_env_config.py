@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from robot_rl.cameras.config import RigConfig
 from robot_rl.safety.limits import ArmLimits
@@ -18,6 +19,14 @@ class RosArmEnvConfig:
 
     namespace: str = ""
     """ROS 2 namespace of the robot's topics (e.g. "/arm"); topic names below are relative to it."""
+    profile: str = ""
+    """Robot profile (a bundled name such as ``ur5e_servo``, or a YAML path; :mod:`robot_rl.robots.profile`): the
+    state comes from the driver's joint states, TF and sensor topics, commands go through the safety node to the
+    driver's interface; limits, home, cameras and success come from the profile. "" = robot_rl's own hardware
+    topics (``ee_pose``, ``ee_twist``, ``object_pose``, ``success``)."""
+    profile_overrides: dict[str, Any] = field(default_factory=dict)
+    """Fields of the profile replaced for this run, nested like the profile's YAML (e.g.
+    ``{success: {source: topic, topic: sim/success}}`` against the rehearsal hardware)."""
     control_hz: float = 20.0
     """Rate of env.step (the policy's command rate)."""
     max_episode_steps: int = 100
@@ -89,3 +98,8 @@ class RosArmEnvConfig:
             raise ValueError("rig replaces image_size/cameras: set one or the other")
         if self.record_images not in ("raw", "compressed", "none"):
             raise ValueError("record_images must be raw, compressed or none")
+        if self.profile_overrides and not self.profile:
+            raise ValueError("profile_overrides needs a profile")
+        if self.profile and self.record_dir:
+            raise ValueError("record_dir: bag recording records robot_rl's own hardware topics; with a profile, record "
+                             "the driver's topics with ros2 bag record")

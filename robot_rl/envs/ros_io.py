@@ -17,7 +17,7 @@ import rclpy
 from rclpy.context import Context
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.qos import DurabilityPolicy, QoSProfile
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 from robot_rl.ros.clock import use_sim_time_override
 from robot_rl.ros.fast_sub import FastSubscription
@@ -25,8 +25,9 @@ from robot_rl.ros.msgs import from_stamp
 
 
 class Stream:
-    """Buffer of ``(stamp seconds, value)`` for one topic; ``value = convert(msg)``; ``stamp`` from the message
-    header (or the arrival time for header-less messages)."""
+    """Buffer of ``(stamp seconds, value)`` for one topic; ``value = convert(msg)`` (a message converted to None is
+    dropped: e.g. a joint state that lacks the joints wanted); ``stamp`` from the message header (or the arrival
+    time for header-less messages). :meth:`put` adds a value computed elsewhere (a TF lookup)."""
 
     def __init__(self, convert: Callable[[Any], Any], depth: int = 64, stamped: bool = True) -> None:
         self.convert, self.stamped = convert, stamped
@@ -37,6 +38,10 @@ class Stream:
     def __call__(self, msg: Any) -> None:
         t = from_stamp(msg.header.stamp) if self.stamped else time.time()
         value = self.convert(msg)
+        if value is not None:
+            self.put(t, value)
+
+    def put(self, t: float, value: Any) -> None:
         with self.cond:
             self.items.append((t, value))
             self.received += 1
@@ -124,10 +129,12 @@ class RosLink:
             pass
 
     def subscribe(self, key: str, msg_type: type, topic: str, convert: Callable[[Any], Any],
-                  stamped: bool = True, latched: bool = False, depth: int = 64, fast: bool = False) -> Stream:
+                  stamped: bool = True, latched: bool = False, depth: int = 64, fast: bool = False,
+                  best_effort: bool = False) -> Stream:
         """Buffers ``convert(msg)`` of ``topic`` in ``streams[key]`` (the last ``depth``). ``fast``: served by a
         thread of its own (:class:`robot_rl.ros.fast_sub.FastSubscription`: no executor latency; only the newest
-        message when several are waiting) — for latency-critical streams."""
+        message when several are waiting) — for latency-critical streams. ``best_effort``: a best-effort
+        subscription (matches best-effort publishers, e.g. franka_robot_state_broadcaster's, and reliable ones)."""
         stream = Stream(convert, depth, stamped)
         if fast:
             sub = FastSubscription(self.node, msg_type, topic, stream)
@@ -135,6 +142,8 @@ class RosLink:
             self.subscriptions[key] = sub.sub
         else:
             qos: QoSProfile | int = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL) if latched else 10
+            if best_effort:
+                qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.BEST_EFFORT)
             self.subscriptions[key] = self.node.create_subscription(msg_type, topic, stream, qos)
         self.streams[key] = stream
         return stream

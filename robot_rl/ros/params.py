@@ -102,3 +102,15 @@ def declare_config(node: Node, cfg: Any, on_change: Any = None) -> Any:
 
     node.add_on_set_parameters_callback(callback)
     return cfg
+
+
+def set_config_values(node: Node, value: Any, prefix: str) -> None:
+    """Sets the declared parameters ``<prefix>.<field>`` of ``node`` to the fields of dataclass ``value`` (through
+    the node's own set-parameters path, so the config the node reads and ``ros2 param get`` agree)."""
+    from rclpy.parameter import Parameter
+
+    params = [Parameter(name, value=_to_ros(v)) for name, (v, _) in _flatten(value, prefix + ".").items()]
+    results = node.set_parameters(params)
+    failed = [r.reason for r in results if not r.successful]
+    if failed:
+        raise ValueError(f"{prefix}: {failed[0]}")

@@ -1,0 +1,164 @@
+"""Where the ROS 2 arm env's observation comes from: robot_rl's own hardware topics (:class:`TopicSources`) or a
+robot profile's driver (:class:`ProfileSources`). Both subscribe on the env's :class:`~robot_rl.envs.ros_io.RosLink`
+and give the state parts in the sim tasks' layout: EE position (3), quaternion (4, w-x-y-z), EE linear velocity
+(3), gripper opening (1), [wrench (6)], [object position (3)].
+
+With a profile, the EE pose comes from TF (base frame -> tool frame, one value per ``/tf`` message that moves the
+chain), its velocity from the joint velocities through the URDF's Jacobian, the gripper opening from the gripper
+joints, the object position from the tracker's TF frame, the wrench from the profile's topic and success from the
+profile's source. No robot_rl-specific topic is read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from robot_rl.envs.ros_io import RosLink, Stream
+
+Snap = dict[str, tuple[float, Any]]
+
+
+def _vec(v: Any) -> list[float]:
+    return [v.x, v.y, v.z]
+
+
+def _wrench(msg: Any) -> np.ndarray:
+    return np.array(_vec(msg.wrench.force) + _vec(msg.wrench.torque))
+
+
+class TopicSources:
+    """robot_rl's own hardware topics: ``ee_pose``, ``ee_twist``, ``gripper/joint_states``, ``wrench``,
+    ``object_pose`` (sim-privileged), ``success``."""
+
+    success_topic = "success"
+
+    def __init__(self, link: RosLink, include_wrench: bool, object_state: bool, finger_joints: tuple[str, ...],
+                 cameras: tuple[str, ...]) -> None:
+        from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+        from sensor_msgs.msg import Image, JointState
+
+        from robot_rl.ros.msgs import image_array, pose_arrays
+
+        def opening(msg: JointState) -> float:
+            index = {n: i for i, n in enumerate(msg.name)}
+            return float(sum(msg.position[index[j]] for j in finger_joints if j in index))
+
+        self.link = link
+        link.subscribe("pose", PoseStamped, "ee_pose", lambda m: pose_arrays(m.pose))
+        link.subscribe("twist", TwistStamped, "ee_twist", lambda m: np.array(_vec(m.twist.linear)))
+        link.subscribe("gripper", JointState, "gripper/joint_states", opening)
+        if include_wrench:
+            link.subscribe("wrench", WrenchStamped, "wrench", _wrench)
+        if object_state:
+            link.subscribe("object", PoseStamped, "object_pose", lambda m: pose_arrays(m.pose)[0])
+        for cam in cameras:
+            link.subscribe(f"cam/{cam}", Image, f"camera/{cam}/image_raw", image_array, depth=8)
+        self.state_keys = ["pose", "twist", "gripper"] + ["wrench"] * include_wrench + ["object"] * object_state
+        self.cam_keys = [f"cam/{c}" for c in cameras]
+        self.camera_topics = {c: f"camera/{c}/image_raw" for c in cameras}
+
+    def reference(self) -> str:
+        return self.cam_keys[0] if self.cam_keys else "pose"
+
+    def connect(self, timeout: float) -> None:
+        """Waits for what the observation needs (the env waits for the streams; nothing more to check)."""
+
+    def state(self, snap: Snap) -> tuple[list[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        pos, quat = snap["pose"][1]
+        parts = [pos, quat, snap["twist"][1], np.array([snap["gripper"][1]])]
+        if "wrench" in snap:
+            parts.append(snap["wrench"][1])
+        if "object" in snap:
+            parts.append(snap["object"][1])
+        return parts, (pos, quat)
+
+    def ee(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        pos, quat = self.link.streams["pose"].latest()[1]
+        return pos, quat, self.link.streams["twist"].latest()[1]
+
+
+class ProfileSources:
+    """A robot profile's driver topics and TF (see the module docstring)."""
+
+    def __init__(self, link: RosLink, profile: Any, include_wrench: bool, object_state: bool) -> None:
+        from sensor_msgs.msg import Image, JointState
+
+        from robot_rl.ros.msgs import image_array
+        from robot_rl.ros.robot_state import JointReader, RobotDescription
+        from robot_rl.ros.tf_buffer import TfBuffer, TfError
+
+        self.link, self.profile = link, profile
+        self.kin: Any = None
+        p = profile
+        link.subscribe("joints", JointState, p.joint_states.topic, JointReader(p.joint_states.names), fast=True)
+        grip = JointReader(p.gripper.joints)
+        scale = p.gripper.opening_scale
+
+        def opening(msg: Any) -> float | None:
+            got = grip(msg)
+            return None if got is None else float(scale * np.sum(got[0]))
+
+        if p.gripper.joints:
+            link.subscribe("gripper", JointState, p.gripper.joint_states_topic or p.joint_states.topic, opening)
+        if include_wrench:
+            if not p.wrench.topic:
+                raise ValueError(f"include_wrench: profile {p.name} names no wrench topic")
+            from geometry_msgs.msg import WrenchStamped
+
+            link.subscribe("wrench", WrenchStamped, p.wrench.topic, _wrench, best_effort=True)
+        if object_state and not p.objects:
+            raise ValueError(f"object_state: profile {p.name} tracks no object (profile.objects)")
+        self.tf = TfBuffer()
+        self.tf.subscribe(link.node)
+        pose = link.streams["pose"] = Stream(lambda value: value)  # fed by put() from the TF lookups below
+        obj = link.streams["object"] = Stream(lambda value: value) if object_state else None
+        chains = [("pose", p.tool_frame, pose)] + ([("object", p.objects[0].frame, obj)] if obj is not None else [])
+        newest = {key: -np.inf for key, _, _ in chains}
+
+        def on_tf(_: float) -> None:
+            for key, frame, stream in chains:
+                try:
+                    pos, quat, t = self.tf.lookup(p.base_frame, frame)
+                except TfError:
+                    continue
+                if np.isfinite(t) and t > newest[key]:
+                    newest[key] = t
+                    stream.put(t, (pos, quat) if key == "pose" else pos)
+
+        self.tf.on_update(on_tf)
+        self.description = RobotDescription(link.node, p.robot_description)
+        for cam in p.cameras:
+            link.subscribe(f"cam/{cam.name}", Image, cam.image, image_array, depth=8)
+        self.state_keys = ["pose", "joints"] + ["gripper"] * bool(p.gripper.joints) + ["wrench"] * include_wrench + \
+            ["object"] * object_state
+        self.cam_keys = [f"cam/{c.name}" for c in p.cameras]
+        self.camera_topics = {c.name: c.image for c in p.cameras}
+        self.success_topic = p.success.topic
+
+    def reference(self) -> str:
+        return self.cam_keys[0] if self.cam_keys else "pose"
+
+    def connect(self, timeout: float) -> None:
+        """Builds the URDF kinematics (the twist needs the Jacobian)."""
+        p = self.profile
+        self.kin = self.description.kinematics(p.joint_states.names, p.base_frame, p.tool_frame, timeout)
+
+    def _twist(self, joints: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+        return self.kin.twist(*joints)[:3]
+
+    def state(self, snap: Snap) -> tuple[list[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        pos, quat = snap["pose"][1]
+        gripper = snap["gripper"][1] if "gripper" in snap else 0.0
+        parts = [pos, quat, self._twist(snap["joints"][1]), np.array([gripper])]
+        if "wrench" in snap:
+            parts.append(snap["wrench"][1])
+        if "object" in snap:
+            parts.append(snap["object"][1])
+        return parts, (pos, quat)
+
+    def ee(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        pos, quat = self.link.streams["pose"].latest()[1]
+        return pos, quat, self._twist(self.link.streams["joints"].latest()[1])
+
