@@ -254,7 +254,8 @@ class ArmSafetyNode(_SafetyBase):
         self.description = RobotDescription(self, profile.robot_description, on_urdf)
         self.subs.append(FastSubscription(self, JointState, profile.joint_states.topic, self._on_joints))
         if profile.wrench.topic:
-            self.subs.append(FastSubscription(self, WrenchStamped, profile.wrench.topic, self._on_wrench))
+            self.subs.append(FastSubscription(self, WrenchStamped, profile.wrench.topic, self._on_wrench,
+                                              best_effort=True))
         kind = profile.command.interface
         if kind == "cartesian_pose":
             self.output = arm_outputs.PoseOutput(self, profile)

@@ -27,19 +27,36 @@ from robot_rl_controllers.impedance import ImpedanceGains, MujocoArmState
 
 class JointTracker:
     """Computed-torque joint position control: ``tau = M (kp (q* - q) + kd (qd* - qd)) + bias``, clipped to the
-    torque limits; ``kp = omega^2``, ``kd = 2 omega`` (critically damped at ``omega`` rad/s)."""
+    torque limits; ``kp = omega^2``, ``kd = 2 omega`` (critically damped at ``omega`` rad/s). ``index``: the arm
+    joints the commands address (the others are held where they were when tracking began)."""
 
     def __init__(self, model: mujoco.MjModel, data: mujoco.MjData, site_id: int, dofs: range,
-                 torque_limits: np.ndarray, omega: float = 30.0) -> None:
+                 torque_limits: np.ndarray, omega: float = 30.0, index: np.ndarray | None = None) -> None:
         self.data = data
         self.arm = MujocoArmState(model, site_id, dofs)
         self.kp, self.kd = omega * omega, 2.0 * omega
         self.limits = np.asarray(torque_limits, np.float64)
         self.q_cmd: np.ndarray | None = None
         self.qd_cmd = np.zeros(len(dofs))
+        self.index = np.arange(len(dofs)) if index is None else np.asarray(index)
 
     def measured(self) -> np.ndarray:
-        return self.data.qpos[self.arm.qpos_sl].copy()
+        """The commanded joints' measured positions."""
+        return self.data.qpos[self.arm.qpos_sl][self.index].copy()
+
+    def command(self) -> np.ndarray:
+        """The commanded joints' current command (the measured positions before the first)."""
+        if self.q_cmd is None:
+            self.q_cmd = self.data.qpos[self.arm.qpos_sl].copy()
+        return self.q_cmd[self.index].copy()
+
+    def set(self, q: np.ndarray, qd: np.ndarray | None = None) -> None:
+        """New command for the commanded joints (velocity 0 unless given)."""
+        self.command()
+        self.q_cmd[self.index] = q
+        self.qd_cmd[:] = 0.0
+        if qd is not None:
+            self.qd_cmd[self.index] = qd
 
     def torques(self) -> np.ndarray:
         arm = self.arm
@@ -57,8 +74,7 @@ class ForwardPositionEmulation:
         self.tracker = tracker
 
     def command(self, positions: np.ndarray, now: float) -> None:
-        self.tracker.q_cmd = np.asarray(positions, np.float64).copy()
-        self.tracker.qd_cmd[:] = 0.0
+        self.tracker.set(np.asarray(positions, np.float64))
 
     def efforts(self, now: float) -> np.ndarray:
         return self.tracker.torques()
@@ -76,7 +92,7 @@ class TrajectoryEmulation:
 
     def command(self, points: list[tuple[float, np.ndarray]], now: float, start: float = 0.0) -> None:
         t0 = start if start > 0 else now
-        current = self.tracker.q_cmd if self.tracker.q_cmd is not None else self.tracker.measured()
+        current = self.tracker.command()
         if self.times is not None:
             current = self._sample(now)[0]
         self.times = np.array([t0] + [t0 + t for t, _ in points])
@@ -95,7 +111,7 @@ class TrajectoryEmulation:
 
     def efforts(self, now: float) -> np.ndarray:
         if self.times is not None:
-            self.tracker.q_cmd, self.tracker.qd_cmd = (np.array(x) for x in self._sample(now))
+            self.tracker.set(*self._sample(now))
         return self.tracker.torques()
 
 
@@ -119,24 +135,22 @@ class ServoEmulation:
 
     def efforts(self, now: float) -> np.ndarray:
         tr = self.tracker
-        if tr.q_cmd is None:
-            tr.q_cmd = tr.measured()
+        q = tr.command()
         if now >= self.next_tick:
             self.next_tick = now + self.period
             fresh = now - self.stamp <= self.timeout
             if fresh and np.any(self.twist):
-                sl, arm = tr.arm.qpos_sl, tr.arm.sl
                 self.scratch.qpos[:] = tr.data.qpos
-                self.scratch.qpos[sl] = tr.q_cmd
+                self.scratch.qpos[tr.arm.qpos_sl] = tr.q_cmd
                 mujoco.mj_kinematics(self.model, self.scratch)
                 mujoco.mj_comPos(self.model, self.scratch)
+                # mj_jacSite fills translation (jacp) then rotation (jacr): our twist is (linear; angular)
                 mujoco.mj_jacSite(self.model, self.scratch, self._jac[:3], self._jac[3:], tr.arm.site_id)
-                jac = self._jac[:, arm]
+                jac = self._jac[:, tr.arm.dof0 + tr.index]
                 qd = jac.T @ np.linalg.solve(jac @ jac.T + self.damping * np.eye(6), self.twist)
-                tr.qd_cmd = qd
-                tr.q_cmd = tr.q_cmd + qd * self.period
+                tr.set(q + qd * self.period, qd)
             else:
-                tr.qd_cmd = np.zeros_like(tr.qd_cmd)
+                tr.set(q)
         return tr.torques()
 
 

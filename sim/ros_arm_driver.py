@@ -35,6 +35,7 @@ import mujoco
 import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Bool, Float64MultiArray
 from std_srvs.srv import Trigger
@@ -81,6 +82,9 @@ class ArmDriverConfig(ArmHardwareConfig):
     """GripperCommand: slower than this (m/s) for ``gripper_stall_timeout`` s without reaching the goal = stalled."""
     gripper_stall_timeout: float = 0.3
     """GripperCommand: see ``gripper_stall_velocity``."""
+    locked_joint: str = "joint3"
+    """The sim arm joint held at 0 when the profile's arm has 6 joints (a 6-axis arm's interface on the 7-joint sim
+    arm: its kinematics are the sim arm's, its names and topics the profile's)."""
     inactive_controllers: tuple[str, ...] = ("",)
     """Controllers listed as inactive by list_controllers (to rehearse a controller that is not running)."""
 
@@ -104,18 +108,26 @@ class ArmDriverNode(ArmHardwareNode):
             raise ValueError(f"profile {cfg.profile!r} is a {profile.kind} profile: the arm driver emulates arms")
         self.profile: ArmProfile = profile
         names = profile.joint_states.names
-        if len(names) != len(ARM_JOINTS):
-            raise ValueError(f"profile {profile.name}: {len(names)} arm joints, the sim arm has {len(ARM_JOINTS)}")
+        if len(names) == len(ARM_JOINTS):
+            sim_joints, locked = list(ARM_JOINTS), ()
+        elif len(names) == len(ARM_JOINTS) - 1 and cfg.locked_joint in ARM_JOINTS:
+            sim_joints, locked = [j for j in ARM_JOINTS if j != cfg.locked_joint], (cfg.locked_joint,)
+        else:
+            raise ValueError(f"profile {profile.name}: {len(names)} arm joints; the sim arm emulates 7 (or 6, with "
+                             f"locked_joint)")
+        self.arm_index = np.array([ARM_JOINTS.index(j) for j in sim_joints])
         grip = profile.gripper.joints or ("finger_left", "finger_right")
         self.arm_names = list(names)
         self.grip_names = list(grip)[:2]
-        rename_joints = dict(zip(ARM_JOINTS, names, strict=True)) | dict(zip(FINGER_JOINTS, self.grip_names))
+        rename_joints = dict(zip(sim_joints, names, strict=True)) | dict(zip(FINGER_JOINTS, self.grip_names))
         self.wrench_frame = profile.wrench.frame or "ft"
         cams = tuple(m.camera(c).name for c in range(m.ncam))
+        # the force-torque site gets the wrench's frame name unless that is an existing frame (a wrench expressed
+        # in the tool frame): then the site keeps its own name and the messages name the tool frame
+        own = {"ft": self.wrench_frame} if self.wrench_frame not in (profile.base_frame, profile.tool_frame) else {}
         self.frames = MujocoFrames(m, "link0", "world", sites=("ee", "ft"), cameras=cams,
-                                   rename={"link0": profile.base_frame, "ee": profile.tool_frame,
-                                           "ft": self.wrench_frame},
-                                   joint_rename=rename_joints)
+                                   rename={"link0": profile.base_frame, "ee": profile.tool_frame, **own},
+                                   joint_rename=rename_joints, locked=locked)
         self.tf = TfPublisher(self, self.frames, profile.name or "robot", cfg.frame_prefix)
         link0 = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_BODY, "link0")
         self.base_body = link0
@@ -128,8 +140,11 @@ class ArmDriverNode(ArmHardwareNode):
         else:
             self.pub_joint = self.create_publisher(JointState, profile.joint_states.topic, 10)
             self._joint_msg = JointState(name=self.arm_names + self.grip_names)
-        self.pub_wrench = (self.create_publisher(WrenchStamped, profile.wrench.topic, 10) if profile.wrench.topic
-                           else None)
+        wrench_qos = QoSProfile(depth=1 if profile.wrench.best_effort else 10,
+                                reliability=ReliabilityPolicy.BEST_EFFORT if profile.wrench.best_effort
+                                else ReliabilityPolicy.RELIABLE)
+        self.pub_wrench = (self.create_publisher(WrenchStamped, profile.wrench.topic, wrench_qos)
+                           if profile.wrench.topic else None)
         self.pub_cams = {}
         for cam in profile.cameras:
             if cam.name not in cams:
@@ -154,7 +169,8 @@ class ArmDriverNode(ArmHardwareNode):
         cfg, m, env = self.cfg, self.model, self.env
         kind, topic = profile.command.interface, profile.command.topic
         site = env.ee_site
-        tracker = JointTracker(m, self.data, site, env.arm_dofs, np.asarray(TORQUE_LIMITS), cfg.joint_omega)
+        tracker = JointTracker(m, self.data, site, env.arm_dofs, np.asarray(TORQUE_LIMITS), cfg.joint_omega,
+                               self.arm_index)
         frame = profile.command.frame or profile.base_frame
         if kind == "joint_position":
             self.emulation = ForwardPositionEmulation(tracker)
@@ -223,6 +239,7 @@ class ArmDriverNode(ArmHardwareNode):
     def _make_gripper(self, profile: ArmProfile) -> None:
         g = profile.gripper
         self._gripper_goal = 0  # id of the active GripperCommand goal (a newer goal preempts it)
+        self._stopping = False
         if g.interface == "forward":
             def on_positions(msg: Float64MultiArray) -> None:
                 values = np.asarray(msg.data, np.float64)
@@ -263,7 +280,7 @@ class ArmDriverNode(ArmHardwareNode):
             time.sleep(0.01)
             pos, speed = self._finger_state()
             result.position, result.effort = pos, float(np.mean(np.abs(self.data.actuator_force[self.env.grip_ctrl])))
-            if me != self._gripper_goal:
+            if me != self._gripper_goal or self._stopping:
                 handle.abort()
                 return result
             if handle.is_cancel_requested:
@@ -279,6 +296,11 @@ class ArmDriverNode(ArmHardwareNode):
                 result.stalled = True
                 handle.succeed()  # gripper_action_controller with allow_stalling: a grasp is a success
                 return result
+
+    def stopping(self) -> None:
+        """The process is stopping: a gripper goal still executing is aborted now, while the server exists."""
+        self._stopping = True
+        time.sleep(0.05)
 
     # ------------------------------------------------------------------ controller manager
     def _make_controller_manager(self, profile: ArmProfile) -> None:
@@ -350,23 +372,25 @@ class ArmDriverNode(ArmHardwareNode):
         if cfg.joint_noise > 0:
             pos += self.rng.normal(0.0, cfg.joint_noise, pos.shape)
             vel += self.rng.normal(0.0, cfg.joint_noise, vel.shape)
-        effort = [*d.ctrl[self.env.arm_ctrl].tolist(), *d.actuator_force[self.env.grip_ctrl].tolist()]
-        n_grip = len(self.grip_names)
-        arm_grip = slice(0, 7 + n_grip)
+        effort = np.concatenate([d.ctrl[self.env.arm_ctrl], d.actuator_force[self.env.grip_ctrl]])
+        arm = self.arm_index
+        grip = 7 + np.arange(len(self.grip_names))
+        ts = to_stamp(stamp)
         if self.pub_gripper_joints is None:
-            msg = JointState(name=self._joint_msg.name)
-            msg.position, msg.velocity, msg.effort = (x[arm_grip] for x in (pos.tolist(), vel.tolist(), effort))
-            msg.header.stamp = to_stamp(stamp)
+            rows = np.concatenate([arm, grip])
+            msg = JointState(name=self._joint_msg.name, position=pos[rows].tolist(), velocity=vel[rows].tolist(),
+                             effort=effort[rows].tolist())
+            msg.header.stamp = ts
             self._publish(self.pub_joint, msg)
             return
-        msg = JointState(name=self.arm_names, position=pos[:7].tolist(), velocity=vel[:7].tolist(),
-                         effort=effort[:7])
-        msg.header.stamp = to_stamp(stamp)
+        msg = JointState(name=self.arm_names, position=pos[arm].tolist(), velocity=vel[arm].tolist(),
+                         effort=effort[arm].tolist())
+        msg.header.stamp = ts
         self._publish(self.pub_joint, msg)
-        grip = JointState(name=self.grip_names, position=pos[7:7 + n_grip].tolist(),
-                          velocity=vel[7:7 + n_grip].tolist(), effort=effort[7:7 + n_grip])
-        grip.header.stamp = msg.header.stamp
-        self._publish(self.pub_gripper_joints, grip)
+        fingers = JointState(name=self.grip_names, position=pos[grip].tolist(), velocity=vel[grip].tolist(),
+                             effort=effort[grip].tolist())
+        fingers.header.stamp = ts
+        self._publish(self.pub_gripper_joints, fingers)
 
     def _publish_diag(self, window: float, behind: float) -> None:
         self.commands_received, self.max_gap = 0, 0.0  # the hardware's own diagnostics are robot_rl's, not a driver's

@@ -55,6 +55,9 @@ class WrenchSource:
     """``geometry_msgs/WrenchStamped`` topic ("" = none)."""
     frame: str = ""
     """Frame the wrench is expressed in (checked against ``header.frame_id`` and the TF tree)."""
+    best_effort: bool = False
+    """The driver publishes it best-effort (franka_robot_state_broadcaster does); robot_rl subscribes best-effort
+    to every wrench topic, which matches either way. The rehearsal hardware publishes with this reliability."""
 
 
 @dataclass

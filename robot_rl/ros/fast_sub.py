@@ -20,9 +20,13 @@ from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
 
 
-def hidden_subscription(node: Node, msg_type: type, topic: str) -> Any:
-    """A depth-1 subscription the node's executor never sees (messages are taken by its owner only)."""
-    sub = node.create_subscription(msg_type, topic, lambda _: None, 1)
+def hidden_subscription(node: Node, msg_type: type, topic: str, best_effort: bool = False) -> Any:
+    """A depth-1 subscription the node's executor never sees (messages are taken by its owner only);
+    ``best_effort``: it also matches best-effort publishers (a sensor stream such as a Franka's wrench)."""
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+    qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT if best_effort else ReliabilityPolicy.RELIABLE)
+    sub = node.create_subscription(msg_type, topic, lambda _: None, qos)
     node._subscriptions.remove(sub)
     for handler in sub.event_handlers:  # QoS events (e.g. message lost at depth 1) would wake the executor
         node.remove_waitable(handler)
@@ -58,8 +62,8 @@ class FastSubscription:
     the newest message (older queued ones are dropped: depth 1). ``close()`` stops the thread."""
 
     def __init__(self, node: Node, msg_type: type, topic: str, callback: Callable[[Any], None],
-                 poll: float = 0.05) -> None:
-        self.sub = hidden_subscription(node, msg_type, topic)
+                 poll: float = 0.05, best_effort: bool = False) -> None:
+        self.sub = hidden_subscription(node, msg_type, topic, best_effort)
         self.callback, self.context, self.poll_ns = callback, node.context, int(poll * 1e9)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"sub:{topic}", daemon=True)

@@ -44,9 +44,11 @@ def run_node(make: Callable[[], Node | list[Node]], argv: list[str] | None = Non
              threads: int = 2) -> int:
     """Builds the node (or the nodes of a composed process) with ``make()`` after ``rclpy.init(args=argv)`` and
     spins it until SIGINT/SIGTERM; then calls each node's ``close()`` (if any), destroys it and shuts rclpy down.
-    Returns the process exit code. ``--rt-priority N`` on the command line: SCHED_FIFO N for the process, set
-    before rclpy starts so every thread started later (Fast DDS's, the physics loop, the receive threads) has it,
-    as a ros2_control controller manager runs its loop; refused without root/CAP_SYS_NICE (a warning)."""
+    Returns the process exit code. A node's ``stopping()`` (if any) is called when the stop is requested, before
+    the executor shuts down: it ends callbacks that run long (an action's execution). ``--rt-priority N`` on the
+    command line: SCHED_FIFO N for the process, set before rclpy starts so every thread started later (Fast DDS's,
+    the physics loop, the receive threads) has it, as a ros2_control controller manager runs its loop; refused
+    without root/CAP_SYS_NICE (a warning)."""
     priority, args = pop_rt_priority(list(sys.argv if argv is None else argv))
     if priority:
         set_realtime(priority, "--rt-priority")
@@ -67,6 +69,10 @@ def run_node(make: Callable[[], Node | list[Node]], argv: list[str] | None = Non
     except (KeyboardInterrupt, ExternalShutdownException):
         pass
     finally:
+        for node in nodes:  # long-running callbacks (an action's execution) end before the executor stops
+            stopping = getattr(node, "stopping", None)
+            if stopping is not None:
+                stopping()
         if ex is not None:  # before rclpy shuts down: a later garbage collection of it raised in __del__ at exit
             ex.shutdown(timeout_sec=1.0)
         for node in nodes:  # in the given order: a composed process lists the node owning the loop first

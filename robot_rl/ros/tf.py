@@ -72,13 +72,15 @@ class MujocoFrames:
     """Links, joints and fixed frames of the bodies under ``root_body`` of ``model`` (see the module docstring).
     ``sites`` and ``cameras`` name MuJoCo sites and cameras that get frames of their own (sites under their own
     name, cameras as ``<name>_camera_optical``); ``rename`` maps body and site names to frame names and
-    ``joint_rename`` MuJoCo joint names to URDF joint names (a driver's names, in a driver emulation).
+    ``joint_rename`` MuJoCo joint names to URDF joint names (a driver's names, in a driver emulation); the bodies of
+    ``locked`` joints are fixed links at joint position 0 (an emulation with fewer joints than the model).
     ``move_root``: the root body is a free body that moves in ``root_frame`` (the car in ``odom``); ``root_frame``
     is then outside the description, whose root link is the root body."""
 
     def __init__(self, model: mujoco.MjModel, root_body: str, root_frame: str, sites: tuple[str, ...] = (),
                  cameras: tuple[str, ...] = (), move_root: bool = False,
-                 rename: dict[str, str] | None = None, joint_rename: dict[str, str] | None = None) -> None:
+                 rename: dict[str, str] | None = None, joint_rename: dict[str, str] | None = None,
+                 locked: tuple[str, ...] = ()) -> None:
         self.model, self.root_frame = model, root_frame
         self.joint_rename = dict(joint_rename or {})
         self.names_of_sites = {k: v for k, v in (rename or {}).items()
@@ -89,7 +91,8 @@ class MujocoFrames:
         self.bodies = [b for b in range(model.nbody) if self._under(b, root)]
         self.names = {b: (rename or {}).get(model.body(b).name, model.body(b).name) for b in self.bodies}
         self.root, self.move_root = root, move_root
-        self.moving = [b for b in self.bodies if b != root and model.body_jntnum[b] > 0]
+        locked_bodies = {int(model.jnt_bodyid[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j)]) for j in locked}
+        self.moving = [b for b in self.bodies if b != root and model.body_jntnum[b] > 0 and b not in locked_bodies]
         for b in self.moving:  # what a URDF joint can say: one hinge or slide through the body's origin
             j = int(model.body_jntadr[b])
             if (model.body_jntnum[b] != 1 or np.any(model.jnt_pos[j] != 0)
@@ -99,7 +102,7 @@ class MujocoFrames:
                                  "can be described")
         self.fixed: list[FixedFrame] = []
         for b in self.bodies:
-            if b != root and model.body_jntnum[b] == 0:
+            if b != root and (model.body_jntnum[b] == 0 or b in locked_bodies):
                 self.fixed.append(FixedFrame(self.names[b], self._parent_name(b), tuple(model.body_pos[b]),
                                              tuple(model.body_quat[b])))
         if root != 0 and not move_root:
