@@ -2,15 +2,21 @@
 # Builds ROS 2 Jazzy interface packages that have no PyPI wheel into .venv, where the ROS 2 wheels live:
 #   tf2_msgs                 msg/TFMessage                               (/tf, /tf_static)
 #   control_msgs             msg/GripperCommand, action/GripperCommand   (a parallel-gripper action controller)
+#                            action/ParallelGripperCommand               (parallel_gripper_action_controller)
 #   ackermann_msgs           msg/AckermannDrive, msg/AckermannDriveStamped
 #   controller_manager_msgs  srv/ListControllers, msg/ControllerState, msg/ChainConnection
 #                            (/controller_manager/list_controllers)
+#   moveit_msgs              srv/ServoCommandType, msg/ServoStatus       (MoveIt Servo's servo_node:
+#                                                                         ~/switch_command_type, ~/status)
 # Only these interfaces of each package are built; the texts below are byte for byte the upstream files of the
 # releases ROS 2 Jazzy ships (checked against their sha256 before every build):
 #   tf2_msgs 0.36.4                  ros2/geometry2, branch jazzy, tag 0.36.4 (da10f77d98ab)
 #   control_msgs 5.8.0               ros-controls/control_msgs, branch jazzy, tag 5.8.0 (f901df2662f2)
 #   ackermann_msgs 2.0.2             ros-drivers/ackermann_msgs, branch ros2, tag 2.0.2 (df2fe51eb04e)
 #   controller_manager_msgs 4.46.0   ros-controls/ros2_control, branch jazzy, tag 4.46.0 (6e50df38c97a)
+#   moveit_msgs 2.6.0                moveit/moveit_msgs, branch ros2 (there is no jazzy branch; humble, iron only),
+#                                    tag 2.6.0 (55f802fe3ac4), its newest tag; the ros2 head (ec3ba4bfa2ec) only adds
+#                                    a CI change, and both files are unchanged since 2.5.0 (they date from 2023)
 #
 # How: the steps rosidl_generate_interfaces() runs in an ament build, called by hand. It uses only the rosidl
 # generators the wheels install into .venv and the system gcc/g++. (There is no ament_cmake in .venv, and
@@ -38,12 +44,13 @@
 #   scripts/build_ros_msgs.sh [--force|--uninstall] [PKG...]   (default: all packages)
 #   env: VENV=.venv, BUILD_ROOT=.venv/build (a folder per package), CC, CXX
 # Needs: gcc, g++ and the Python headers (Python.h) of .venv's interpreter (Debian: gcc g++ python3-dev), and the
-# ros2 extra (action packages also need action_msgs and unique_identifier_msgs from it).
+# ros2 extra (action packages also need action_msgs and unique_identifier_msgs from it, and control_msgs needs
+# sensor_msgs).
 set -euo pipefail
 SCRIPT="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
 cd "$(dirname "$SCRIPT")/.."
 
-ALL_PKGS=(tf2_msgs control_msgs ackermann_msgs controller_manager_msgs)
+ALL_PKGS=(tf2_msgs control_msgs ackermann_msgs controller_manager_msgs moveit_msgs)
 
 # pkg_info PKG: VERSION, LICENSE, DEPS (the packages the interfaces reference, i.e. the DEPENDENCIES of
 # rosidl_generate_interfaces() cut down to this subset, plus service_msgs for services and actions, which
@@ -53,13 +60,16 @@ pkg_info() {
     tf2_msgs) VERSION=0.36.4; LICENSE=BSD
       DEPS=(builtin_interfaces geometry_msgs); IFACES=(msg/TFMessage) ;;
     control_msgs) VERSION=5.8.0; LICENSE=BSD-3-Clause
-      DEPS=(action_msgs builtin_interfaces service_msgs unique_identifier_msgs)
-      IFACES=(msg/GripperCommand action/GripperCommand) ;;
+      DEPS=(action_msgs builtin_interfaces sensor_msgs service_msgs unique_identifier_msgs)
+      IFACES=(msg/GripperCommand action/GripperCommand action/ParallelGripperCommand) ;;
     ackermann_msgs) VERSION=2.0.2; LICENSE=BSD
       DEPS=(std_msgs); IFACES=(msg/AckermannDrive msg/AckermannDriveStamped) ;;
     controller_manager_msgs) VERSION=4.46.0; LICENSE=BSD
       DEPS=(builtin_interfaces service_msgs)
       IFACES=(msg/ChainConnection msg/ControllerState srv/ListControllers) ;;
+    moveit_msgs) VERSION=2.6.0; LICENSE=BSD
+      DEPS=(builtin_interfaces service_msgs)
+      IFACES=(msg/ServoStatus srv/ServoCommandType) ;;
     *) return 1 ;;
   esac
 }
@@ -69,16 +79,20 @@ IFACE_SHA256="
 tf2_msgs/msg/TFMessage f3fca610a59b31ee4c7b740522ecdd0fd8c76002170088111409e4df513f1dfc
 control_msgs/msg/GripperCommand 065fae74397f0a0e6c04646202276de57ac8360990a01bfeba62ced70edd9090
 control_msgs/action/GripperCommand a2b03986d92e1762e7deda6b2754347ffc53bd23546f2110b7a61e5d8049bebb
+control_msgs/action/ParallelGripperCommand 90e011bd5a1d5f3abc0ca879e7171569d356407a119f1fe9b4ba86c3efbd2b36
 ackermann_msgs/msg/AckermannDrive c6f225a36fd24e24c4e827570d14683d563153fb28e41119bc83484f756d6f9c
 ackermann_msgs/msg/AckermannDriveStamped 6c01c1039574709c37ed5b3082412c414aeefc92656e380ebc8c796bd1a24976
 controller_manager_msgs/msg/ChainConnection ee9cd725bd7097201cf816ed17fa309d669dc5e7c24af49825d9ea6a60f9ed35
 controller_manager_msgs/msg/ControllerState 11ee3ee80239ef7feb579b6fde3873580cd5bfe75bfca5eb0617b96d59cca08d
 controller_manager_msgs/srv/ListControllers 8b339f434865b444ab47408bd459b35f15b914bccfe275b5ec8ac677bb1b4004
+moveit_msgs/msg/ServoStatus 56bafa180b7e09d4a181da311647b28214cb8deaae1a4e0a685fa4f0b34dffc4
+moveit_msgs/srv/ServoCommandType 1dd2e4d1049f690149f7a35700cfe1c8c87a06c00feb4ec01583673da24e6e13
 "
 
 # The RIHS01 type hashes (REP 2011) of every type each interface file defines, computed with rosbags 0.11.9
 # (Typestore.hash_rihs01) from the texts below and the Jazzy type store, as tests/ros/test_interfaces.py does.
-# TFMessage, AckermannDrive and AckermannDriveStamped also equal published Jazzy values.
+# TFMessage, AckermannDrive and AckermannDriveStamped also equal published Jazzy values; control_msgs/action/
+# ParallelGripperCommand equals the value docs/design/driver-facts.md (section 9) computed separately.
 EXPECTED_HASHES="
 tf2_msgs/msg/TFMessage RIHS01_e369d0f05a23ae52508854b66f6aa0437f3449d652e8cbf22d5abe85d020f087
 control_msgs/action/GripperCommand_Goal RIHS01_607d9f41eb241e1922e90f02125e87ae6bfb78f7f64a71dc92630263d01f8b6d
@@ -94,6 +108,19 @@ control_msgs/action/GripperCommand_GetResult_Event RIHS01_c6a1f7afeb87bf8b3165bd
 control_msgs/action/GripperCommand_GetResult RIHS01_7e60a7606063d4a2728d21badac099e68b734a196ac3ab42d1d4c668eb0bb3cd
 control_msgs/action/GripperCommand_FeedbackMessage RIHS01_392ff03fcd872f9dc2405cbeb2897fcf011ad9998458b6aa85c603b8a49e431d
 control_msgs/action/GripperCommand RIHS01_e17c0e644eccf14bea84a0a93e0977182872c2eb7873ca6694900059b46dbc84
+control_msgs/action/ParallelGripperCommand_Goal RIHS01_412807b6b6acf2bf406fb0cf3b5c8f84286cd4e4d425734155aa1ff41caa0063
+control_msgs/action/ParallelGripperCommand_Result RIHS01_51acbcd62aa44097d3877c506eab1146856fa8768628ffbe102c1699152d2afa
+control_msgs/action/ParallelGripperCommand_Feedback RIHS01_ed6f7c4e5aea7f960432663c0e762e001a0a1f5cc0130d126e60041412d0543c
+control_msgs/action/ParallelGripperCommand_SendGoal_Request RIHS01_dc8e5d95c0e15af6f03ff237eb8cfdaac14cc2b09f51b363311e98ec0a8487a0
+control_msgs/action/ParallelGripperCommand_SendGoal_Response RIHS01_613e4f060bff03b152eeaba1f8c6baa9d0309527b28b08bc9aae28ece7ef8b47
+control_msgs/action/ParallelGripperCommand_SendGoal_Event RIHS01_b6164adce06de27a3ebd924f198539baf7f929315c825b266c8827de4ca79384
+control_msgs/action/ParallelGripperCommand_SendGoal RIHS01_567c37373fed1260adbe047415688c73e4f3e94b2e3982761ecc71fd63d710a7
+control_msgs/action/ParallelGripperCommand_GetResult_Request RIHS01_cea82415cadc3288fdfa8aaba509e9939732aaecac6edf9cb954e5a7161646ec
+control_msgs/action/ParallelGripperCommand_GetResult_Response RIHS01_c973b1bb9b454de1c3f38a2af9d45bc1930b809f746d6d6ec91bb3c783cb09eb
+control_msgs/action/ParallelGripperCommand_GetResult_Event RIHS01_bb81e07fe7a231c5de7b957f0384ea31600b8a808cf83e820e213b7216ebf12e
+control_msgs/action/ParallelGripperCommand_GetResult RIHS01_e4c7f0e8a831ce5625ed20abcd13796406d945f92ebc7ad5972e0b0d29b381bd
+control_msgs/action/ParallelGripperCommand_FeedbackMessage RIHS01_c61f4cf99d06c5a3e24bed17c2910bdf66a30d89461e2ac7b5fd538a34b022cc
+control_msgs/action/ParallelGripperCommand RIHS01_adfd3c1ebe8abc38ebcc0e454b6423d291d4010dd5697d14eca5b9be4726ae18
 control_msgs/msg/GripperCommand RIHS01_57eb8f326c9889ca8bb34ead82cc94cc09bf6bc5c3b6c09546dca3a00b589890
 ackermann_msgs/msg/AckermannDrive RIHS01_acf287a224a947dd1b0b87d6d76cdb73f497b0237b8fc73be2173b2ebbb82c99
 ackermann_msgs/msg/AckermannDriveStamped RIHS01_48ca7612a08d3bb72744fd98b71b7cf2ea24c6ad50fa4e1aa0bbad963c90d8cf
@@ -103,6 +130,11 @@ controller_manager_msgs/srv/ListControllers_Request RIHS01_fb985bc3dcc9b07c7d3af
 controller_manager_msgs/srv/ListControllers_Response RIHS01_445459f6b387bda67942d8bea4dfee82dedf12388317e68d5bc4513993799b86
 controller_manager_msgs/srv/ListControllers_Event RIHS01_33f64fb8f4d3a7415113d5b6a9fa74f91c732c5f4d491b0077cfe8f7ca15cb2b
 controller_manager_msgs/srv/ListControllers RIHS01_4f8e36bb1fa5afdeba45c2d56ae6a2097b1493a253f961dd6290c085033bd189
+moveit_msgs/msg/ServoStatus RIHS01_882a75f7648d6f8a9bf528e4787f51c58f2d5d88b702e450443d99f270e6936b
+moveit_msgs/srv/ServoCommandType_Request RIHS01_4e77fd6a0be8f0d88b473f978c73130d6d142e0ffecd5d8199fa28c0086edae5
+moveit_msgs/srv/ServoCommandType_Response RIHS01_ac641d6c80f659dc4f3124b0db491727326ce5e01084e05525a7cad9b1d5f5d8
+moveit_msgs/srv/ServoCommandType_Event RIHS01_3bf48f6df2b0646665d481ae4719a905ecbb72c94075999bcdfb6c5c453adeea
+moveit_msgs/srv/ServoCommandType RIHS01_2065f4daf271249330596d344ecd48f5c2d2a52e3b21b1fc56d99c52b8eeae22
 "
 
 # iface_text PKG KIND/NAME: the interface file, byte for byte as upstream (see the header for the tags).
@@ -129,6 +161,27 @@ float64 position  # The current gripper gap size (in meters)
 float64 effort    # The current effort exerted (in Newtons)
 bool stalled      # True iff the gripper is exerting max effort and not moving
 bool reached_goal # True iff the gripper position has reached the commanded setpoint
+EOF
+      ;;
+    control_msgs/action/ParallelGripperCommand) cat <<'EOF'
+# Parallel grippers refer to an end effector where two opposing fingers grasp an object from opposite sides.
+sensor_msgs/JointState command
+# name: the name(s) of the joint this command is requesting
+# position: desired position of each gripper joint (radians or meters)
+# velocity: (optional, not used if empty) max velocity of the joint allowed while moving (radians or meters / second)
+# effort: (optional, not used if empty) max effort of the joint allowed while moving (Newtons or Newton-meters)
+---
+sensor_msgs/JointState state # The current gripper state.
+# position of each joint (radians or meters)
+# optional: velocity of each joint (radians or meters / second)
+# optional: effort of each joint (Newtons or Newton-meters)
+bool stalled      # True if the gripper is exerting max effort and not moving
+bool reached_goal # True if the gripper position has reached the commanded setpoint
+---
+sensor_msgs/JointState state # The current gripper state.
+# position of each joint (radians or meters)
+# optional: velocity of each joint (radians or meters / second)
+# optional: effort of each joint (Newtons or Newton-meters)
 EOF
       ;;
     ackermann_msgs/msg/AckermannDrive) cat <<'EOF'
@@ -207,6 +260,35 @@ EOF
 
 ---
 controller_manager_msgs/ControllerState[] controller
+EOF
+      ;;
+    moveit_msgs/msg/ServoStatus) cat <<'EOF'
+# Message
+int8 code # will contains integer code
+string message # will contain explanatory message
+
+# Status types (should reflect StatusCode from moveit_servo/utils/datatype.hpp)
+int8 INVALID = -1
+int8 NO_WARNING = 0
+int8 DECELERATE_FOR_APPROACHING_SINGULARITY = 1
+int8 HALT_FOR_SINGULARITY = 2
+int8 DECELERATE_FOR_LEAVING_SINGULARITY = 3
+int8 DECELERATE_FOR_COLLISION = 4
+int8 HALT_FOR_COLLISION = 5
+int8 JOINT_BOUND = 6
+EOF
+      ;;
+    moveit_msgs/srv/ServoCommandType) cat <<'EOF'
+# Request constants
+int8 JOINT_JOG = 0
+int8 TWIST = 1
+int8 POSE = 2
+
+# Request Field
+int8 command_type
+---
+# Response Field
+bool success
 EOF
       ;;
     *) return 1 ;;

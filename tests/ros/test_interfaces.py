@@ -1,8 +1,9 @@
 """The ROS 2 Jazzy interface packages scripts/build_ros_msgs.sh builds into the venv (no wheels exist): tf2_msgs,
-control_msgs (GripperCommand msg + action), ackermann_msgs, controller_manager_msgs (ListControllers). Their messages
-round-trip through rclpy's serialization; a GripperCommand action and a ListControllers service work between two
-processes; the RIHS01 type hashes installed (share/<pkg>/<kind>/<Name>.json) and the ones the compiled type support
-announces on the graph equal an independent computation with the pure-Python ``rosbags``."""
+control_msgs (GripperCommand msg + action, ParallelGripperCommand action), ackermann_msgs, controller_manager_msgs
+(ListControllers), moveit_msgs (ServoCommandType, ServoStatus). Their messages round-trip through rclpy's
+serialization; the GripperCommand and ParallelGripperCommand actions and the ListControllers and ServoCommandType
+services work between two processes; the RIHS01 type hashes installed (share/<pkg>/<kind>/<Name>.json) and the ones
+the compiled type support announces on the graph equal an independent computation with the pure-Python ``rosbags``."""
 
 from __future__ import annotations
 
@@ -22,9 +23,10 @@ pytestmark = pytest.mark.ros
 
 INTERFACES = {
     "tf2_msgs": ["msg/TFMessage"],
-    "control_msgs": ["msg/GripperCommand", "action/GripperCommand"],
+    "control_msgs": ["msg/GripperCommand", "action/GripperCommand", "action/ParallelGripperCommand"],
     "ackermann_msgs": ["msg/AckermannDrive", "msg/AckermannDriveStamped"],
     "controller_manager_msgs": ["msg/ChainConnection", "msg/ControllerState", "srv/ListControllers"],
+    "moveit_msgs": ["msg/ServoStatus", "srv/ServoCommandType"],
 }
 SHARE = Path(sys.prefix) / "share"
 
@@ -79,16 +81,46 @@ def test_messages_round_trip() -> None:
     assert back.controller[0].update_rate == 100 and back.controller[1].name == "joint_state_broadcaster"
 
 
-# A node in its own process: serves the GripperCommand action on /gripper_controller/gripper_cmd (the goal's
-# position is reached, effort capped at 5 N, one feedback) and /controller_manager/list_controllers.
+def test_parallel_gripper_and_servo_messages_round_trip() -> None:
+    from control_msgs.action import ParallelGripperCommand
+    from moveit_msgs.msg import ServoStatus
+    from moveit_msgs.srv import ServoCommandType
+    from sensor_msgs.msg import JointState
+
+    command = JointState(name=["robotiq_85_left_knuckle_joint"], position=[0.4], velocity=[0.1], effort=[])
+    command.header.frame_id = "tool0"
+    back = _round_trip(ParallelGripperCommand.Goal(command=command))
+    assert (back.command.name, list(back.command.position), list(back.command.effort)) == (
+        ["robotiq_85_left_knuckle_joint"], [0.4], [])
+    state = JointState(name=["robotiq_85_left_knuckle_joint"], position=[0.35], effort=[12.5])
+    back = _round_trip(ParallelGripperCommand.Result(state=state, stalled=True, reached_goal=False))
+    assert (list(back.state.effort), back.stalled, back.reached_goal) == ([12.5], True, False)
+    assert list(_round_trip(ParallelGripperCommand.Feedback(state=state)).state.position) == [0.35]
+
+    assert (ServoCommandType.Request.JOINT_JOG, ServoCommandType.Request.TWIST, ServoCommandType.Request.POSE) == (
+        0, 1, 2)
+    assert _round_trip(ServoCommandType.Request(command_type=ServoCommandType.Request.POSE)).command_type == 2
+    assert _round_trip(ServoCommandType.Response(success=True)).success is True
+    assert (ServoStatus.INVALID, ServoStatus.NO_WARNING, ServoStatus.HALT_FOR_COLLISION, ServoStatus.JOINT_BOUND) == (
+        -1, 0, 5, 6)
+    back = _round_trip(ServoStatus(code=ServoStatus.INVALID, message="Could not transform twist command"))
+    assert (back.code, back.message) == (-1, "Could not transform twist command")
+
+
+# A node in its own process: serves the GripperCommand action on /gripper_controller/gripper_cmd and the
+# ParallelGripperCommand action on /robotiq_gripper_controller/gripper_cmd (the goal's position is reached, effort
+# capped at 5 N, one feedback at half way), /controller_manager/list_controllers and MoveIt Servo's
+# /servo_node/switch_command_type (success for JOINT_JOG, TWIST and POSE only).
 SERVER = r"""
 import rclpy
 from rclpy.action import ActionServer
 from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
-from control_msgs.action import GripperCommand
+from control_msgs.action import GripperCommand, ParallelGripperCommand
 from controller_manager_msgs.msg import ChainConnection, ControllerState
 from controller_manager_msgs.srv import ListControllers
+from moveit_msgs.srv import ServoCommandType
+from sensor_msgs.msg import JointState
 
 def execute(goal_handle):
     cmd = goal_handle.request.command
@@ -97,6 +129,20 @@ def execute(goal_handle):
     goal_handle.succeed()
     return GripperCommand.Result(position=cmd.position, effort=effort, stalled=cmd.max_effort > 5.0,
                                  reached_goal=True)
+
+def execute_parallel(goal_handle):
+    cmd = goal_handle.request.command
+    efforts = [min(e, 5.0) for e in cmd.effort]
+    goal_handle.publish_feedback(ParallelGripperCommand.Feedback(
+        state=JointState(name=cmd.name, position=[p / 2 for p in cmd.position], effort=efforts)))
+    goal_handle.succeed()
+    return ParallelGripperCommand.Result(state=JointState(name=cmd.name, position=cmd.position, effort=efforts),
+                                         stalled=any(e > 5.0 for e in cmd.effort), reached_goal=True)
+
+def switch_command_type(request, response):
+    response.success = request.command_type in (ServoCommandType.Request.JOINT_JOG, ServoCommandType.Request.TWIST,
+                                                ServoCommandType.Request.POSE)
+    return response
 
 def list_controllers(request, response):
     response.controller = [
@@ -108,15 +154,18 @@ def list_controllers(request, response):
 
 rclpy.init()
 node = Node("fake_controller_manager")
-server = ActionServer(node, GripperCommand, "/gripper_controller/gripper_cmd", execute)
-service = node.create_service(ListControllers, "/controller_manager/list_controllers", list_controllers)
+servers = [ActionServer(node, GripperCommand, "/gripper_controller/gripper_cmd", execute),
+           ActionServer(node, ParallelGripperCommand, "/robotiq_gripper_controller/gripper_cmd", execute_parallel)]
+services = [node.create_service(ListControllers, "/controller_manager/list_controllers", list_controllers),
+            node.create_service(ServoCommandType, "/servo_node/switch_command_type", switch_command_type)]
 print("ready", flush=True)
 try:
     rclpy.spin(node)
 except (KeyboardInterrupt, ExternalShutdownException):
     pass
 finally:
-    server.destroy()
+    for server in servers:
+        server.destroy()
     node.destroy_node()
     rclpy.try_shutdown()
 """
@@ -167,36 +216,80 @@ def _spin_until(node, future, timeout: float):
     return future.result()
 
 
+def _call_service(node, srv_type, name: str, *requests) -> list:
+    """Calls the service ``name`` (served by the other process) once per request, in order; the responses."""
+    client = node.create_client(srv_type, name)
+    try:
+        assert client.wait_for_service(timeout_sec=15.0), f"service {name} not discovered"
+        return [_spin_until(node, client.call_async(r), 10.0) for r in requests]
+    finally:
+        node.destroy_client(client)
+
+
+def _run_goal(node, action_type, name: str, goal):
+    """Sends ``goal`` to the action ``name`` (served by the other process) and waits for its result: (the GetResult
+    response, with .status and .result; the feedback messages received). Also checks that the server's feedback
+    topic carries the <Action>_FeedbackMessage type hash rosbags computes (what its compiled type support announces)."""
+    from rclpy.action import ActionClient
+
+    pkg, action = action_type.__module__.split(".")[0], action_type.__name__
+    client = ActionClient(node, action_type, name)
+    try:
+        assert client.wait_for_server(timeout_sec=15.0), f"action server {name} not discovered"
+        feedback: list = []
+        handle = _spin_until(node, client.send_goal_async(goal, feedback_callback=feedback.append), 10.0)
+        assert handle.accepted
+        answer = _spin_until(node, handle.get_result_async(), 10.0)
+        infos = node.get_publishers_info_by_topic(f"{name}/_action/feedback")
+        assert [str(i.topic_type_hash) for i in infos] == [
+            _rosbags_hashes(pkg)[f"{pkg}/action/{action}_FeedbackMessage"]]
+        return answer, feedback
+    finally:
+        client.destroy()
+
+
 def test_gripper_action_across_processes(server: subprocess.Popen, client_node) -> None:
     from control_msgs.action import GripperCommand
     from control_msgs.msg import GripperCommand as Command
-    from rclpy.action import ActionClient
 
-    client = ActionClient(client_node, GripperCommand, "/gripper_controller/gripper_cmd")
-    assert client.wait_for_server(timeout_sec=15.0), "action server not discovered"
-    feedback = []
     goal = GripperCommand.Goal(command=Command(position=0.03, max_effort=8.0))
-    handle = _spin_until(client_node, client.send_goal_async(goal, feedback_callback=feedback.append), 10.0)
-    assert handle.accepted
-    answer = _spin_until(client_node, handle.get_result_async(), 10.0)
+    answer, feedback = _run_goal(client_node, GripperCommand, "/gripper_controller/gripper_cmd", goal)
     result = answer.result
     assert (result.position, result.effort, result.stalled, result.reached_goal) == (0.03, 5.0, True, True)
     assert answer.status == 4  # action_msgs/GoalStatus.STATUS_SUCCEEDED
-    # The feedback topic carries the FeedbackMessage type hash the server's compiled type support announces.
-    infos = client_node.get_publishers_info_by_topic("/gripper_controller/gripper_cmd/_action/feedback")
-    assert [str(i.topic_type_hash) for i in infos] == [_rosbags_hashes("control_msgs")[
-        "control_msgs/action/GripperCommand_FeedbackMessage"]]
-    client.destroy()
     if feedback:  # published before the result; may race the subscription's matching
         assert feedback[0].feedback.position == pytest.approx(0.015)
+
+
+def test_parallel_gripper_action_across_processes(server: subprocess.Popen, client_node) -> None:
+    from control_msgs.action import ParallelGripperCommand
+    from sensor_msgs.msg import JointState
+
+    joint = "robotiq_85_left_knuckle_joint"
+    goal = ParallelGripperCommand.Goal(command=JointState(name=[joint], position=[0.7], effort=[8.0]))
+    answer, feedback = _run_goal(client_node, ParallelGripperCommand, "/robotiq_gripper_controller/gripper_cmd", goal)
+    result = answer.result
+    assert (result.state.name, list(result.state.position), list(result.state.effort)) == ([joint], [0.7], [5.0])
+    assert (result.stalled, result.reached_goal, answer.status) == (True, True, 4)  # 4: STATUS_SUCCEEDED
+    if feedback:  # published before the result; may race the subscription's matching
+        assert list(feedback[0].feedback.state.position) == pytest.approx([0.35])
+
+
+def test_servo_command_type_across_processes(server: subprocess.Popen, client_node) -> None:
+    from moveit_msgs.srv import ServoCommandType
+
+    Request = ServoCommandType.Request
+    responses = _call_service(client_node, ServoCommandType, "/servo_node/switch_command_type",
+                              Request(command_type=Request.TWIST), Request(command_type=Request.POSE),
+                              Request(command_type=7))
+    assert [r.success for r in responses] == [True, True, False]
 
 
 def test_list_controllers_across_processes(server: subprocess.Popen, client_node) -> None:
     from controller_manager_msgs.srv import ListControllers
 
-    client = client_node.create_client(ListControllers, "/controller_manager/list_controllers")
-    assert client.wait_for_service(timeout_sec=15.0), "service not discovered"
-    response = _spin_until(client_node, client.call_async(ListControllers.Request()), 10.0)
+    (response,) = _call_service(client_node, ListControllers, "/controller_manager/list_controllers",
+                                ListControllers.Request())
     assert [(c.name, c.state, c.type) for c in response.controller] == [
         ("gripper_controller", "active", "GripperActionController"),
         ("joint_state_broadcaster", "inactive", "JointStateBroadcaster")]
@@ -204,7 +297,6 @@ def test_list_controllers_across_processes(server: subprocess.Popen, client_node
     assert first.update_rate == 100 and first.claimed_interfaces == ["gripper/position"]
     assert first.chain_connections[0].name == "pid"
     assert first.chain_connections[0].reference_interfaces == ["pid/position"]
-    client_node.destroy_client(client)
 
 
 # ---- type hashes, computed independently with rosbags -----------------------------------------------------------
