@@ -110,6 +110,20 @@ class RosArmEnv(gym.Env):
         out.setdefault("object_state", bool(profile.objects))
         return out
 
+    def check_robot(self) -> None:
+        """Checks the profile against the live graph from a short-lived node (``robot-rl train``'s preflight, before
+        any process starts); ``ConfigError`` naming the profile field. Without a profile: nothing to check."""
+        if self.profile is None:
+            return
+        from robot_rl.envs.ros_io import RosLink
+        from robot_rl.ros.profile_check import ProfileCheck
+
+        link = RosLink("profile_check", self.cfg.namespace, use_sim_time=self.cfg.use_sim_time)
+        try:
+            ProfileCheck(link.node, self.profile, min(self.cfg.connect_timeout, 10.0)).arm()
+        finally:
+            link.close()
+
     # ------------------------------------------------------------------ ROS 2
     def _connect(self) -> None:
         from geometry_msgs.msg import PoseStamped
@@ -125,6 +139,10 @@ class RosArmEnv(gym.Env):
         self.link = link
         cams = cfg.cameras if cfg.image_size > 0 else ()
         try:
+            if self.profile is not None:  # nothing moves before the profile fits the live graph
+                from robot_rl.ros.profile_check import ProfileCheck
+
+                ProfileCheck(link.node, self.profile, min(cfg.connect_timeout, 10.0)).arm()
             self.sources = (ProfileSources(link, self.profile, cfg.include_wrench, cfg.object_state)
                             if self.profile is not None else
                             TopicSources(link, cfg.include_wrench, cfg.object_state, FINGER_JOINTS, cams))

@@ -279,8 +279,10 @@ def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
 
 
 def bundled_profiles() -> list[str]:
-    """Names of the profiles that ship with robot_rl."""
-    return sorted(p.stem for p in PROFILE_DIR.glob("*.yaml"))
+    """Names of the profiles that ship with robot_rl (``rehearsal/<name>``: the same against robot_rl's emulation
+    of the driver, with the sim's success topic and object frame)."""
+    return sorted([p.stem for p in PROFILE_DIR.glob("*.yaml")] +
+                  [f"rehearsal/{p.stem}" for p in (PROFILE_DIR / "rehearsal").glob("*.yaml")])
 
 
 def profile_from_dict(data: dict[str, Any], where: str = "profile") -> ArmProfile | CarProfile:
@@ -300,24 +302,48 @@ def profile_from_dict(data: dict[str, Any], where: str = "profile") -> ArmProfil
 
 
 def load_profile(ref: str | dict[str, Any] | RobotProfile) -> ArmProfile | CarProfile:
-    """A profile by bundled name (``ur5e_servo``), YAML path, mapping or profile (returned as is)."""
+    """A profile by bundled name (``ur5e_servo``, ``rehearsal/ur5e_servo``), YAML path, mapping or profile (returned
+    as is). A YAML file may start from another profile with ``extends: <name or path>`` and change only some
+    fields (nested sections are merged)."""
     if isinstance(ref, RobotProfile):
         return ref  # type: ignore[return-value]
     if isinstance(ref, dict):
         return profile_from_dict(ref)
+    data, path = _profile_yaml(str(ref), Path.cwd())
+    return profile_from_dict(data, f"profile {path.name}")
+
+
+def _profile_yaml(ref: str, base: Path, seen: tuple[Path, ...] = ()) -> tuple[dict[str, Any], Path]:
+    """The mapping of a profile file with its ``extends`` chain merged in."""
     path = Path(ref)
     if not path.suffix:
         path = PROFILE_DIR / f"{ref}.yaml"
         if not path.is_file():
             raise ConfigError(f"profile {ref!r}: no such bundled profile (bundled: {', '.join(bundled_profiles())}; "
                               "or give a YAML file path)")
-    elif not path.is_file():
-        raise ConfigError(f"profile file not found: {path}")
+    else:
+        path = path if path.is_absolute() else base / path
+        if not path.is_file():
+            raise ConfigError(f"profile file not found: {path}")
+    if path.resolve() in seen:
+        raise ConfigError(f"profile {path.name}: extends itself (through {[p.name for p in seen]})")
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
-    data.setdefault("name", path.stem)
-    return profile_from_dict(data, f"profile {path.name}")
+    parent = data.pop("extends", None)
+    if parent is not None:
+        base_data, _ = _profile_yaml(str(parent), path.parent, (*seen, path.resolve()))
+        base_data.pop("name", None)
+        data = _merge(base_data, data)
+    data.setdefault("name", path.stem if path.parent != PROFILE_DIR / "rehearsal" else f"rehearsal/{path.stem}")
+    return data, path
+
+
+def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def with_overrides(profile: ArmProfile | CarProfile, overrides: dict[str, Any]) -> ArmProfile | CarProfile:
@@ -325,11 +351,5 @@ def with_overrides(profile: ArmProfile | CarProfile, overrides: dict[str, Any]) 
     launch file or a run config adapts a bundled profile (a namespace, another topic)."""
     from robot_rl.config import to_dict
 
-    def merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-        out = dict(base)
-        for key, value in extra.items():
-            out[key] = merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-        return out
-
-    return profile_from_dict(merge(to_dict(profile), overrides), f"profile {profile.name}")
+    return profile_from_dict(_merge(to_dict(profile), overrides), f"profile {profile.name}")
 

@@ -37,6 +37,9 @@ def check_run(cfg: TrainConfig) -> None:
         _check_base_policy(cfg, spec, action_dim, env)
         _check_expert_uses(cfg, has_expert(env))
         _check_demos(cfg, spec, action_dim)
+        check_robot = getattr(env.unwrapped, "check_robot", None)  # a robot env checks its profile on the live graph
+        if check_robot is not None:
+            check_robot()
     finally:
         env.close()
     _check_training_env(cfg)

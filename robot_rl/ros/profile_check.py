@@ -1,0 +1,238 @@
+"""A robot profile checked against the live ROS 2 graph before anything moves: every topic it names exists with
+the message type it expects (published for state, subscribed for commands), the joint names are in the joint
+states, the frames are in TF and in the URDF, and the controllers it names are active. The first problem is one
+:class:`~robot_rl.config.ConfigError` naming the profile field (``robot-rl train`` then exits with code 2).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from robot_rl.config import ConfigError
+from robot_rl.robots.profile import ArmProfile, CarProfile
+
+ARM_COMMAND_TYPES = {
+    "cartesian_pose": "geometry_msgs/msg/PoseStamped",
+    "servo_twist": "geometry_msgs/msg/TwistStamped",
+    "joint_position": "std_msgs/msg/Float64MultiArray",
+    "joint_trajectory": "trajectory_msgs/msg/JointTrajectory",
+}
+CAR_COMMAND_TYPES = {"diff_drive": "geometry_msgs/msg/TwistStamped",
+                     "ackermann": "ackermann_msgs/msg/AckermannDriveStamped"}
+
+
+class ProfileCheck:
+    """Checks of one profile on ``node`` (an rclpy node of the caller's, spinning), each waiting up to ``timeout``
+    for discovery or a first message."""
+
+    def __init__(self, node: Any, profile: ArmProfile | CarProfile, timeout: float = 10.0) -> None:
+        self.node, self.profile, self.timeout = node, profile, timeout
+
+    def fail(self, field: str, message: str) -> ConfigError:
+        return ConfigError(f"profile {self.profile.name}: {field}: {message}")
+
+    def _resolve(self, topic: str) -> str:
+        return self.node.resolve_topic_name(topic)
+
+    # ------------------------------------------------------------------ topics
+    def published(self, field: str, topic: str, msg_type: str) -> None:
+        """Somebody publishes ``topic`` with ``msg_type``."""
+        name = self._resolve(topic)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            infos = self.node.get_publishers_info_by_topic(name)
+            if infos:
+                types = sorted({i.topic_type for i in infos})
+                if msg_type not in types:
+                    raise self.fail(field, f"{name} carries {', '.join(types)}, not {msg_type}")
+                return
+            if time.monotonic() > deadline:
+                raise self.fail(field, f"nobody publishes {name} (waited {self.timeout:.0f} s; is the driver up?)")
+            time.sleep(0.05)
+
+    def subscribed(self, field: str, topic: str, msg_type: str, what: str) -> None:
+        """Somebody (the driver's controller) subscribes ``topic`` with ``msg_type``."""
+        name = self._resolve(topic)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            infos = self.node.get_subscriptions_info_by_topic(name)
+            if infos:
+                types = sorted({i.topic_type for i in infos})
+                if msg_type not in types:
+                    raise self.fail(field, f"{what} on {name} takes {', '.join(types)}, not {msg_type}")
+                return
+            if time.monotonic() > deadline:
+                raise self.fail(field, f"nobody subscribes {name} (waited {self.timeout:.0f} s; is {what} loaded?)")
+            time.sleep(0.05)
+
+    def first_message(self, field: str, topic: str, msg_type: type, qos: Any = 10) -> Any:
+        got: list[Any] = []
+        sub = self.node.create_subscription(msg_type, topic, got.append, qos)
+        try:
+            deadline = time.monotonic() + self.timeout
+            while not got:
+                if time.monotonic() > deadline:
+                    raise self.fail(field, f"no message on {self._resolve(topic)} within {self.timeout:.0f} s")
+                time.sleep(0.02)
+            return got[0]
+        finally:
+            self.node.destroy_subscription(sub)
+
+    def joint_names(self, field: str, topic: str, names: tuple[str, ...]) -> None:
+        """Every joint of ``names`` is in a message of ``topic`` (a driver may publish several layouts)."""
+        from sensor_msgs.msg import JointState
+
+        seen: set[str] = set()
+        got: list[Any] = []
+        sub = self.node.create_subscription(JointState, topic, got.append, 10)
+        try:
+            deadline = time.monotonic() + self.timeout
+            while time.monotonic() < deadline:
+                while got:
+                    layout = set(got.pop().name)
+                    if set(names) <= layout:
+                        return
+                    seen |= layout
+                time.sleep(0.02)
+        finally:
+            self.node.destroy_subscription(sub)
+        missing = [n for n in names if n not in seen]
+        raise self.fail(field, f"joints {missing} are not in {self._resolve(topic)} (it has {sorted(seen)})")
+
+    # ------------------------------------------------------------------ TF, URDF, controllers
+    def frames(self, checks: list[tuple[str, str]]) -> None:
+        """Each ``(field, frame)`` is connected to the base frame in TF (waits for /tf and /tf_static)."""
+        from robot_rl.ros.tf_buffer import TfBuffer, TfError
+
+        buffer = TfBuffer()
+        buffer.subscribe(self.node)
+        base = self.profile.base_frame
+        deadline = time.monotonic() + self.timeout
+        pending = list(checks)
+        while pending:
+            field, frame = pending[0]
+            try:
+                buffer.lookup(base, frame)
+                pending.pop(0)
+                continue
+            except TfError as exc:
+                if time.monotonic() > deadline:
+                    known = sorted(buffer.frames())
+                    if frame not in known:
+                        raise self.fail(field, f"frame {frame!r} is not in the TF tree (frames: {known})") from None
+                    raise self.fail(field, f"no transform {base} -> {frame}: {exc}") from None
+            time.sleep(0.05)
+
+    def urdf(self) -> Any:
+        """The URDF's kinematics of the arm (joints and frames in the URDF)."""
+        from rclpy.qos import DurabilityPolicy, QoSProfile
+        from std_msgs.msg import String
+
+        from robot_rl.robots.kinematics import UrdfKinematics
+
+        p = self.profile
+        self.published("robot_description", p.robot_description, "std_msgs/msg/String")
+        qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        msg = self.first_message("robot_description", p.robot_description, String, qos)
+        try:
+            return UrdfKinematics(msg.data, p.joint_states.names, p.base_frame, p.tool_frame)
+        except ValueError as exc:
+            text = str(exc)
+            field = ("joint_states.names" if text.startswith("joints") else
+                     "tool_frame" if repr(p.tool_frame) in text else
+                     "base_frame" if repr(p.base_frame) in text else "robot_description")
+            raise self.fail(field, f"{text} ({p.robot_description})") from None
+
+    def controllers(self, checks: list[tuple[str, str, str]]) -> None:
+        """Each ``(field, controller, manager)`` is listed active by ``<manager>/list_controllers``."""
+        wanted = [c for c in checks if c[1]]
+        if not wanted:
+            return
+        try:
+            from controller_manager_msgs.srv import ListControllers
+        except ImportError:
+            raise self.fail(wanted[0][0], "checking controllers needs controller_manager_msgs "
+                                          "(bash scripts/build_ros_msgs.sh)") from None
+        for field, controller, manager in wanted:
+            service = f"{manager.rstrip('/')}/list_controllers"
+            client = self.node.create_client(ListControllers, service)
+            try:
+                if not client.wait_for_service(timeout_sec=self.timeout):
+                    raise self.fail(field, f"no {service} service (is the controller manager up?)")
+                future = client.call_async(ListControllers.Request())
+                deadline = time.monotonic() + self.timeout
+                while not future.done():
+                    if time.monotonic() > deadline:
+                        raise self.fail(field, f"{service} did not answer in {self.timeout:.0f} s")
+                    time.sleep(0.02)
+                states = {c.name: c.state for c in future.result().controller}
+            finally:
+                self.node.destroy_client(client)
+            listed = ", ".join(f"{n} ({s})" for n, s in sorted(states.items()))
+            if controller not in states:
+                raise self.fail(field, f"controller {controller!r} is not loaded (the controller manager lists "
+                                       f"{listed})")
+            if states[controller] != "active":
+                raise self.fail(field, f"controller {controller!r} is {states[controller]}, not active (activate it, "
+                                       f"e.g. ros2 control switch_controllers --activate {controller})")
+
+    def gripper_action(self, field: str, name: str) -> None:
+        from control_msgs.action import GripperCommand
+        from rclpy.action import ActionClient
+
+        client = ActionClient(self.node, GripperCommand, name)
+        try:
+            if not client.wait_for_server(timeout_sec=self.timeout):
+                raise self.fail(field, f"no GripperCommand action server {self._resolve(name)} within "
+                                       f"{self.timeout:.0f} s")
+        finally:
+            client.destroy()
+
+    # ------------------------------------------------------------------ whole profiles
+    def arm(self) -> Any:
+        """All checks of an arm profile; returns the URDF kinematics."""
+        p = self.profile
+        self.published("joint_states.topic", p.joint_states.topic, "sensor_msgs/msg/JointState")
+        self.joint_names("joint_states.names", p.joint_states.topic, p.joint_states.names)
+        if p.gripper.joints:
+            topic = p.gripper.joint_states_topic or p.joint_states.topic
+            self.published("gripper.joint_states_topic", topic, "sensor_msgs/msg/JointState")
+            self.joint_names("gripper.joints", topic, p.gripper.joints)
+        if p.wrench.topic:
+            self.published("wrench.topic", p.wrench.topic, "geometry_msgs/msg/WrenchStamped")
+        for i, cam in enumerate(p.cameras):
+            self.published(f"cameras[{i}].image", cam.image, "sensor_msgs/msg/Image")
+            self.published(f"cameras[{i}].info", cam.info_topic(), "sensor_msgs/msg/CameraInfo")
+        if p.success.source == "topic":
+            self.published("success.topic", p.success.topic, "std_msgs/msg/Bool")
+        kin = self.urdf()
+        frames = [("tool_frame", p.tool_frame)] + [(f"objects[{i}].frame", o.frame) for i, o in enumerate(p.objects)]
+        if p.wrench.frame:
+            frames.append(("wrench.frame", p.wrench.frame))
+        self.frames(frames)
+        if p.command.interface in ARM_COMMAND_TYPES:
+            self.subscribed("command.topic", p.command.topic, ARM_COMMAND_TYPES[p.command.interface],
+                            f"the {p.command.interface} controller")
+        if p.gripper.interface == "forward":
+            self.subscribed("gripper.command", p.gripper.command, "std_msgs/msg/Float64MultiArray",
+                            "the gripper controller")
+        elif p.gripper.interface == "action":
+            self.gripper_action("gripper.command", p.gripper.command)
+        self.controllers([("command.controller", p.command.controller, p.command.controller_manager),
+                          ("gripper.controller", p.gripper.controller, p.command.controller_manager)])
+        return kin
+
+    def car(self) -> None:
+        """All checks of a car profile."""
+        p = self.profile
+        self.published("odom.topic", p.odom.topic, "nav_msgs/msg/Odometry")
+        if p.scan.topic:
+            self.published("scan.topic", p.scan.topic, "sensor_msgs/msg/LaserScan")
+        self.subscribed("command.topic", p.command.topic, CAR_COMMAND_TYPES[p.command.interface],
+                        f"the {p.command.interface} controller")
+        if p.success.source == "topic":
+            self.published("success.topic", p.success.topic, "std_msgs/msg/Bool")
+        self.frames([("odom.frame", p.odom.frame)] + ([("scan.frame", p.scan.frame)] if p.scan.topic else []))
+        self.controllers([("command.controller", p.command.controller, p.command.controller_manager)])
+

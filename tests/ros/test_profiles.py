@@ -1,0 +1,136 @@
+"""Robot profiles against robot_rl's emulation of each driver, every node in its own process: a PickCube policy
+acting on the observation picks the cube through each arm profile's command interface, and a wrong profile fails at
+start with one message naming the field, before anything moves."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from robot_rl.config import ConfigError
+from tests.ros.experts import run_episode
+from tests.ros.graph import Graph, ros_env
+
+pytestmark = pytest.mark.ros
+
+ARM_PROFILES = {
+    "ros2_control_joint_position": {},
+    "joint_trajectory": {"command": {"interface": "joint_trajectory",
+                                     "topic": "/joint_trajectory_controller/joint_trajectory",
+                                     "controller": "joint_trajectory_controller"}},
+    "franka_fr3_cartesian": {},
+    "ur5e_servo": {},
+}
+"""Bundled rehearsal profiles, plus the generic one driving a joint trajectory controller instead."""
+
+
+def profile_file(name: str, tmp_path) -> str:
+    """The rehearsal profile of ``name`` (with its ARM_PROFILES overrides) as a YAML file the nodes and env read."""
+    import yaml
+
+    from robot_rl.config import to_dict
+    from robot_rl.robots.profile import load_profile, with_overrides
+
+    base = "ros2_control_joint_position" if name == "joint_trajectory" else name
+    profile = with_overrides(load_profile(f"rehearsal/{base}"), ARM_PROFILES[name])
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(to_dict(profile)))
+    return str(path)
+
+
+def start_profile_graph(graph: Graph, profile: str, *driver_args: str) -> None:
+    graph.start("arm_driver", "-p", f"profile:={profile}", *driver_args)
+    graph.start("arm_safety", "-p", f"profile:={profile}")
+
+
+def wait_kinematics(graph: Graph, timeout: float = 60.0) -> None:
+    """Until the safety node has built the URDF kinematics (it then forwards commands)."""
+    deadline = time.monotonic() + timeout
+    while "kinematics of" not in graph.log("arm_safety"):
+        assert all(graph.alive().values()), {n: graph.log(n)[-2000:] for n in graph.procs}
+        assert time.monotonic() < deadline, graph.log("arm_safety")
+        time.sleep(0.1)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("name", list(ARM_PROFILES))
+def test_an_observation_policy_picks_the_cube_through_each_profile(graph, tmp_path, name: str) -> None:
+    from robot_rl.envs.ros_env import RosArmEnv
+
+    profile = profile_file(name, tmp_path)
+    start_profile_graph(graph, profile)
+    wait_kinematics(graph)
+    env = RosArmEnv(profile=profile, reset_service="arm_driver/reset", connect_timeout=60.0)
+    try:
+        results = [run_episode(env, seed) for seed in range(3)]
+        state = env.reset()[0]["state"]
+        rejections = dict(env.rejections)
+    finally:
+        env.close()
+    assert all(ok for ok, _ in results), (results, rejections, graph.log("arm_safety")[-2000:])
+    # the observation is built from joint states, TF and the URDF only: at home, at rest, gripper open
+    assert np.allclose(state[:3], env.cfg.home_pos, atol=0.005) and np.linalg.norm(state[7:10]) < 0.01, state
+    assert state[10] > 0.07, state
+    log = graph.log("arm_driver")
+    assert "command ignored" not in log, log[-2000:]
+
+
+@pytest.mark.timeout(240)
+def test_a_wrong_profile_fails_at_start_naming_the_field(graph, tmp_path) -> None:
+    from robot_rl.envs.ros_io import RosLink
+    from robot_rl.robots.profile import load_profile, with_overrides
+    from robot_rl.ros.profile_check import ProfileCheck
+
+    profile = profile_file("ros2_control_joint_position", tmp_path)
+    graph.start("arm_driver", "-p", f"profile:={profile}", "-p", "inactive_controllers:=['gripper_controller']")
+    good = load_profile(profile)
+    mistakes = {
+        "wrench.topic": {"wrench": {"topic": "/joint_states", "frame": "tool0"}},  # a topic of another type
+        "tool_frame": {"tool_frame": "tool_flange"},  # a frame TF (and the URDF) does not have
+        "joint_states.names": {"joint_states": {"names": ["joint1", "joint2", "joint3", "joint4", "joint5",
+                                                          "joint6", "joint_7"]}},
+        "command.controller": {"command": {"controller": "joint_group_position_controller"}},  # not loaded
+        "gripper.controller": {},  # loaded but inactive (the driver lists it so)
+        "objects[0].frame": {"objects": [{"name": "cube", "frame": "cube_tag"}]},
+        "command.topic": {"command": {"topic": "/position_controller/commands"}},  # nobody subscribes
+    }
+    link = RosLink("check_probe")
+    try:
+        for field, change in mistakes.items():
+            with pytest.raises(ConfigError) as info:
+                ProfileCheck(link.node, with_overrides(good, change), timeout=4.0).arm()
+            assert f": {field}: " in str(info.value), (field, str(info.value))
+    finally:
+        link.close()
+    message = str(info.value)
+    assert message.startswith(f"profile {good.name}: command.topic: nobody subscribes"), message
+
+    # robot-rl train with the wrong profile: exit code 2 and that one message, before any process starts
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"extends: {profile}\ntool_frame: tool_flange\n")
+    run = subprocess.run(
+        [sys.executable, "-m", "robot_rl.cli", "train", "pickcube_ros", "--env.kwargs",
+         f'{{"profile": "{bad}", "reset_service": "arm_driver/reset"}}', "--runs-dir", str(tmp_path / "runs")],
+        env=ros_env(graph.domain), capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2, (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
+    assert "tool_frame: frame 'tool_flange' is not in the URDF" in run.stderr, run.stderr[-2000:]
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_profiles_load_and_name_their_fields() -> None:
+    from robot_rl.robots.profile import bundled_profiles, load_profile, with_overrides
+
+    for name in bundled_profiles():
+        load_profile(name)
+    good = load_profile("ur5e_servo")
+    with pytest.raises(ConfigError, match="command.interface: 'twist' is not one of"):
+        with_overrides(good, {"command": {"interface": "twist"}})
+    with pytest.raises(ConfigError, match="unknown config field"):
+        with_overrides(good, {"comand": {}})
+    with pytest.raises(ConfigError, match="no such bundled profile"):
+        load_profile("ur10_servo")
+
