@@ -84,6 +84,8 @@ class TwistOutput:
         self.target_time = -np.inf
         self.next_tick = -np.inf
         self.last_reasons: Reasons = []
+        self.switch = ServoSwitch(node, profile.command.servo_command_type_service) \
+            if profile.command.servo_command_type_service else None
 
     def send(self, pos: np.ndarray, quat: np.ndarray, stamp: Any) -> Reasons:
         now = self.now()
@@ -102,6 +104,8 @@ class TwistOutput:
             self._publish(now)
 
     def _publish(self, now: float) -> Reasons:
+        if self.switch is not None:
+            self.switch.ensure()
         state = self.measured()
         if state is None or self.target is None:
             return ["no_state"]
@@ -125,6 +129,34 @@ class TwistOutput:
         self.pub.publish(msg)
         self.last_reasons = reasons
         return reasons
+
+
+class ServoSwitch:
+    """Asks MoveIt Servo (``switch_command_type``) to take twists, once its service answers; until it has said yes,
+    :meth:`ensure` retries (at most every 0.5 s)."""
+
+    TWIST = 1  # moveit_msgs/srv/ServoCommandType.TWIST
+
+    def __init__(self, node: Any, service: str) -> None:
+        from moveit_msgs.srv import ServoCommandType
+
+        self.request = ServoCommandType.Request(command_type=self.TWIST)
+        self.client = node.create_client(ServoCommandType, service)
+        self.log = node.get_logger()
+        self.done, self.pending, self.last_try = False, None, -np.inf
+
+    def ensure(self) -> None:
+        if self.done:
+            return
+        if self.pending is not None and self.pending.done():
+            result, self.pending = self.pending.result(), None
+            self.done = bool(result and result.success)
+            if self.done:
+                self.log.info(f"{self.client.srv_name}: Servo takes twists")
+            return
+        if self.pending is None and time.monotonic() - self.last_try > 0.5 and self.client.service_is_ready():
+            self.last_try = time.monotonic()
+            self.pending = self.client.call_async(self.request)
 
 
 class JointOutput:

@@ -127,11 +127,13 @@ class ServoEmulation:
         self.period, self.timeout, self.damping = period, timeout, damping
         self.twist = np.zeros(6)
         self.stamp = -np.inf
+        self.enabled = True  # False: Servo is in another command mode (switch_command_type) and ignores twists
         self.next_tick = -np.inf
         self._jac = np.zeros((6, model.nv))
 
     def command(self, twist: np.ndarray, now: float) -> None:
-        self.twist, self.stamp = np.asarray(twist, np.float64).copy(), now
+        if self.enabled:
+            self.twist, self.stamp = np.asarray(twist, np.float64).copy(), now
 
     def efforts(self, now: float) -> np.ndarray:
         tr = self.tracker

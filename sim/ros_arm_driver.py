@@ -202,6 +202,18 @@ class ArmDriverNode(ArmHardwareNode):
             self.create_subscription(JointTrajectory, topic, on_trajectory, 10)
         elif kind == "servo_twist":
             self.emulation = ServoEmulation(tracker, m, cfg.servo_period, cfg.servo_timeout)
+            service = profile.command.servo_command_type_service
+            if service:  # Servo starts in joint-jog mode: twists are ignored until TWIST is selected
+                from moveit_msgs.srv import ServoCommandType
+
+                self.emulation.enabled = False
+
+                def switch(request, response):  # noqa: ANN001, ANN202
+                    response.success = request.command_type in (0, 1, 2)
+                    if response.success:
+                        self.emulation.enabled = request.command_type == 1
+                    return response
+                self.create_service(ServoCommandType, service, switch)
 
             def on_twist(msg: TwistStamped) -> None:
                 if msg.header.frame_id not in ("", frame):

@@ -123,6 +123,9 @@ class ArmCommandProfile:
     """servo_twist: twists are streamed at this rate (Servo halts when they stop); 0 = one per policy command."""
     servo_gain: float = 10.0
     """servo_twist: twist = target velocity + servo_gain (1/s) * (target - measured pose)."""
+    servo_command_type_service: str = ""
+    """servo_twist: MoveIt Servo's ``switch_command_type`` service (``moveit_msgs/srv/ServoCommandType``), called
+    with TWIST before twists are streamed ("" = not called: Servo already takes twists)."""
     max_joint_step: float = 0.15
     """Joint interfaces: largest change of a joint command from the measured position (rad)."""
     time_from_start: float = 0.1

@@ -177,6 +177,18 @@ class ProfileCheck:
                 raise self.fail(field, f"controller {controller!r} is {states[controller]}, not active (activate it, "
                                        f"e.g. ros2 control switch_controllers --activate {controller})")
 
+    def service(self, field: str, name: str) -> None:
+        """A service of that name is offered (its type as MoveIt Servo's switch_command_type)."""
+        from moveit_msgs.srv import ServoCommandType
+
+        client = self.node.create_client(ServoCommandType, name)
+        try:
+            if not client.wait_for_service(timeout_sec=self.timeout):
+                raise self.fail(field, f"no {self._resolve(name)} service within {self.timeout:.0f} s (is the servo "
+                                       "node up?)")
+        finally:
+            self.node.destroy_client(client)
+
     def gripper_action(self, field: str, name: str) -> None:
         from control_msgs.action import GripperCommand
         from rclpy.action import ActionClient
@@ -214,6 +226,8 @@ class ProfileCheck:
         if p.command.interface in ARM_COMMAND_TYPES:
             self.subscribed("command.topic", p.command.topic, ARM_COMMAND_TYPES[p.command.interface],
                             f"the {p.command.interface} controller")
+        if p.command.servo_command_type_service:
+            self.service("command.servo_command_type_service", p.command.servo_command_type_service)
         if p.gripper.interface == "forward":
             self.subscribed("gripper.command", p.gripper.command, "std_msgs/msg/Float64MultiArray",
                             "the gripper controller")
