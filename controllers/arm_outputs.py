@@ -1,15 +1,22 @@
 """The safety node's last stage with a robot profile: a filtered Cartesian target becomes the command the
 profile's driver accepts, checked again in that interface's own units before it is published.
 
+The policy was trained with the sim's impedance controller following its targets (critically damped, natural
+frequency 20 rad/s for the default gains). A real driver's controller follows its commands much more stiffly, so a
+target sent as it comes would meet the policy with another closed-loop response. With ``command.reference_omega``
+> 0 the stage streams, at ``command.rate_hz``, a reference that follows the target with the sim controller's
+response (:class:`ReferenceFilter`), and the stiff driver tracks that reference
+(docs/design/robot-profiles.md). With 0, each target goes out once, as it comes.
+
 * :class:`PoseOutput` — ``geometry_msgs/PoseStamped`` to a Cartesian controller (e.g. FZI's
   ``cartesian_motion_controller/target_frame``), in the profile's command frame.
-* :class:`TwistOutput` — ``geometry_msgs/TwistStamped`` to MoveIt Servo: the target's own velocity plus
-  ``servo_gain`` times the distance to it, streamed at ``rate_hz``; linear speed clipped to ``max_speed``
-  (reason ``velocity``), angular to ``max_angular_speed``. While holding, the target stops and the twist decays.
+* :class:`TwistOutput` — ``geometry_msgs/TwistStamped`` to MoveIt Servo: the reference's velocity plus
+  ``servo_gain`` times the distance from the measured pose to the reference; linear speed clipped to
+  ``max_speed`` (reason ``velocity``), angular to ``max_angular_speed``.
 * :class:`JointOutput` — joint positions from inverse kinematics on the URDF (started from the measured joints),
   checked in joint space: inside the URDF's limits less ``joint_margin`` (``joint_limit``), at most
-  ``max_joint_step`` from the measured joints (``joint_step``), a solution within ``ik_tolerance`` of the target
-  (``ik``: else the command is not sent and the driver holds the last one) and a tool position inside the
+  ``max_joint_step`` from the measured joints (``joint_step``), a solution within ``ik_tolerance`` of the
+  reference (``ik``: else the command is not sent and the driver holds the last one) and a tool position inside the
   workspace box (``workspace``: else not sent); published as ``std_msgs/Float64MultiArray`` to a forward position
   controller or as a one-point ``trajectory_msgs/JointTrajectory`` (``time_from_start``) to a trajectory
   controller.
@@ -29,27 +36,11 @@ import numpy as np
 
 from robot_rl.robots.kinematics import UrdfKinematics
 from robot_rl.robots.profile import ArmProfile
-from robot_rl.robots.transforms import quat_conj, quat_mul
+from robot_rl.robots.transforms import quat_conj, quat_mul, slerp
 from robot_rl.ros.msgs import pose_stamped
 
 Reasons = list[str]
-
-
-class PoseOutput:
-    """Target poses to a Cartesian controller."""
-
-    def __init__(self, node: Any, profile: ArmProfile) -> None:
-        from geometry_msgs.msg import PoseStamped
-
-        self.frame = profile.command.frame or profile.base_frame
-        self.pub = node.create_publisher(PoseStamped, profile.command.topic, 10)
-
-    def send(self, pos: np.ndarray, quat: np.ndarray, stamp: Any) -> Reasons:
-        self.pub.publish(pose_stamped(pos, quat, stamp, self.frame))
-        return []
-
-    def tick(self, now: float) -> None:
-        """Nothing to stream: the controller holds its last target."""
+Pose = tuple[np.ndarray, np.ndarray]
 
 
 def rotation_error(target: np.ndarray, current: np.ndarray) -> np.ndarray:
@@ -63,56 +54,113 @@ def rotation_error(target: np.ndarray, current: np.ndarray) -> np.ndarray:
     return 2.0 * np.arctan2(s, q[0]) * q[1:] / s
 
 
-class TwistOutput:
-    """Twists to MoveIt Servo (see the module docstring). ``measured()`` -> (position, quaternion) or None."""
+class ReferenceFilter:
+    """A reference that follows a target like a critically damped spring (natural frequency ``omega`` rad/s):
+    position with its velocity, orientation by the matching first-order slerp. Integrated in sub-steps of at most
+    1 ms, so a late tick does not destabilise it."""
 
-    def __init__(self, node: Any, profile: ArmProfile, measured: Callable[[], tuple[np.ndarray, np.ndarray] | None],
-                 now: Callable[[], float], stamp: Callable[[], Any], period: float,
-                 max_angular_speed: float = 1.0) -> None:
+    def __init__(self, omega: float) -> None:
+        self.omega = omega
+        self.pos: np.ndarray | None = None
+        self.vel = np.zeros(3)
+        self.quat = np.array([1.0, 0.0, 0.0, 0.0])
+
+    def reset(self, pos: np.ndarray, quat: np.ndarray) -> None:
+        self.pos, self.quat, self.vel = np.array(pos, np.float64), np.array(quat, np.float64), np.zeros(3)
+
+    def step(self, target: Pose, dt: float) -> Pose:
+        w = self.omega
+        n = max(1, int(np.ceil(dt / 0.001)))
+        h = dt / n
+        for _ in range(n):
+            acc = w * w * (target[0] - self.pos) - 2.0 * w * self.vel
+            self.vel = self.vel + h * acc
+            self.pos = self.pos + h * self.vel
+        self.quat = slerp(self.quat, np.asarray(target[1], np.float64), 1.0 - float(np.exp(-w * dt)))
+        return self.pos.copy(), self.quat.copy()
+
+
+class StreamedOutput:
+    """What every arm output shares: the target, the reference that follows it at ``rate_hz`` (or the target
+    itself, sent once, without a filter), and the reasons the interface's own checks give (``reject``)."""
+
+    def __init__(self, profile: ArmProfile, now: Callable[[], float], reject: Callable[[Reasons], None],
+                 measured: Callable[[], Pose | None]) -> None:
+        cmd = profile.command
+        self.profile, self.now, self.reject, self.measured = profile, now, reject, measured
+        self.filter = ReferenceFilter(cmd.reference_omega) if cmd.reference_omega > 0 else None
+        self.period = 1.0 / cmd.rate_hz if cmd.rate_hz > 0 else 0.0
+        self.target: Pose | None = None
+        self.last_tick = -np.inf
+        self.sent = 0
+
+    def send(self, pos: np.ndarray, quat: np.ndarray, stamp: Any) -> Reasons:
+        """A filtered target from the safety node (its reasons: this output's checks of an immediate send)."""
+        self.target = (np.asarray(pos, np.float64), np.asarray(quat, np.float64))
+        if self.filter is None:
+            return self.emit(*self.target, None)
+        if self.filter.pos is None:
+            start = self.measured()
+            self.filter.reset(*(start if start is not None else self.target))
+            self.last_tick = self.now()
+        return []
+
+    def tick(self, now: float) -> None:
+        """Called often (the watchdog's rate): advances the reference and sends it every ``period``."""
+        if self.filter is None or self.target is None or self.filter.pos is None or now - self.last_tick < self.period:
+            return
+        dt = min(now - self.last_tick, 0.1)
+        self.last_tick = now
+        pos, quat = self.filter.step(self.target, dt)
+        reasons = self.emit(pos, quat, self.filter.vel.copy())
+        if reasons:
+            self.reject(reasons)
+
+    def emit(self, pos: np.ndarray, quat: np.ndarray, vel: np.ndarray | None) -> Reasons:
+        raise NotImplementedError
+
+
+class PoseOutput(StreamedOutput):
+    """Poses to a Cartesian controller."""
+
+    def __init__(self, node: Any, profile: ArmProfile, now: Callable[[], float], reject: Callable[[Reasons], None],
+                 measured: Callable[[], Pose | None], stamp: Callable[[], Any]) -> None:
+        from geometry_msgs.msg import PoseStamped
+
+        super().__init__(profile, now, reject, measured)
+        self.frame, self.stamp = profile.command.frame or profile.base_frame, stamp
+        self.pub = node.create_publisher(PoseStamped, profile.command.topic, 10)
+
+    def emit(self, pos: np.ndarray, quat: np.ndarray, vel: np.ndarray | None) -> Reasons:
+        self.pub.publish(pose_stamped(pos, quat, self.stamp(), self.frame))
+        self.sent += 1
+        return []
+
+
+class TwistOutput(StreamedOutput):
+    """Twists to MoveIt Servo (see the module docstring)."""
+
+    def __init__(self, node: Any, profile: ArmProfile, now: Callable[[], float], reject: Callable[[Reasons], None],
+                 measured: Callable[[], Pose | None], stamp: Callable[[], Any], max_angular_speed: float = 1.0) -> None:
         from geometry_msgs.msg import TwistStamped
 
-        self._msg = TwistStamped
+        super().__init__(profile, now, reject, measured)
+        self._msg, self.stamp = TwistStamped, stamp
         self.frame = profile.command.frame or profile.base_frame
         self.pub = node.create_publisher(TwistStamped, profile.command.topic, 10)
         self.gain, self.max_speed = profile.command.servo_gain, profile.limits.max_speed
         self.max_angular_speed = max_angular_speed
-        self.rate_period = 1.0 / profile.command.rate_hz if profile.command.rate_hz > 0 else 0.0
-        self.policy_period = period
-        self.measured, self.now, self.stamp = measured, now, stamp
-        self.target: tuple[np.ndarray, np.ndarray] | None = None
-        self.target_vel = np.zeros(3)
-        self.target_time = -np.inf
-        self.next_tick = -np.inf
-        self.last_reasons: Reasons = []
         self.switch = ServoSwitch(node, profile.command.servo_command_type_service) \
             if profile.command.servo_command_type_service else None
 
-    def send(self, pos: np.ndarray, quat: np.ndarray, stamp: Any) -> Reasons:
-        now = self.now()
-        if self.target is not None and now - self.target_time < 2.5 * self.policy_period:
-            self.target_vel = (pos - self.target[0]) / max(now - self.target_time, 1e-3)
-        else:
-            self.target_vel = np.zeros(3)
-        self.target, self.target_time = (np.asarray(pos, np.float64), np.asarray(quat, np.float64)), now
-        if self.rate_period == 0.0:
-            return self._publish(now)
-        return []
-
-    def tick(self, now: float) -> None:
-        if self.rate_period > 0.0 and self.target is not None and now >= self.next_tick:
-            self.next_tick = now + self.rate_period
-            self._publish(now)
-
-    def _publish(self, now: float) -> Reasons:
+    def emit(self, pos: np.ndarray, quat: np.ndarray, vel: np.ndarray | None) -> Reasons:
         if self.switch is not None:
             self.switch.ensure()
         state = self.measured()
-        if state is None or self.target is None:
+        if state is None:
             return ["no_state"]
-        pos, quat = state
-        feed = self.target_vel if now - self.target_time < 1.5 * self.policy_period else np.zeros(3)
-        lin = feed + self.gain * (self.target[0] - pos)
-        ang = self.gain * rotation_error(self.target[1], quat)
+        lin = (vel if vel is not None else np.zeros(3)) + self.gain * (pos - state[0])
+        ang = self.gain * rotation_error(quat, state[1])
         reasons: Reasons = []
         speed = float(np.max(np.abs(lin)))
         if speed > self.max_speed:
@@ -127,7 +175,7 @@ class TwistOutput:
         t.linear.x, t.linear.y, t.linear.z = (float(v) for v in lin)
         t.angular.x, t.angular.y, t.angular.z = (float(v) for v in ang)
         self.pub.publish(msg)
-        self.last_reasons = reasons
+        self.sent += 1
         return reasons
 
 
@@ -159,14 +207,16 @@ class ServoSwitch:
             self.pending = self.client.call_async(self.request)
 
 
-class JointOutput:
+class JointOutput(StreamedOutput):
     """Joint positions by inverse kinematics (see the module docstring). ``joints()`` -> the measured arm joint
     positions or None; ``kinematics()`` -> the URDF kinematics or None (not received yet)."""
 
-    def __init__(self, node: Any, profile: ArmProfile, kinematics: Callable[[], UrdfKinematics | None],
+    def __init__(self, node: Any, profile: ArmProfile, now: Callable[[], float], reject: Callable[[Reasons], None],
+                 measured: Callable[[], Pose | None], kinematics: Callable[[], UrdfKinematics | None],
                  joints: Callable[[], np.ndarray | None], joint_margin: float = 0.02,
                  ik_tolerance: float = 0.003) -> None:
-        self.profile, self.kinematics, self.joints = profile, kinematics, joints
+        super().__init__(profile, now, reject, measured)
+        self.kinematics, self.joints = kinematics, joints
         self.trajectory = profile.command.interface == "joint_trajectory"
         self.margin, self.ik_tolerance = joint_margin, ik_tolerance
         if self.trajectory:
@@ -182,12 +232,13 @@ class JointOutput:
         self.last_q: np.ndarray | None = None
         self.ik_ms: list[float] = []
 
-    def send(self, pos: np.ndarray, quat: np.ndarray, stamp: Any) -> Reasons:
+    def emit(self, pos: np.ndarray, quat: np.ndarray, vel: np.ndarray | None) -> Reasons:
         kin, q_meas = self.kinematics(), self.joints()
         if kin is None or q_meas is None:
             return ["no_state"]
         t0 = time.perf_counter()
-        result = kin.inverse(pos, quat, q_meas)
+        seed = self.last_q if self.last_q is not None else q_meas
+        result = kin.inverse(pos, quat, seed)
         self.ik_ms.append(1e3 * (time.perf_counter() - t0))
         del self.ik_ms[:-200]
         if result.position_error > self.ik_tolerance or result.rotation_error > 10 * self.ik_tolerance:
@@ -213,6 +264,7 @@ class JointOutput:
 
     def _publish(self, q: np.ndarray) -> None:
         self.last_q = q
+        self.sent += 1
         if not self.trajectory:
             self.pub.publish(self._types[0](data=q.tolist()))
             return
@@ -222,9 +274,6 @@ class JointOutput:
         t = self.profile.command.time_from_start
         point = point_type(positions=q.tolist(), time_from_start=Duration(sec=int(t), nanosec=int((t % 1) * 1e9)))
         self.pub.publish(trajectory_type(joint_names=list(self.profile.joint_states.names), points=[point]))
-
-    def tick(self, now: float) -> None:
-        """Nothing to stream: the controllers hold their last command."""
 
 
 class GripperForwardOutput:

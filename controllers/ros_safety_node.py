@@ -257,14 +257,14 @@ class ArmSafetyNode(_SafetyBase):
             self.subs.append(FastSubscription(self, WrenchStamped, profile.wrench.topic, self._on_wrench,
                                               best_effort=True))
         kind = profile.command.interface
+        measured = lambda: None if self.ee_pos is None else (self.ee_pos, self.ee_quat)  # noqa: E731
+        common = (self, profile, self.time.now, self._reject, measured)
         if kind == "cartesian_pose":
-            self.output = arm_outputs.PoseOutput(self, profile)
+            self.output = arm_outputs.PoseOutput(*common, self.time.stamp)
         elif kind == "servo_twist":
-            self.output = arm_outputs.TwistOutput(
-                self, profile, lambda: None if self.ee_pos is None else (self.ee_pos, self.ee_quat), self.time.now,
-                self.time.stamp, 1.0 / profile.control_hz)
+            self.output = arm_outputs.TwistOutput(*common, self.time.stamp)
         elif kind in ("joint_position", "joint_trajectory"):
-            self.output = arm_outputs.JointOutput(self, profile, lambda: self.kin, lambda: self.joints_q)
+            self.output = arm_outputs.JointOutput(*common, lambda: self.kin, lambda: self.joints_q)
         else:
             raise ValueError(f"profile {profile.name}: command.interface {kind!r} is robot_rl's own controller (run "
                              "the safety node without a profile)")

@@ -31,6 +31,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # must precede the first `import mujo
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
+from robot_rl.robots.track import pure_pursuit
 from robot_rl_controllers.driving import DifferentialDriveParams, twist_to_wheel_speeds  # noqa: E402
 from robot_rl_sim.base import MujocoTaskEnv, TaskConfig  # noqa: E402
 from robot_rl_sim.car_model import (  # noqa: E402
@@ -295,17 +296,8 @@ class DriveEnv(MujocoTaskEnv):
         ``lookahead`` m ahead, at ``cruise`` m/s capped so the lateral acceleration stays under
         ``lateral_accel``; plus Gaussian noise of std ``noise`` (action units)."""
         xy, yaw = self.car_pose()
-        target, _ = self.track.pose(self.project()[0] + lookahead)
-        dx, dy = target - xy
-        c, sn = math.cos(yaw), math.sin(yaw)
-        fx, fy = c * dx + sn * dy, -sn * dx + c * dy
-        curvature = 2.0 * fy / max(fx * fx + fy * fy, 1e-6)
-        speed = min(cruise, math.sqrt(lateral_accel / max(abs(curvature), 1e-6)))
-        if fx < 0.2:  # facing away from the path: turn on the spot
-            speed = 0.0
-        a = np.array([speed / self.cfg.max_speed, speed * curvature / self.cfg.max_yaw_rate], np.float32)
-        if fx < 0.2:
-            a[1] = math.copysign(1.0, fy)
+        a = pure_pursuit(self.track, xy, yaw, self.project()[0], self.cfg.max_speed, self.cfg.max_yaw_rate,
+                         lookahead, cruise, lateral_accel)
         if noise > 0:
             a += self.np_random.normal(0.0, noise, 2).astype(np.float32)
         return np.clip(a, -1.0, 1.0)

@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 
+from robot_rl.robots.track import TrackMap
 from robot_rl_sim.arm_model import lookat_xyaxes
 
 TIMESTEP = 0.005
@@ -35,73 +36,8 @@ LIDAR_HEIGHT = 0.08
 WHEEL_JOINTS = ("wheel_left", "wheel_right")
 
 
-class Track:
-    """Closed centreline (rounded rectangle) with arc-length parametrisation, projection and wall layout."""
-
-    def __init__(self, size: tuple[float, float] = (6.0, 4.0), corner_radius: float = 1.2, width: float = 1.0,
-                 spacing: float = 0.02) -> None:
-        sx, sy = float(size[0]) / 2, float(size[1]) / 2
-        r = float(corner_radius)
-        a, b = sx - r, sy - r  # corner-circle centres at (±a, ±b)
-        self.width, self.corner_radius = float(width), r
-        # (kind, params, length): lines as (p0, p1); arcs as (centre, theta0); counter-clockwise
-        segs: list[tuple[str, tuple, float]] = []
-
-        def line(p0: tuple[float, float], p1: tuple[float, float]) -> None:
-            length = math.dist(p0, p1)
-            if length > 1e-9:
-                segs.append(("line", (np.array(p0), np.array(p1)), length))
-
-        def arc(cx: float, cy: float, theta0: float) -> None:
-            segs.append(("arc", (np.array([cx, cy]), theta0), r * math.pi / 2))
-
-        line((0.0, -sy), (a, -sy))
-        arc(a, -b, -math.pi / 2)
-        line((sx, -b), (sx, b))
-        arc(a, b, 0.0)
-        line((a, sy), (-a, sy))
-        arc(-a, b, math.pi / 2)
-        line((-sx, b), (-sx, -b))
-        arc(-a, -b, math.pi)
-        line((-a, -sy), (0.0, -sy))
-        self.segments = segs
-        self._starts = np.cumsum([0.0] + [seg[2] for seg in segs])
-        self.length = float(self._starts[-1])
-        n = int(math.ceil(self.length / spacing))
-        self.s = np.linspace(0.0, self.length, n, endpoint=False)
-        poses = [self.pose(s) for s in self.s]
-        self.points = np.array([p for p, _ in poses])
-        yaw = np.array([y for _, y in poses])
-        self.tangents = np.stack([np.cos(yaw), np.sin(yaw)], axis=1)
-
-    def pose(self, s: float, lateral: float = 0.0) -> tuple[np.ndarray, float]:
-        """(xy [2], yaw) of the point at arc length ``s`` (wrapped), ``lateral`` m to the left of the centreline."""
-        s = float(s) % self.length
-        k = min(int(np.searchsorted(self._starts, s, side="right")) - 1, len(self.segments) - 1)
-        kind, params, length = self.segments[k]
-        u = s - self._starts[k]
-        if kind == "line":
-            p0, p1 = params
-            t = (p1 - p0) / length
-            xy, yaw = p0 + t * u, math.atan2(t[1], t[0])
-        else:
-            centre, theta0 = params
-            theta = theta0 + u / self.corner_radius
-            xy = centre + self.corner_radius * np.array([math.cos(theta), math.sin(theta)])
-            yaw = theta + math.pi / 2
-        if lateral:
-            xy = xy + lateral * np.array([-math.sin(yaw), math.cos(yaw)])
-        return xy, math.atan2(math.sin(yaw), math.cos(yaw))
-
-    def project(self, xy: np.ndarray) -> tuple[float, float, int]:
-        """(s, lateral offset (m, + = left of the driving direction), index of the nearest sample) of a point.
-        Unique while the point is within ``corner_radius`` of the centreline (always true on the track)."""
-        d = self.points - xy[:2]
-        i = int(np.argmin(np.einsum("ij,ij->i", d, d)))
-        rel = xy[:2] - self.points[i]
-        t = self.tangents[i]
-        s = (self.s[i] + rel[0] * t[0] + rel[1] * t[1]) % self.length
-        return float(s), float(t[0] * rel[1] - t[1] * rel[0]), i
+class Track(TrackMap):
+    """The track map (:class:`robot_rl.robots.track.TrackMap`) plus its wall layout for the MJCF."""
 
     def wall_boxes(self) -> list[tuple[np.ndarray, float, float]]:
         """(centre xy, yaw, half length) of every wall box, inner and outer walls."""

@@ -156,14 +156,19 @@ class ServoEmulation:
         return tr.torques()
 
 
+STIFF_CARTESIAN = ImpedanceGains(kp_pos=1600.0, kp_rot=1000.0)
+"""A Cartesian motion controller tracks its target closely (FZI's is not compliant): 40 rad/s, twice the sim's
+own impedance bandwidth."""
+
+
 class CartesianMotionEmulation:
-    """A Cartesian controller's target pose (base frame), tracked by the sim arm's impedance law; until the first
-    target it holds the measured pose."""
+    """A Cartesian controller's target pose (base frame), tracked stiffly (:data:`STIFF_CARTESIAN`, the impedance
+    law at high gains); until the first target it holds the measured pose."""
 
     def __init__(self, model: mujoco.MjModel, data: mujoco.MjData, site_id: int, dofs: range,
                  posture: np.ndarray, gains: ImpedanceGains | None = None) -> None:
         self.data = data
-        self.arm = MujocoArmState(model, site_id, dofs, gains or ImpedanceGains())
+        self.arm = MujocoArmState(model, site_id, dofs, gains or STIFF_CARTESIAN)
         self.posture = np.asarray(posture, np.float64)
         self.target: tuple[np.ndarray, np.ndarray] | None = None
 

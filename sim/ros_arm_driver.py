@@ -43,6 +43,7 @@ from std_srvs.srv import Trigger
 from robot_rl.robots.profile import ArmProfile, load_profile
 from robot_rl.ros.msgs import pose_arrays, to_stamp
 from robot_rl.ros.tf import MujocoFrames, TfPublisher, relative_pose
+from robot_rl_controllers.impedance import ImpedanceGains
 from robot_rl_sim.arm_model import ARM_JOINTS, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, TORQUE_LIMITS
 from robot_rl_sim.driver_emulation import (
     CartesianMotionEmulation,
@@ -70,8 +71,11 @@ class ArmDriverConfig(ArmHardwareConfig):
 
     profile: str = "ros2_control_joint_position"
     """Robot profile (bundled name or YAML path) whose driver interface is emulated."""
-    joint_omega: float = 30.0
+    joint_omega: float = 50.0
     """Bandwidth (rad/s) of the joint position loop under the position interfaces (computed torque)."""
+    cartesian_stiffness: float = 1600.0
+    """Translational stiffness (1/s^2) with which the Cartesian controller tracks its target (rotational: 5/8 of it):
+    40 rad/s by default, a stiff tracker like FZI's cartesian_motion_controller; 400 = the sim's own impedance."""
     servo_period: float = 0.01
     """MoveIt Servo's ``publish_period`` (s): how often twists are integrated into the joint command."""
     servo_timeout: float = 0.1
@@ -225,7 +229,8 @@ class ArmDriverNode(ArmHardwareNode):
                     self._queue(self.emulation.command, v)
             self.create_subscription(TwistStamped, topic, on_twist, 10)
         elif kind == "cartesian_pose":
-            self.emulation = CartesianMotionEmulation(m, self.data, site, env.arm_dofs, HOME_QPOS)
+            gains = ImpedanceGains(kp_pos=cfg.cartesian_stiffness, kp_rot=0.625 * cfg.cartesian_stiffness)
+            self.emulation = CartesianMotionEmulation(m, self.data, site, env.arm_dofs, HOME_QPOS, gains)
 
             def on_pose(msg: PoseStamped) -> None:
                 if msg.header.frame_id not in ("", frame):

@@ -92,16 +92,28 @@ class ProfileSources:
         self.link, self.profile = link, profile
         self.kin: Any = None
         p = profile
-        link.subscribe("joints", JointState, p.joint_states.topic, JointReader(p.joint_states.names), fast=True)
-        grip = JointReader(p.gripper.joints)
-        scale = p.gripper.opening_scale
+        arm, grip, scale = JointReader(p.joint_states.names), JointReader(p.gripper.joints), p.gripper.opening_scale
 
         def opening(msg: Any) -> float | None:
             got = grip(msg)
             return None if got is None else float(scale * np.sum(got[0]))
 
-        if p.gripper.joints:
-            link.subscribe("gripper", JointState, p.gripper.joint_states_topic or p.joint_states.topic, opening)
+        # Joint states come at the hardware rate (0.5-1 kHz): served by threads of their own, never the executor's
+        # (it keeps up with TF). The gripper's joints in the arm's message feed their stream from the same callback.
+        separate = bool(p.gripper.joints) and bool(p.gripper.joint_states_topic) and \
+            p.gripper.joint_states_topic != p.joint_states.topic
+        gripper = Stream(lambda value: value) if p.gripper.joints and not separate else None
+
+        def joints(msg: Any) -> Any:
+            if gripper is not None and (o := opening(msg)) is not None:
+                gripper.put(msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec, o)
+            return arm(msg)
+
+        link.subscribe("joints", JointState, p.joint_states.topic, joints, fast=True)
+        if gripper is not None:
+            link.streams["gripper"] = gripper
+        elif separate:
+            link.subscribe("gripper", JointState, p.gripper.joint_states_topic, opening, fast=True)
         if include_wrench:
             if not p.wrench.topic:
                 raise ValueError(f"include_wrench: profile {p.name} names no wrench topic")

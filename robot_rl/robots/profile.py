@@ -119,8 +119,15 @@ class ArmCommandProfile:
     """The driver's command topic (``effort``: robot_rl's ``controller/target_pose``, relative to the namespace)."""
     frame: str = ""
     """Frame of Cartesian commands ("" = the profile's ``base_frame``)."""
-    rate_hz: float = 0.0
-    """servo_twist: twists are streamed at this rate (Servo halts when they stop); 0 = one per policy command."""
+    rate_hz: float = 100.0
+    """Rate (Hz) at which the safety node streams the reference (``reference_omega`` > 0); Servo halts when
+    twists stop, the other controllers hold the last command."""
+    reference_omega: float = 40.0
+    """rad/s: the command follows the policy's target as a critically damped second-order response of this natural
+    frequency, streamed at ``rate_hz``; with a stiff driver's own tracking and the path's latency added, the arm then
+    follows the policy's targets as the sim's impedance controller does (measured open loop against the emulated
+    drivers: benchmarks/robot_profiles.py; compare the same way on a robot to tune it). 0 = each target is sent
+    once, as it comes."""
     servo_gain: float = 10.0
     """servo_twist: twist = target velocity + servo_gain (1/s) * (target - measured pose)."""
     servo_command_type_service: str = ""
@@ -208,8 +215,10 @@ class ArmProfile(RobotProfile):
             raise ConfigError("success.topic: success.source 'topic' needs a std_msgs/Bool topic")
         if self.command.max_joint_step <= 0 or self.command.time_from_start <= 0 or self.command.servo_gain <= 0:
             raise ConfigError("command.max_joint_step, time_from_start and servo_gain must be > 0")
-        if self.control_hz <= 0 or self.command.rate_hz < 0:
-            raise ConfigError("control_hz must be > 0 and command.rate_hz >= 0")
+        if self.control_hz <= 0 or self.command.rate_hz < 0 or self.command.reference_omega < 0:
+            raise ConfigError("control_hz must be > 0, command.rate_hz and command.reference_omega >= 0")
+        if self.command.reference_omega > 0 and self.command.rate_hz <= 0:
+            raise ConfigError("command.rate_hz: streaming a reference (reference_omega > 0) needs a rate")
         for i, cam in enumerate(self.cameras):
             if not cam.name or not cam.image:
                 raise ConfigError(f"cameras[{i}]: name and image are required")

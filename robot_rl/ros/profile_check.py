@@ -177,29 +177,23 @@ class ProfileCheck:
                 raise self.fail(field, f"controller {controller!r} is {states[controller]}, not active (activate it, "
                                        f"e.g. ros2 control switch_controllers --activate {controller})")
 
-    def service(self, field: str, name: str) -> None:
-        """A service of that name is offered (its type as MoveIt Servo's switch_command_type)."""
-        from moveit_msgs.srv import ServoCommandType
+    def service(self, field: str, name: str, srv_type: str, what: str) -> None:
+        """A service ``name`` of type ``srv_type`` is offered (graph introspection: no client is made)."""
+        full = self.node.resolve_service_name(name)
+        deadline = time.monotonic() + self.timeout
+        while True:
+            types = dict(self.node.get_service_names_and_types()).get(full)
+            if types:
+                if srv_type not in types:
+                    raise self.fail(field, f"{full} is a {', '.join(types)} service, not {srv_type}")
+                return
+            if time.monotonic() > deadline:
+                raise self.fail(field, f"no {full} service within {self.timeout:.0f} s (is {what} up?)")
+            time.sleep(0.05)
 
-        client = self.node.create_client(ServoCommandType, name)
-        try:
-            if not client.wait_for_service(timeout_sec=self.timeout):
-                raise self.fail(field, f"no {self._resolve(name)} service within {self.timeout:.0f} s (is the servo "
-                                       "node up?)")
-        finally:
-            self.node.destroy_client(client)
-
-    def gripper_action(self, field: str, name: str) -> None:
-        from control_msgs.action import GripperCommand
-        from rclpy.action import ActionClient
-
-        client = ActionClient(self.node, GripperCommand, name)
-        try:
-            if not client.wait_for_server(timeout_sec=self.timeout):
-                raise self.fail(field, f"no GripperCommand action server {self._resolve(name)} within "
-                                       f"{self.timeout:.0f} s")
-        finally:
-            client.destroy()
+    def action(self, field: str, name: str, action_type: str, what: str) -> None:
+        """An action server ``name`` of ``action_type`` (its send_goal service is offered)."""
+        self.service(field, f"{name}/_action/send_goal", f"{action_type}_SendGoal", what)
 
     # ------------------------------------------------------------------ whole profiles
     def arm(self) -> Any:
@@ -227,12 +221,14 @@ class ProfileCheck:
             self.subscribed("command.topic", p.command.topic, ARM_COMMAND_TYPES[p.command.interface],
                             f"the {p.command.interface} controller")
         if p.command.servo_command_type_service:
-            self.service("command.servo_command_type_service", p.command.servo_command_type_service)
+            self.service("command.servo_command_type_service", p.command.servo_command_type_service,
+                         "moveit_msgs/srv/ServoCommandType", "the servo node")
         if p.gripper.interface == "forward":
             self.subscribed("gripper.command", p.gripper.command, "std_msgs/msg/Float64MultiArray",
                             "the gripper controller")
         elif p.gripper.interface == "action":
-            self.gripper_action("gripper.command", p.gripper.command)
+            self.action("gripper.command", p.gripper.command, "control_msgs/action/GripperCommand",
+                        "the gripper's action server")
         self.controllers([("command.controller", p.command.controller, p.command.controller_manager),
                           ("gripper.controller", p.gripper.controller, p.command.controller_manager)])
         return kin
