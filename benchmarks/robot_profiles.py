@@ -172,13 +172,25 @@ def main() -> None:
     parser.add_argument("--profiles", nargs="+", default=list(ARM_PROFILES), choices=list(ARM_PROFILES))
     parser.add_argument("--round-trip-seconds", type=float, default=30.0)
     parser.add_argument("--domain", type=int, default=203)
+    parser.add_argument("--override", default="{}",
+                        help="profile fields changed for every profile, as JSON (e.g. '{\"command\": "
+                             "{\"reference_omega\": 0}}')")
+    parser.add_argument("--skip-sim", action="store_true", help="no pure-sim baseline")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     os.environ.update(ros_env(args.domain))
     tmp = Path(tempfile.mkdtemp(prefix="profiles_bench_"))
-    result: dict = {"pure_sim": policy_success(args.run_dir, None, args.episodes), "profiles": {}}
+    result: dict = {"pure_sim": {"success": float("nan")} if args.skip_sim else
+                    policy_success(args.run_dir, None, args.episodes), "profiles": {}}
+    override = json.loads(args.override)
     for name in args.profiles:
+        import yaml
+
+        from robot_rl.config import to_dict
+        from robot_rl.robots.profile import load_profile, with_overrides
+
         path = profile_file(name, tmp)
+        Path(path).write_text(yaml.safe_dump(to_dict(with_overrides(load_profile(path), override))))
         graph = Graph(args.domain, tmp)
         start_profile_graph(graph, path)
         graph.start("dds_echo")
@@ -193,7 +205,8 @@ def main() -> None:
             graph.stop()
         result["profiles"][name] = entry
         print(name, json.dumps(entry))
-    result["setup"] = {"run_dir": args.run_dir, "episodes": args.episodes, "profiles": args.profiles}
+    result["setup"] = {"run_dir": args.run_dir, "episodes": args.episodes, "profiles": args.profiles,
+                       "override": override}
     print(f"results: {write_result('robot_profiles', result, args.out, tables=tables(result))}")
 
 

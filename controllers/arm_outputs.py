@@ -112,7 +112,8 @@ class StreamedOutput:
         dt = min(now - self.last_tick, 0.1)
         self.last_tick = now
         pos, quat = self.filter.step(self.target, dt)
-        reasons = self.emit(pos, quat, self.filter.vel.copy())
+        vel = self.filter.vel.copy()
+        reasons = self.emit(pos + self.profile.command.lead_time * vel, quat, vel)
         if reasons:
             self.reject(reasons)
 

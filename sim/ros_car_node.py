@@ -2,11 +2,12 @@
 
 Input ``cmd_vel`` (geometry_msgs/Twist: ``linear.x`` m/s, ``angular.z`` rad/s), turned into wheel speeds by
 :func:`robot_rl_controllers.driving.twist_to_wheel_speeds` (the law the sim env uses). Outputs: ``odom``
-(nav_msgs/Odometry, world frame pose, body frame twist) at ``odom_rate_hz``, ``collision`` (std_msgs/Bool, wall
-contact), ``camera/front/image_raw`` at ``camera_rate_hz`` when ``image_size > 0`` (frame
-``front_camera_optical``), ``/tf`` with the odometry (``odom`` -> ``base_link``, the wheels), ``/tf_static`` (the camera
-mount) and ``robot_description`` (URDF, ``robot_rl.ros.tf``). Service ``~/reset``
-(std_srvs/Trigger) puts the car back at a start pose at rest. Without a command for ``command_timeout`` the wheels
+(nav_msgs/Odometry, world frame pose, body frame twist), ``joint_states`` (the wheel joints of the URDF) and
+``collision`` (std_msgs/Bool, wall contact) at ``odom_rate_hz``; ``camera/front/image_raw`` with
+``camera/front/camera_info`` at ``camera_rate_hz`` when ``image_size > 0`` (frame ``front_camera_optical``);
+``/tf`` with the odometry (``odom`` -> ``base_link``, the wheels), ``/tf_static`` (the camera mount) and
+``robot_description`` (URDF, ``robot_rl.ros.tf``). Service ``~/reset`` (std_srvs/Trigger) puts the car back at a
+start pose at rest. Without a command for ``command_timeout`` the wheels
 are stopped. ``command_latency`` delays commands before they act.
 """
 
@@ -28,14 +29,15 @@ from geometry_msgs.msg import Twist  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
-from sensor_msgs.msg import Image  # noqa: E402
+from sensor_msgs.msg import CameraInfo, Image, JointState  # noqa: E402
 from std_msgs.msg import Bool  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
 from robot_rl.ros.msgs import image_msg, to_stamp  # noqa: E402
 from robot_rl.ros.params import declare_config  # noqa: E402
-from robot_rl.ros.tf import MujocoFrames, TfPublisher  # noqa: E402
+from robot_rl.ros.tf import MujocoFrames, TfPublisher, camera_info  # noqa: E402
 from robot_rl_controllers.driving import twist_to_wheel_speeds  # noqa: E402
+from robot_rl_sim.car_model import WHEEL_JOINTS  # noqa: E402
 
 
 @dataclass
@@ -105,8 +107,16 @@ class CarHardwareNode(Node):
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if use_sim else None
         self.sim_t = 0.0
         self.pub_odom = self.create_publisher(Odometry, "odom", 10)
+        # the wheels are joints of the URDF: robot_state_publisher (and RViz) need their positions
+        self.pub_joints = self.create_publisher(JointState, "joint_states", 10)
+        m = self.model
+        wheel_ids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j) for j in WHEEL_JOINTS]
+        self.wheel_q = [int(m.jnt_qposadr[j]) for j in wheel_ids]
+        self.wheel_v = [int(m.jnt_dofadr[j]) for j in wheel_ids]
         self.pub_collision = self.create_publisher(Bool, "collision", 10)
         self.pub_cam = self.create_publisher(Image, "camera/front/image_raw", 2) if self.cfg.image_size else None
+        self.pub_cam_info = (self.create_publisher(CameraInfo, "camera/front/camera_info", 2) if self.cfg.image_size
+                             else None)
         self.frames = MujocoFrames(self.model, "car", "odom", cameras=("front",), move_root=True,
                                    rename={"car": "base_link"})
         self.tf = TfPublisher(self, self.frames, "robot_rl_car", self.cfg.frame_prefix)
@@ -173,6 +183,9 @@ class CarHardwareNode(Node):
                         mujoco.mj_forward(m, d)
                         frame = f"{cfg.frame_prefix}front_camera_optical"
                         self.pub_cam.publish(image_msg(env.render_camera("front", cfg.image_size), stamp, frame))
+                        info = camera_info(m, "front", cfg.image_size, cfg.image_size, frame)
+                        info.header.stamp = to_stamp(stamp)
+                        self.pub_cam_info.publish(info)
                 except Exception:  # noqa: BLE001  (rclpy shut down under us: stop quietly)
                     if self.context.ok() and not self._stop.is_set():
                         raise
@@ -207,6 +220,10 @@ class CarHardwareNode(Node):
         msg.pose.covariance = odom_covariance(pose_std)
         msg.twist.covariance = odom_covariance(twist_std)
         self.pub_odom.publish(msg)
+        joints = JointState(name=list(WHEEL_JOINTS), position=[float(d.qpos[i]) for i in self.wheel_q],
+                            velocity=[float(d.qvel[i]) for i in self.wheel_v])
+        joints.header.stamp = msg.header.stamp
+        self.pub_joints.publish(joints)
         tf = self.tf.moving(d, msg.header.stamp, root_pose=((p.x, p.y, p.z), (o.w, o.x, o.y, o.z)))
         if tf is not None:
             self.tf.pub.publish(tf)

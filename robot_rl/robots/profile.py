@@ -122,12 +122,15 @@ class ArmCommandProfile:
     rate_hz: float = 100.0
     """Rate (Hz) at which the safety node streams the reference (``reference_omega`` > 0); Servo halts when
     twists stop, the other controllers hold the last command."""
-    reference_omega: float = 40.0
+    reference_omega: float = 20.0
     """rad/s: the command follows the policy's target as a critically damped second-order response of this natural
     frequency, streamed at ``rate_hz``; with a stiff driver's own tracking and the path's latency added, the arm then
     follows the policy's targets as the sim's impedance controller does (measured open loop against the emulated
     drivers: benchmarks/robot_profiles.py; compare the same way on a robot to tune it). 0 = each target is sent
     once, as it comes."""
+    lead_time: float = 0.05
+    """s: the streamed command leads the reference by its velocity times this (the driver's tracking delay plus the
+    path's latency), so the arm, not just the command, follows the reference."""
     servo_gain: float = 10.0
     """servo_twist: twist = target velocity + servo_gain (1/s) * (target - measured pose)."""
     servo_command_type_service: str = ""

@@ -11,9 +11,9 @@ Supported subset of the YAML launch format (anything else is an error, never sil
 * substitutions ``$(var NAME)`` and ``$(env NAME [default])`` in any string.
 
 Every node is a child process with the ROS 2 command line ``--ros-args -r __node:=NAME -r __ns:=NS -p k:=v
--r from:=to``. Ctrl-C (SIGINT) or SIGTERM stops the graph: SIGINT to every child, then SIGTERM after
-``sigterm_timeout`` and SIGKILL after another ``sigkill_timeout`` (as ``ros2 launch`` does); the launcher exits when
-all children have exited.
+-r from:=to``. Ctrl-C (SIGINT), SIGTERM or SIGHUP (a closed terminal) stops the graph: SIGINT to every child, then
+SIGTERM after ``sigterm_timeout`` and SIGKILL after another ``sigkill_timeout`` (as ``ros2 launch`` does); the
+launcher exits when all children have exited.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ log = get_logger(__name__)
 
 PACKAGE = "robot_rl"
 EXECUTABLES = ("arm_hardware", "car_hardware", "arm_controller", "drive_controller", "arm_safety", "car_safety",
-               "arm_stack", "arm_driver", "actor")
+               "arm_stack", "arm_driver", "actor", "bag_recorder")
 """ROS 2 executables of package ``robot_rl``; each is the console script ``robot-rl-<exec, _ as ->``."""
 _SUB = re.compile(r"\$\((var|env) ([^)\s]+)(?: ([^)]*))?\)")
 NODE_KEYS = {"pkg", "exec", "name", "namespace", "param", "remap", "args", "output"}
@@ -176,14 +176,16 @@ def _node(body: dict[str, Any], args: dict[str, str]) -> Process:
 
 
 def run(procs: list[Process], cfg: LaunchConfig | None = None) -> int:
-    """Starts every process and waits; SIGINT/SIGTERM stops them all. Returns 0 if every child exited cleanly."""
+    """Starts every process and waits; SIGINT, SIGTERM or SIGHUP stops them all. Returns 0 if every child exited
+    cleanly."""
     cfg = cfg or LaunchConfig()
     stopping: list[bool] = [False]
 
     def on_signal(*_: Any) -> None:
         stopping[0] = True
 
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    # A closed terminal or a dropped SSH session (SIGHUP) stops the graph like Ctrl-C: no node is left orphaned.
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     children: dict[str, subprocess.Popen] = {}
     try:
         for p in procs:

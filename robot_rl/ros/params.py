@@ -1,6 +1,9 @@
 """A config dataclass as ROS 2 parameters: every field (nested dataclasses as ``prefix.field``) is declared with
-its default, read back with any ``--ros-args -p`` / launch-file override, and kept in sync when set at run time
-(``ros2 param set``), so all gains and limits are tunable the ROS 2 way."""
+its default, its type (a float field is a double parameter: an integer given on the command line or in a launch file
+is read as a double, one set at run time is refused with rclpy's type message) and its docstring as the description,
+read back with any ``--ros-args -p`` / launch-file override, and kept in sync when set at run time (``ros2 param
+set``), so all gains and limits are tunable the ROS 2 way. An array of the wrong length is refused naming the
+parameter."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import array
 import dataclasses
 from typing import Any
 
-from rcl_interfaces.msg import ParameterDescriptor, SetParametersResult
+from rcl_interfaces.msg import ParameterDescriptor, ParameterType, SetParametersResult
 from rclpy.node import Node
 
 
@@ -25,14 +28,52 @@ def _flatten(cfg: Any, prefix: str = "") -> dict[str, tuple[Any, str]]:
     return out
 
 
+def _docs(cfg: Any, prefix: str = "") -> dict[str, str]:
+    """``{param name: the field's docstring}`` (nested dataclasses included)."""
+    from robot_rl.utils.field_docs import field_docstrings
+
+    out: dict[str, str] = {}
+    docs = field_docstrings(type(cfg))
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            out.update(_docs(value, f"{prefix}{f.name}."))
+        else:
+            out[f"{prefix}{f.name}"] = docs.get(f.name, "")
+    return out
+
+
+def _ros_type(value: Any) -> int:
+    """The ROS parameter type of a dataclass default."""
+    from rcl_interfaces.msg import ParameterType as T
+
+    if isinstance(value, bool):
+        return T.PARAMETER_BOOL
+    if isinstance(value, int):
+        return T.PARAMETER_INTEGER
+    if isinstance(value, float):
+        return T.PARAMETER_DOUBLE
+    if isinstance(value, str):
+        return T.PARAMETER_STRING
+    if isinstance(value, tuple) and value:
+        first = value[0]
+        if isinstance(first, bool):
+            return T.PARAMETER_BOOL_ARRAY
+        if isinstance(first, float | int):
+            return T.PARAMETER_DOUBLE_ARRAY
+        return T.PARAMETER_STRING_ARRAY
+    return T.PARAMETER_NOT_SET
+
+
 def _to_ros(value: Any) -> Any:
     if isinstance(value, tuple):
         return [float(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in value]
     return value
 
 
-def _coerce(value: Any, like: Any) -> Any:
-    """A parameter value converted to the type of the dataclass default ``like`` (ints given for floats etc.)."""
+def _coerce(value: Any, like: Any, name: str = "") -> Any:
+    """A parameter value converted to the type of the dataclass default ``like`` (ints given for floats etc.); an
+    array of another length than the default's is refused (``ValueError`` naming the parameter)."""
     if isinstance(like, bool):
         return bool(value)
     if isinstance(like, float):
@@ -42,6 +83,9 @@ def _coerce(value: Any, like: Any) -> Any:
     if isinstance(like, tuple):
         # rclpy hands array parameters as array.array (doubles, integers) or lists (strings, booleans)
         seq = list(value) if isinstance(value, list | tuple | array.array) else [value]
+        fixed = len(like) > 1 and isinstance(like[0], float | int) and not isinstance(like[0], bool)
+        if fixed and len(seq) != len(like):
+            raise ValueError(f"{name}: needs {len(like)} values, got {len(seq)}")
         if len(like) and isinstance(like[0], float | int) and not isinstance(like[0], bool):
             return tuple(float(v) for v in seq)
         return tuple(seq)
@@ -69,13 +113,24 @@ def declare_config(node: Node, cfg: Any, on_change: Any = None) -> Any:
     Fields the config class lists in ``startup_only`` (dotted names) are read-only parameters: they take effect at
     start-up only, so a later set is refused with that reason instead of being accepted and ignored."""
     flat = _flatten(cfg)
+    docs = _docs(cfg)
     startup = set(getattr(type(cfg), "startup_only", ()))
+    overrides = getattr(node, "_parameter_overrides", {})  # rclpy keeps --ros-args -p values here until declared
     for name, (value, _) in flat.items():
-        desc = ParameterDescriptor(dynamic_typing=True, read_only=name in startup,
-                                   description="start-up only (set it with --ros-args -p or in the launch file)"
-                                   if name in startup else "")
+        kind = _ros_type(value)
+        given = overrides.get(name)
+        if given is not None and given.type_ in (given.Type.INTEGER, given.Type.INTEGER_ARRAY) and \
+                kind in (ParameterType.PARAMETER_DOUBLE, ParameterType.PARAMETER_DOUBLE_ARRAY):
+            from rclpy.parameter import Parameter
+
+            number = given.value
+            overrides[name] = Parameter(name, value=float(number) if kind == ParameterType.PARAMETER_DOUBLE
+                                        else [float(v) for v in number])  # 400 for a double: read as 400.0
+        note = "start-up only (set it with --ros-args -p or in the launch file)" if name in startup else ""
+        desc = ParameterDescriptor(type=kind, dynamic_typing=kind == ParameterType.PARAMETER_NOT_SET,
+                                   read_only=name in startup, description=" ".join(x for x in (docs[name], note) if x))
         param = node.declare_parameter(name, _to_ros(value), desc)
-        _set(cfg, name, _coerce(param.value, value))
+        _set(cfg, name, _coerce(param.value, value, name))
     if hasattr(cfg, "validate"):
         cfg.validate()
 
@@ -86,7 +141,7 @@ def declare_config(node: Node, cfg: Any, on_change: Any = None) -> Any:
         try:
             for p in params:
                 if p.name in flat:
-                    _set(target, p.name, _coerce(p.value, flat[p.name][0]))
+                    _set(target, p.name, _coerce(p.value, flat[p.name][0], p.name))
             if hasattr(target, "validate"):
                 target.validate()
         except (ValueError, TypeError) as exc:

@@ -11,7 +11,7 @@ import textwrap
 from typing import Any
 
 
-def _docstrings(cls: type) -> dict[str, str]:
+def field_docstrings(cls: type) -> dict[str, str]:
     """Field name -> the docstring under it, for ``cls`` and its bases."""
     out: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
@@ -45,7 +45,7 @@ def field_rows(cls: type, prefix: str = "", expand: bool = True) -> list[tuple[s
     """``(name, type, default, doc)`` of every field of dataclass ``cls``; with ``expand``, the fields of a nested
     dataclass as ``prefix.field`` rows (else one row naming the nested class). A field without a default reads
     ``required``."""
-    docs, rows = _docstrings(cls), []
+    docs, rows = field_docstrings(cls), []
     for f in dataclasses.fields(cls):
         value = _default(f)
         if expand and dataclasses.is_dataclass(value):

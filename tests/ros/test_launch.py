@@ -53,9 +53,11 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize(("launch_file", "processes"), [("sim_arm.launch.yaml", 3), ("sim_arm_stack.launch.yaml", 1)])
+@pytest.mark.parametrize(("launch_file", "processes", "stop_signal"),
+                         [("sim_arm.launch.yaml", 3, signal.SIGINT), ("sim_arm_stack.launch.yaml", 1, signal.SIGHUP)])
 def test_launcher_starts_and_stops_the_arm_graph(domain: int, tmp_path: Path, launch_file: str,
-                                                 processes: int) -> None:
+                                                 processes: int, stop_signal: int) -> None:
+    """Ctrl-C, and a closed terminal (SIGHUP), stop every node of the graph."""
     from std_msgs.msg import Bool
 
     from robot_rl.envs.ros_env import RosArmEnv
@@ -86,7 +88,7 @@ def test_launcher_starts_and_stops_the_arm_graph(domain: int, tmp_path: Path, la
             link.close()
         text = (tmp_path / "launch.log").read_text()
         pids = [int(p) for p in re.findall(r"\(pid (\d+)\)", text)]
-        launcher.send_signal(signal.SIGINT)
+        launcher.send_signal(stop_signal)
         code = launcher.wait(timeout=30)
         log.close()
     text = (tmp_path / "launch.log").read_text()
@@ -119,3 +121,26 @@ def test_rt_priority_flag_is_taken_out_of_a_node_command_line() -> None:
     for bad in (["exe", "--rt-priority"], ["exe", "--rt-priority", "100"], ["exe", "--rt-priority", "x"]):
         with pytest.raises(SystemExit, match="1-99"):
             pop_rt_priority(bad)
+
+
+@pytest.mark.timeout(120)
+def test_the_recording_launch_file_runs_under_the_launcher(domain: int, tmp_path: Path) -> None:
+    """launch/record_arm.launch.yaml starts its bag recorder (an executable the launcher and the ament index know)
+    and stops it cleanly."""
+    log = open(tmp_path / "launch.log", "w")  # noqa: SIM115
+    launcher = subprocess.Popen([sys.executable, "-m", "robot_rl.cli", "launch", str(LAUNCH / "record_arm.launch.yaml"),
+                                 f"record_dir:={tmp_path / 'bags'}"], env=ros_env(domain), stdout=log,
+                                stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while "started bag_recorder" not in (tmp_path / "launch.log").read_text() and time.monotonic() < deadline:
+            assert launcher.poll() is None, (tmp_path / "launch.log").read_text()
+            time.sleep(0.2)
+        time.sleep(3.0)
+        assert launcher.poll() is None, (tmp_path / "launch.log").read_text()
+    finally:
+        launcher.send_signal(signal.SIGTERM)
+        code = launcher.wait(timeout=30)
+        log.close()
+    text = (tmp_path / "launch.log").read_text()
+    assert code == 0 and "bag_recorder exited" not in text, text

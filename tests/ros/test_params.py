@@ -101,3 +101,35 @@ def test_an_incompatible_qos_command_publisher_is_reported_once(graph):
     log = graph.log("arm_safety")
     assert log.count("incompatible QoS") == 1, log[-2000:]
     assert "/policy/target_pose" in log and "RELIABILITY" in log
+
+
+def test_a_double_given_as_an_integer_is_a_double_and_parameters_say_what_they_are() -> None:
+    """`-p limits.max_force:=60` (an integer on the command line) is read as the double 60.0; an integer set at run
+    time is refused (rclpy's type check), never stored as an integer; every parameter has its field's docstring as
+    its description; an array of the wrong length is refused naming the parameter."""
+    import rclpy
+    from rclpy.context import Context
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+
+    from robot_rl.ros.params import declare_config
+    from robot_rl_controllers.ros_safety_config import ArmSafetyConfig
+
+    context = Context()
+    rclpy.init(args=["--ros-args", "-p", "limits.max_force:=60", "-p", "watchdog_timeout:=1"], context=context)
+    try:
+        node = Node("params_probe", context=context)
+        cfg = declare_config(node, ArmSafetyConfig())
+        force = node.get_parameter("limits.max_force")
+        assert force.type_ == Parameter.Type.DOUBLE and force.value == 60.0 and cfg.limits.max_force == 60.0
+        assert node.get_parameter("watchdog_timeout").type_ == Parameter.Type.DOUBLE
+        result = node.set_parameters([Parameter("limits.max_force", value=70)])[0]
+        assert not result.successful and node.get_parameter("limits.max_force").value == 60.0
+        result = node.set_parameters([Parameter("limits.workspace_low", value=[0.3, -0.25])])[0]
+        assert not result.successful and "limits.workspace_low: needs 3 values, got 2" in result.reason, result.reason
+        described = node.describe_parameters(["limits.max_force", "watchdog_timeout", "watchdog_rate_hz"])
+        assert all(d.description for d in described), described
+        assert "Measured EE force" in described[0].description and "start-up only" in described[2].description
+        node.destroy_node()
+    finally:
+        rclpy.try_shutdown(context=context)
