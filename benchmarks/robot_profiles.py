@@ -176,6 +176,8 @@ def main() -> None:
                         help="profile fields changed for every profile, as JSON (e.g. '{\"command\": "
                              "{\"reference_omega\": 0}}')")
     parser.add_argument("--skip-sim", action="store_true", help="no pure-sim baseline")
+    parser.add_argument("--driver-params", nargs="*", default=[],
+                        help="parameters of the emulated driver, e.g. cartesian_stiffness:=400.0")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     os.environ.update(ros_env(args.domain))
@@ -192,7 +194,7 @@ def main() -> None:
         path = profile_file(name, tmp)
         Path(path).write_text(yaml.safe_dump(to_dict(with_overrides(load_profile(path), override))))
         graph = Graph(args.domain, tmp)
-        start_profile_graph(graph, path)
+        start_profile_graph(graph, path, *[a for p in args.driver_params for a in ("-p", p)])
         graph.start("dds_echo")
         try:
             wait_kinematics(graph)

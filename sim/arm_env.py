@@ -161,6 +161,9 @@ class ArmEnv(MujocoTaskEnv):
         if self._h is None:
             self._bind()
         d = self.data
+        k = self.randomizer.stiffness  # drawn by the randomiser's reset, which runs just before
+        self.arm.gains = self.cfg.gains if k == 1.0 else dataclasses.replace(
+            self.cfg.gains, kp_pos=self.cfg.gains.kp_pos * k, kp_rot=self.cfg.gains.kp_rot * k)
         d.qpos[self.arm_qpos] = HOME_QPOS
         d.qpos[self.finger_qpos] = FINGER_MAX
         d.ctrl[self.grip_ctrl] = 0.0 if self.lock_gripper else FINGER_MAX

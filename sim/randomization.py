@@ -30,19 +30,25 @@ class RandomizationConfig:
     """Light diffuse intensity offset, uniform in [-x, x] (per light, all channels)."""
     action_latency_steps: int = 0
     """Delay line: the env applies the action given this many control steps ago."""
+    action_latency_jitter: int = 0
+    """Per reset, up to this many more steps of latency (uniform): a policy for a robot path whose delay varies."""
+    stiffness_scale: tuple[float, float] = (1.0, 1.0)
+    """Uniform range of the factor applied to the arm controller's stiffness (``kp_pos`` and ``kp_rot``; the damping
+    follows, critically damped): a policy that must run on drivers tracking more stiffly or softly than the sim's
+    impedance controller (a position-controlled arm through a robot profile)."""
     obs_noise_std: float = 0.0
     """Std of Gaussian noise added to the state observation."""
 
     def validate(self) -> None:
-        for name in ("friction_scale", "mass_scale", "damping_scale"):
+        for name in ("friction_scale", "mass_scale", "damping_scale", "stiffness_scale"):
             lo, hi = getattr(self, name)
             if not 0 < lo <= hi:
                 raise ValueError(f"randomization.{name} must satisfy 0 < low <= high, got {(lo, hi)}")
         for name in ("camera_pos_noise", "light_noise", "obs_noise_std"):
             if getattr(self, name) < 0:
                 raise ValueError(f"randomization.{name} must be >= 0")
-        if self.action_latency_steps < 0:
-            raise ValueError("randomization.action_latency_steps must be >= 0")
+        if self.action_latency_steps < 0 or self.action_latency_jitter < 0:
+            raise ValueError("randomization.action_latency_steps and action_latency_jitter must be >= 0")
 
 
 class DomainRandomizer:
@@ -60,6 +66,9 @@ class DomainRandomizer:
             "light_diffuse": model.light_diffuse.copy(),
         }
         self._actions: deque[np.ndarray] = deque()
+        self.latency = cfg.action_latency_steps
+        self.stiffness = 1.0
+        """The controller stiffness factor drawn at the last reset (the arm tasks apply it to their gains)."""
 
     def reset(self, model: mujoco.MjModel, rng: np.random.Generator) -> None:
         cfg, nom = self.cfg, self.nominal
@@ -73,13 +82,16 @@ class DomainRandomizer:
         offsets = rng.uniform(-1, 1, (len(nom["light_diffuse"]), 1)) * cfg.light_noise
         model.light_diffuse[:] = np.clip(nom["light_diffuse"] + offsets, 0.0, 1.0)
         self._actions.clear()
+        self.latency = cfg.action_latency_steps + (int(rng.integers(0, cfg.action_latency_jitter + 1))
+                                                   if cfg.action_latency_jitter else 0)
+        self.stiffness = float(rng.uniform(*cfg.stiffness_scale)) if cfg.stiffness_scale != (1.0, 1.0) else 1.0
 
     def delay(self, action: np.ndarray, hold: Callable[[], np.ndarray]) -> np.ndarray:
         """Returns the action to apply now; ``hold()`` (the task's keep-still action) until the line is full."""
-        if self.cfg.action_latency_steps == 0:
+        if self.latency == 0:
             return action
         self._actions.append(action)
-        if len(self._actions) > self.cfg.action_latency_steps:
+        if len(self._actions) > self.latency:
             return self._actions.popleft()
         return hold()
 

@@ -19,7 +19,6 @@ pytestmark = pytest.mark.ros
 
 ARM_PROFILES = {
     "ros2_control_joint_position": {},
-    "jp_wide": {"command": {"max_joint_step": 0.6}},
     "joint_trajectory": {"command": {"interface": "joint_trajectory",
                                      "topic": "/joint_trajectory_controller/joint_trajectory",
                                      "controller": "joint_trajectory_controller"}},
@@ -36,7 +35,7 @@ def profile_file(name: str, tmp_path) -> str:
     from robot_rl.config import to_dict
     from robot_rl.robots.profile import load_profile, with_overrides
 
-    base = "ros2_control_joint_position" if name in ("joint_trajectory", "jp_wide") else name
+    base = "ros2_control_joint_position" if name in ("joint_trajectory",) else name
     profile = with_overrides(load_profile(f"rehearsal/{base}"), ARM_PROFILES[name])
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(to_dict(profile)))
