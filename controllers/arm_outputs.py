@@ -93,10 +93,12 @@ class StreamedOutput:
         self.target: Pose | None = None
         self.last_tick = -np.inf
         self.sent = 0
+        self.stopping = False
 
     def send(self, pos: np.ndarray, quat: np.ndarray, stamp: Any) -> Reasons:
         """A filtered target from the safety node (its reasons: this output's checks of an immediate send)."""
         self.target = (np.asarray(pos, np.float64), np.asarray(quat, np.float64))
+        self.stopping = False
         if self.filter is None:
             return self.emit(*self.target, None)
         if self.filter.pos is None:
@@ -104,6 +106,20 @@ class StreamedOutput:
             self.filter.reset(*(start if start is not None else self.target))
             self.last_tick = self.now()
         return []
+
+    def stop(self) -> Pose | None:
+        """A controlled stop of the reference itself: its target becomes the point ``2 velocity / omega`` ahead
+        (inside the workspace), which a critically damped reference reaches slowing as ``v0 (1 + omega t)
+        exp(-omega t)``: no jump in deceleration, monotonically to rest, never turning back. The next target
+        (:meth:`send`) ends the stop. Returns that point, or None without a reference (the safety node's own stop
+        profile then applies)."""
+        f = self.filter
+        if f is None or f.pos is None:
+            return None
+        lim = self.profile.limits
+        self.target = (np.clip(f.pos + 2.0 * f.vel / f.omega, lim.workspace_low, lim.workspace_high), f.quat.copy())
+        self.stopping = True
+        return self.target
 
     def tick(self, now: float) -> None:
         """Called often (the watchdog's rate): advances the reference and sends it every ``period``."""
@@ -113,7 +129,10 @@ class StreamedOutput:
         self.last_tick = now
         pos, quat = self.filter.step(self.target, dt)
         vel = self.filter.vel.copy()
-        reasons = self.emit(pos + self.profile.command.lead_time * vel, quat, vel)
+        lim = self.profile.limits
+        lead = pos + self.profile.command.lead_time * vel
+        command = np.clip(lead, lim.workspace_low, lim.workspace_high)  # the lead never takes it outside the box
+        reasons = self.emit(command, quat, vel)
         if reasons:
             self.reject(reasons)
 
@@ -160,7 +179,10 @@ class TwistOutput(StreamedOutput):
         state = self.measured()
         if state is None:
             return ["no_state"]
-        lin = (vel if vel is not None else np.zeros(3)) + self.gain * (pos - state[0])
+        # while stopping, the twist is the reference's own deceleration: no pull towards where the reference is, so
+        # the arm slows as the reference does and rests short of it by its tracking lag, instead of creeping on
+        gain = 0.0 if self.stopping else self.gain
+        lin = (vel if vel is not None else np.zeros(3)) + gain * (pos - state[0])
         ang = self.gain * rotation_error(quat, state[1])
         reasons: Reasons = []
         speed = float(np.max(np.abs(lin)))
@@ -260,10 +282,14 @@ class JointOutput(StreamedOutput):
         if np.any(reached < np.asarray(lim.workspace_low) - tol) or \
                 np.any(reached > np.asarray(lim.workspace_high) + tol):
             return [*reasons, "workspace"]
-        self._publish(q)
+        qd = None
+        if self.trajectory and vel is not None:  # the reference's velocity in joint space: JTC's splines use it
+            jac = kin.jacobian(q)[:3]
+            qd = np.clip(jac.T @ np.linalg.solve(jac @ jac.T + 1e-4 * np.eye(3), vel), -2.0, 2.0)
+        self._publish(q, qd)
         return reasons
 
-    def _publish(self, q: np.ndarray) -> None:
+    def _publish(self, q: np.ndarray, qd: np.ndarray | None = None) -> None:
         self.last_q = q
         self.sent += 1
         if not self.trajectory:
@@ -274,6 +300,8 @@ class JointOutput(StreamedOutput):
         trajectory_type, point_type = self._types
         t = self.profile.command.time_from_start
         point = point_type(positions=q.tolist(), time_from_start=Duration(sec=int(t), nanosec=int((t % 1) * 1e9)))
+        if qd is not None:
+            point.velocities = qd.tolist()
         self.pub.publish(trajectory_type(joint_names=list(self.profile.joint_states.names), points=[point]))
 
 

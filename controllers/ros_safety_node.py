@@ -368,8 +368,15 @@ class ArmSafetyNode(_SafetyBase):
     def _hold(self) -> None:
         """A controlled stop: the target moves on from the measured EE position along the EE's velocity and
         decelerates at ``stop_deceleration`` to rest (``_while_stopped`` advances it), or with deceleration 0 (or
-        an arm at rest) target := the measured pose at once."""
+        an arm at rest) target := the measured pose at once. With a profile whose output streams a reference, the
+        reference itself is brought to rest (``arm_outputs.StreamedOutput.stop``): the driver follows it."""
         if self.ee_pos is None:
+            return
+        stopped = self.output.stop() if self.output is not None else None
+        if stopped is not None:
+            self.stop_profile = None
+            self.hold_pose = stopped
+            self.last_pos, self.last_quat, self.last_time = stopped[0], stopped[1], self.time.now()
             return
         speed, decel = float(np.linalg.norm(self.ee_vel)), self.cfg.stop_deceleration
         self.stop_profile = None

@@ -68,46 +68,74 @@ class JointTracker:
 
 
 class ForwardPositionEmulation:
-    """``Float64MultiArray`` of joint positions: the target from the next step on."""
+    """``Float64MultiArray`` of joint positions. A position-controlled arm interpolates the stream it is sent: each
+    command is reached linearly over the stream's period (its running mean, 2-50 ms), with that slope as velocity
+    feed-forward; a lone command after a pause is reached over the last period."""
 
     def __init__(self, tracker: JointTracker) -> None:
         self.tracker = tracker
+        self.segment: tuple[float, float, np.ndarray, np.ndarray] | None = None  # (start, duration, from, to)
+        self.period = 0.01
+        self.last_command = -np.inf
 
     def command(self, positions: np.ndarray, now: float) -> None:
-        self.tracker.set(np.asarray(positions, np.float64))
+        gap = now - self.last_command
+        if 0.0 < gap < 0.1:
+            self.period = float(np.clip(0.8 * self.period + 0.2 * gap, 0.002, 0.05))
+        self.last_command = now
+        start = self._desired(now)[0] if self.segment is not None else self.tracker.command()
+        self.segment = (now, self.period, start, np.asarray(positions, np.float64))
+
+    def _desired(self, now: float) -> tuple[np.ndarray, np.ndarray]:
+        t0, duration, q0, q1 = self.segment
+        s = (now - t0) / duration
+        if s >= 1.0:
+            return q1, np.zeros_like(q1)
+        return q0 + max(s, 0.0) * (q1 - q0), (q1 - q0) / duration
 
     def efforts(self, now: float) -> np.ndarray:
+        if self.segment is not None:
+            self.tracker.set(*self._desired(now))
         return self.tracker.torques()
 
 
 class TrajectoryEmulation:
-    """A joint trajectory: ``points`` = ``[(time_from_start s, positions)]`` from ``start`` (a trajectory stamped 0
-    starts when it arrives); the desired state moves linearly from where the previous command had got to through
-    the points and holds the last."""
+    """A joint trajectory: ``points`` = ``[(time_from_start s, positions, velocities or None)]`` from ``start`` (a
+    trajectory stamped 0 starts when it arrives), followed from where the previous one had got to (position and
+    velocity): cubic segments where the points give velocities (JTC's splines), linear ones where they do not;
+    the last point is held."""
 
     def __init__(self, tracker: JointTracker) -> None:
         self.tracker = tracker
         self.times: np.ndarray | None = None
-        self.points: np.ndarray | None = None
+        self.points: list[tuple[np.ndarray, np.ndarray | None]] = []
 
-    def command(self, points: list[tuple[float, np.ndarray]], now: float, start: float = 0.0) -> None:
+    def command(self, points: list[tuple[float, np.ndarray, np.ndarray | None]], now: float,
+                start: float = 0.0) -> None:
         t0 = start if start > 0 else now
-        current = self.tracker.command()
-        if self.times is not None:
-            current = self._sample(now)[0]
-        self.times = np.array([t0] + [t0 + t for t, _ in points])
-        self.points = np.array([current] + [np.asarray(p, np.float64) for _, p in points])
+        q, qd = self._sample(now) if self.times is not None else (self.tracker.command(), np.zeros(len(points[0][1])))
+        self.times = np.array([t0] + [t0 + t for t, _, _ in points])
+        self.points = [(q, qd)] + [(np.asarray(p, np.float64), None if v is None else np.asarray(v, np.float64))
+                                   for _, p, v in points]
 
     def _sample(self, now: float) -> tuple[np.ndarray, np.ndarray]:
         times, points = self.times, self.points
         if now <= times[0]:
-            return points[0], np.zeros(points.shape[1])
+            return points[0][0], points[0][1] if points[0][1] is not None else np.zeros_like(points[0][0])
         if now >= times[-1]:
-            return points[-1], np.zeros(points.shape[1])
+            return points[-1][0], np.zeros_like(points[-1][0])
         i = int(np.searchsorted(times, now))
-        span = times[i] - times[i - 1]
-        s = (now - times[i - 1]) / span
-        return points[i - 1] + s * (points[i] - points[i - 1]), (points[i] - points[i - 1]) / span
+        h = times[i] - times[i - 1]
+        (p0, v0), (p1, v1) = points[i - 1], points[i]
+        s = (now - times[i - 1]) / h
+        if v1 is None:  # positions only: linear
+            return p0 + s * (p1 - p0), (p1 - p0) / h
+        v0 = np.zeros_like(p0) if v0 is None else v0
+        h00, h10, h01, h11 = 2 * s**3 - 3 * s**2 + 1, s**3 - 2 * s**2 + s, -2 * s**3 + 3 * s**2, s**3 - s**2
+        d00, d10, d01, d11 = 6 * s**2 - 6 * s, 3 * s**2 - 4 * s + 1, -6 * s**2 + 6 * s, 3 * s**2 - 2 * s
+        pos = h00 * p0 + h10 * h * v0 + h01 * p1 + h11 * h * v1
+        vel = (d00 * p0 + d01 * p1) / h + d10 * v0 + d11 * v1
+        return pos, vel
 
     def efforts(self, now: float) -> np.ndarray:
         if self.times is not None:

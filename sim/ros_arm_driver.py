@@ -197,8 +197,10 @@ class ArmDriverNode(ArmHardwareNode):
                     return
                 order = [list(msg.joint_names).index(n) for n in self.arm_names]
                 points = [(p.time_from_start.sec + 1e-9 * p.time_from_start.nanosec,
-                           np.asarray(p.positions, np.float64)[order]) for p in msg.points]
-                if not points or any(not np.all(np.isfinite(p)) for _, p in points):
+                           np.asarray(p.positions, np.float64)[order],
+                           np.asarray(p.velocities, np.float64)[order] if len(p.velocities) else None)
+                          for p in msg.points]
+                if not points or any(not np.all(np.isfinite(p)) for _, p, _ in points):
                     self._bad_command(f"{topic}: empty or non-finite trajectory")
                     return
                 start = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec

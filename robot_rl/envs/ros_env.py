@@ -120,7 +120,7 @@ class RosArmEnv(gym.Env):
 
         link = RosLink("profile_check", self.cfg.namespace, use_sim_time=self.cfg.use_sim_time)
         try:
-            ProfileCheck(link.node, self.profile, min(self.cfg.connect_timeout, 10.0)).arm()
+            ProfileCheck(link.node, self.profile, self.cfg.connect_timeout).arm()
         finally:
             link.close()
 
@@ -142,7 +142,7 @@ class RosArmEnv(gym.Env):
             if self.profile is not None:  # nothing moves before the profile fits the live graph
                 from robot_rl.ros.profile_check import ProfileCheck
 
-                ProfileCheck(link.node, self.profile, min(cfg.connect_timeout, 10.0)).arm()
+                ProfileCheck(link.node, self.profile, cfg.connect_timeout).arm()
             self.sources = (ProfileSources(link, self.profile, cfg.include_wrench, cfg.object_state)
                             if self.profile is not None else
                             TopicSources(link, cfg.include_wrench, cfg.object_state, FINGER_JOINTS, cams))

@@ -138,8 +138,9 @@ class ArmCommandProfile:
     with TWIST before twists are streamed ("" = not called: Servo already takes twists)."""
     max_joint_step: float = 0.15
     """Joint interfaces: largest change of a joint command from the measured position (rad)."""
-    time_from_start: float = 0.1
-    """joint_trajectory: time (s) the trajectory controller has to reach each command."""
+    time_from_start: float = 0.02
+    """joint_trajectory: time (s) the trajectory controller has to reach each command (about two periods of the
+    streamed reference: the controller interpolates to it with its velocity)."""
     controller: str = ""
     """ros2_control controller that must be active ("" = not checked)."""
     controller_manager: str = "/controller_manager"

