@@ -70,6 +70,7 @@ def markdown_table(cls: type, read_only: tuple[str, ...] = (), expand: bool = Tr
 
 ROS_NODES = {  # node (executable) -> its config dataclass
     "arm_hardware": "robot_rl_sim.ros_arm_node:ArmHardwareConfig",
+    "arm_driver": "robot_rl_sim.ros_arm_driver:ArmDriverConfig",
     "arm_controller": "robot_rl_controllers.ros_arm_controller:ArmControllerConfig",
     "arm_safety": "robot_rl_controllers.ros_safety_node:ArmSafetyConfig",
     "car_hardware": "robot_rl_sim.ros_car_node:CarHardwareConfig",
