@@ -134,3 +134,22 @@ def test_profiles_load_and_name_their_fields() -> None:
     with pytest.raises(ConfigError, match="no such bundled profile"):
         load_profile("ur10_servo")
 
+
+
+def test_the_real_robot_path_never_imports_the_sim() -> None:
+    """The robot env, the safety node with a profile, the profile check and the kinematics load with robot_rl_sim
+    (and MuJoCo's task models) made unimportable: a real robot's path needs neither."""
+    code = """
+import sys
+sys.modules["robot_rl_sim"] = None  # any import of it raises ImportError
+import robot_rl.envs.ros_env, robot_rl.envs.ros_sources, robot_rl.ros.profile_check, robot_rl.robots.kinematics
+import robot_rl_controllers.ros_safety_node, robot_rl_controllers.arm_outputs
+from robot_rl.robots.profile import bundled_profiles, load_profile
+from robot_rl.envs.ros_env import RosArmEnv
+for name in bundled_profiles():
+    if not name.startswith("rehearsal/"):
+        RosArmEnv(profile=name)  # spaces only: no ROS connection before the first reset
+print("ok", sorted(m for m, v in sys.modules.items() if m.startswith("robot_rl_sim") and v is not None))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok []", (out.stdout, out.stderr[-2000:])
