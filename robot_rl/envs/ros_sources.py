@@ -28,7 +28,38 @@ def _wrench(msg: Any) -> np.ndarray:
     return np.array(_vec(msg.wrench.force) + _vec(msg.wrench.torque))
 
 
-class TopicSources:
+class _Sources:
+    """What both sources share: the reference stream and the state's layout. Subclasses give ``velocity(snap)``
+    and ``latest_velocity()``."""
+
+    link: RosLink
+    cam_keys: list[str]
+
+    def reference(self) -> str:
+        """The stream whose stamp an observation is taken at: the first camera, else the EE pose."""
+        return self.cam_keys[0] if self.cam_keys else "pose"
+
+    def state(self, snap: Snap) -> tuple[list[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+        """The state parts (sim layout) of a synchronised snapshot, and the EE pose."""
+        pos, quat = snap["pose"][1]
+        gripper = snap["gripper"][1] if "gripper" in snap else 0.0
+        parts = [pos, quat, self.velocity(snap), np.array([gripper])]
+        parts += [snap[k][1] for k in ("wrench", "object") if k in snap]
+        return parts, (pos, quat)
+
+    def ee(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(position, quaternion, linear velocity) of the newest EE messages."""
+        pos, quat = self.link.streams["pose"].latest()[1]
+        return pos, quat, self.latest_velocity()
+
+    def velocity(self, snap: Snap) -> np.ndarray:
+        raise NotImplementedError
+
+    def latest_velocity(self) -> np.ndarray:
+        raise NotImplementedError
+
+
+class TopicSources(_Sources):
     """robot_rl's own hardware topics: ``ee_pose``, ``ee_twist``, ``gripper/joint_states``, ``wrench``,
     ``object_pose`` (sim-privileged), ``success``."""
 
@@ -59,27 +90,17 @@ class TopicSources:
         self.cam_keys = [f"cam/{c}" for c in cameras]
         self.camera_topics = {c: f"camera/{c}/image_raw" for c in cameras}
 
-    def reference(self) -> str:
-        return self.cam_keys[0] if self.cam_keys else "pose"
-
     def connect(self, timeout: float) -> None:
         """Waits for what the observation needs (the env waits for the streams; nothing more to check)."""
 
-    def state(self, snap: Snap) -> tuple[list[np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        pos, quat = snap["pose"][1]
-        parts = [pos, quat, snap["twist"][1], np.array([snap["gripper"][1]])]
-        if "wrench" in snap:
-            parts.append(snap["wrench"][1])
-        if "object" in snap:
-            parts.append(snap["object"][1])
-        return parts, (pos, quat)
+    def velocity(self, snap: Snap) -> np.ndarray:
+        return snap["twist"][1]
 
-    def ee(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        pos, quat = self.link.streams["pose"].latest()[1]
-        return pos, quat, self.link.streams["twist"].latest()[1]
+    def latest_velocity(self) -> np.ndarray:
+        return self.link.streams["twist"].latest()[1]
 
 
-class ProfileSources:
+class ProfileSources(_Sources):
     """A robot profile's driver topics and TF (see the module docstring)."""
 
     def __init__(self, link: RosLink, profile: Any, include_wrench: bool, object_state: bool) -> None:
@@ -149,28 +170,15 @@ class ProfileSources:
         self.camera_topics = {c.name: c.image for c in p.cameras}
         self.success_topic = p.success.topic
 
-    def reference(self) -> str:
-        return self.cam_keys[0] if self.cam_keys else "pose"
-
     def connect(self, timeout: float) -> None:
         """Builds the URDF kinematics (the twist needs the Jacobian)."""
         p = self.profile
         self.kin = self.description.kinematics(p.joint_states.names, p.base_frame, p.tool_frame, timeout)
 
-    def _twist(self, joints: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-        return self.kin.twist(*joints)[:3]
+    def velocity(self, snap: Snap) -> np.ndarray:
+        """The tool's linear velocity: the joint velocities through the URDF's Jacobian."""
+        return self.kin.twist(*snap["joints"][1])[:3]
 
-    def state(self, snap: Snap) -> tuple[list[np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        pos, quat = snap["pose"][1]
-        gripper = snap["gripper"][1] if "gripper" in snap else 0.0
-        parts = [pos, quat, self._twist(snap["joints"][1]), np.array([gripper])]
-        if "wrench" in snap:
-            parts.append(snap["wrench"][1])
-        if "object" in snap:
-            parts.append(snap["object"][1])
-        return parts, (pos, quat)
-
-    def ee(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        pos, quat = self.link.streams["pose"].latest()[1]
-        return pos, quat, self._twist(self.link.streams["joints"].latest()[1])
+    def latest_velocity(self) -> np.ndarray:
+        return self.kin.twist(*self.link.streams["joints"].latest()[1])[:3]
 

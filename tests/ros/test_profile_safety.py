@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.ros.test_profiles import ARM_PROFILES, profile_file, start_profile_graph, wait_kinematics
-from tests.ros.test_safety import ACTIONS
+from tests.ros.test_safety import ACTIONS, publish_bad_targets
 
 pytestmark = pytest.mark.ros
 
@@ -97,7 +97,6 @@ def test_the_safety_node_guards_every_profile(graph, tmp_path, name: str) -> Non
 
     from robot_rl.envs.ros_env import RosArmEnv
     from robot_rl.robots.profile import load_profile
-    from robot_rl.ros.msgs import pose_stamped
 
     path = profile_file(name, tmp_path)
     profile = load_profile(path)
@@ -117,15 +116,7 @@ def test_the_safety_node_guards_every_profile(graph, tmp_path, name: str) -> Non
         step_bad()
         raw = probe.publisher("raw", PoseStamped, "policy/target_pose")
         assert not probe.wait_subscribed(["raw"], 10.0)
-        for pos, quat in [((np.nan, 0.4, 0.2), (0, 1, 0, 0)), ((5.0, -3.0, 9.0), (0, 1, 0, 0)),
-                          ((0.5, 0.0, 0.2), (np.inf, 0, 0, 0)), ((0.5, 0.0, 0.2), (0, 0, 0, 0)),
-                          ((0.5, 0.0, -1.0), (1, 0, 0, 0)), ((1e300, 1e300, 1e300), (0, 1, 0, 0))]:
-            msg = pose_stamped(np.zeros(3), np.array([0, 1, 0, 0.0]), time.time(), profile.base_frame)
-            msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in pos)
-            o = msg.pose.orientation
-            o.w, o.x, o.y, o.z = (float(v) for v in quat)
-            raw.publish(msg)
-            time.sleep(0.05)
+        publish_bad_targets(raw, profile.base_frame)
         time.sleep(0.3)
         _check_commands(profile, kin, [c for _, c in probe.streams["cmd"].items])
 

@@ -41,6 +41,25 @@ def _probe():
     return link
 
 
+BAD_TARGETS = [((np.nan, 0.4, 0.2), (0, 1, 0, 0)), ((5.0, -3.0, 9.0), (0, 1, 0, 0)),
+               ((0.5, 0.0, 0.2), (np.inf, 0, 0, 0)), ((0.5, 0.0, 0.2), (0, 0, 0, 0)),
+               ((0.5, 0.0, -1.0), (1, 0, 0, 0)), ((1e300, 1e300, 1e300), (0, 1, 0, 0))]
+"""(position, quaternion w-x-y-z) targets the safety node must stop: non-finite, far outside, degenerate, tilted."""
+
+
+def publish_bad_targets(pub, frame: str = "base_link") -> None:
+    """Each of :data:`BAD_TARGETS` straight to the safety node's input (no env in between), 50 ms apart."""
+    from robot_rl.ros.msgs import pose_stamped
+
+    for pos, quat in BAD_TARGETS:
+        msg = pose_stamped(np.zeros(3), np.array([0, 1, 0, 0.0]), time.time(), frame)
+        msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in pos)
+        o = msg.pose.orientation
+        o.w, o.x, o.y, o.z = (float(v) for v in quat)
+        pub.publish(msg)
+        time.sleep(0.05)
+
+
 def _diag(link, node: str, timeout: float = 3.0) -> dict[str, str]:
     """The newest diagnostics values of ``node`` published after now."""
     t0, deadline = time.time(), time.monotonic() + timeout
@@ -72,7 +91,6 @@ def _wait_state(link, value: str, timeout: float = 3.0) -> float | None:
 def test_bad_actions_never_reach_the_effort_input(arm_graph) -> None:
     from geometry_msgs.msg import PoseStamped
 
-    from robot_rl.ros.msgs import pose_stamped
 
     probe, env = _probe(), _env()
     try:
@@ -91,15 +109,7 @@ def test_bad_actions_never_reach_the_effort_input(arm_graph) -> None:
             time.sleep(0.05)
         time.sleep(0.2)
         before = _diag(probe, "arm_safety")
-        for pos, quat in [((np.nan, 0.4, 0.2), (0, 1, 0, 0)), ((5.0, -3.0, 9.0), (0, 1, 0, 0)),
-                          ((0.5, 0.0, 0.2), (np.inf, 0, 0, 0)), ((0.5, 0.0, 0.2), (0, 0, 0, 0)),
-                          ((0.5, 0.0, -1.0), (1, 0, 0, 0)), ((1e300, 1e300, 1e300), (0, 1, 0, 0))]:
-            msg = pose_stamped(np.zeros(3), np.array([0, 1, 0, 0.0]), time.time())
-            msg.pose.position.x, msg.pose.position.y, msg.pose.position.z = (float(v) for v in pos)
-            o = msg.pose.orientation
-            o.w, o.x, o.y, o.z = (float(v) for v in quat)
-            pub.publish(msg)
-            time.sleep(0.05)
+        publish_bad_targets(pub)
         hardware, safety = _diag(probe, "arm_hardware"), _diag(probe, "arm_safety")
         targets = [t for _, t in probe.streams["target"].items]
     finally:
