@@ -153,6 +153,8 @@ def tables(result: dict) -> list[Table]:
                  "DDS floor of the same run", ["profile", "p50 ms", "p99 ms", "answered", "DDS floor p50 / p99 ms",
                                                "over the floor p50 ms"], echo=False)
     for name, r in result["profiles"].items():
+        if "policy_error" in r:
+            success.add(name, r["interface"], "stopped: " + r["policy_error"][:120], "-")
         if "policy" in r:
             p = r["policy"]
             success.add(name, r["interface"], f"{round(p['success'] * n)}/{n}",
@@ -202,7 +204,10 @@ def main() -> None:
 
             entry = {"interface": load_profile(path).command.interface}
             entry["round_trip"] = round_trip(path, args.round_trip_seconds)
-            entry["policy"] = policy_success(args.run_dir, path, args.episodes)
+            try:
+                entry["policy"] = policy_success(args.run_dir, path, args.episodes)
+            except (TimeoutError, RuntimeError) as exc:  # recorded, and the other profiles still run
+                entry["policy_error"] = f"{type(exc).__name__}: {exc}"
         finally:
             graph.stop()
         result["profiles"][name] = entry
