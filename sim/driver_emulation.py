@@ -9,7 +9,8 @@ efforts (the hardware loop's ``in_loop`` contract: ``(q, qd, t) -> efforts``):
 * :class:`TrajectoryEmulation` — the joint trajectory controller: a trajectory's points are interpolated
   (linearly between positions, as JTC does without velocities) from where the previous command had got to.
 * :class:`ServoEmulation` — MoveIt Servo: every ``period`` the latest twist moves the joint command by the damped
-  pseudo-inverse of the Jacobian at the command; a twist older than ``timeout`` halts it.
+  pseudo-inverse of the Jacobian at the command, each joint halted at its limit margin; a twist older than
+  ``timeout`` halts it.
 * :class:`CartesianMotionEmulation` — a Cartesian controller's target pose, tracked by the impedance law the sim
   arm uses (:class:`robot_rl_controllers.impedance.MujocoArmState`).
 
@@ -149,8 +150,12 @@ class ServoEmulation:
     ``timeout`` s halts the command where it is (Servo's incoming command timeout)."""
 
     def __init__(self, tracker: JointTracker, model: mujoco.MjModel, period: float = 0.01, timeout: float = 0.1,
-                 damping: float = 1e-3) -> None:
+                 damping: float = 1e-3, joint_margin: float = 0.05) -> None:
         self.tracker, self.model = tracker, model
+        arm = tracker.arm
+        ranges = model.jnt_range[model.dof_jntid[arm.dof0 + tracker.index]]
+        # Servo halts a joint at its limit margin instead of commanding it into the limit
+        self.low, self.high = ranges[:, 0] + joint_margin, ranges[:, 1] - joint_margin
         self.scratch = mujoco.MjData(model)
         self.period, self.timeout, self.damping = period, timeout, damping
         self.twist = np.zeros(6)
@@ -178,7 +183,8 @@ class ServoEmulation:
                 mujoco.mj_jacSite(self.model, self.scratch, self._jac[:3], self._jac[3:], tr.arm.site_id)
                 jac = self._jac[:, tr.arm.dof0 + tr.index]
                 qd = jac.T @ np.linalg.solve(jac @ jac.T + self.damping * np.eye(6), self.twist)
-                tr.set(q + qd * self.period, qd)
+                q_new = np.clip(q + qd * self.period, self.low, self.high)
+                tr.set(q_new, (q_new - q) / self.period)
             else:
                 tr.set(q)
         return tr.torques()
