@@ -32,15 +32,10 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 from common import Table, write_result  # noqa: E402
-from ros_latency import hardware_placements  # noqa: E402
+from ros_latency import percentiles, policy_successes  # noqa: E402
 
 from tests.ros.graph import Graph, ros_env  # noqa: E402
 from tests.ros.test_profiles import ARM_PROFILES, profile_file, start_profile_graph, wait_kinematics  # noqa: E402
-
-
-def _pct(x: np.ndarray) -> dict[str, float]:
-    return {"p50_ms": float(np.percentile(x, 50) * 1e3), "p99_ms": float(np.percentile(x, 99) * 1e3),
-            "max_ms": float(x.max() * 1e3), "n": int(x.size)}
 
 
 def round_trip(profile_path: str, seconds: float) -> dict:
@@ -106,7 +101,7 @@ def round_trip(profile_path: str, seconds: float) -> dict:
             k += 1
         answered = {round(s, 6): a for _, (s, a) in list(link.streams["pong"].items)}
         floor = [answered[round(t, 6)] - t for t in sent_pings if round(t, 6) in answered]
-        path, dds = _pct(np.array(trips)), _pct(np.array(floor))
+        path, dds = percentiles(np.array(trips)), percentiles(np.array(floor))
         return {**path, "answered": f"{len(trips)}/{k}", "dds_floor": dds,
                 "over_floor_p50_ms": path["p50_ms"] - dds["p50_ms"]}
     finally:
@@ -116,28 +111,14 @@ def round_trip(profile_path: str, seconds: float) -> dict:
 def policy_success(run_dir: str, profile_path: str | None, episodes: int) -> dict:
     """The run's latest policy, deterministic, on the emulated hardware's first ``episodes`` placements: through
     the profile (``profile_path``), or in pure sim with those placements replayed (None)."""
-    from robot_rl.agents.sac import SACAgent
-    from robot_rl.config import load_yaml
-    from robot_rl.envs.make import EnvConfig, make_env
     from robot_rl.envs.ros_env import RosArmEnv
-    from robot_rl.runtime.checkpoint import latest_checkpoint
-    from robot_rl.runtime.config import TrainConfig
-    from robot_rl.runtime.evaluation import rollout
-    from robot_rl.spaces import ObsSpec, action_dim_of
 
-    cfg = load_yaml(TrainConfig, Path(run_dir) / "config.yaml")
-    sim = make_env(EnvConfig(id="robot_rl/PickCube-v0"))
-    agent = SACAgent(ObsSpec.from_space(sim.observation_space), action_dim_of(sim.action_space), cfg.agent)
-    agent.load_policy(latest_checkpoint(run_dir) / "policy.safetensors")
     if profile_path is None:
-        placements = iter(hardware_placements(episodes))
-        task = sim.unwrapped
-        task._reset_objects = lambda rng: task.data.qpos.__setitem__(task.cube_q, next(placements))
-        ok = rollout(agent, sim, episodes)["successes"]
+        ok = policy_successes(run_dir, episodes)
     else:
         env = RosArmEnv(profile=profile_path, reset_service="arm_driver/reset", connect_timeout=60.0)
         try:
-            ok = rollout(agent, env, episodes)["successes"]
+            ok = policy_successes(run_dir, episodes, env)
         finally:
             env.close()
     return {"success": float(ok.mean()), "episodes": episodes, "failed": np.flatnonzero(ok < 1).tolist()}

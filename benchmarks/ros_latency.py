@@ -42,7 +42,7 @@ from tests.ros.experts import run_episode  # noqa: E402
 from tests.ros.graph import Graph, ros_env  # noqa: E402
 
 
-def _pct(x: np.ndarray) -> dict[str, float]:
+def percentiles(x: np.ndarray) -> dict[str, float]:
     return {"p50_ms": float(np.percentile(x, 50) * 1e3), "p99_ms": float(np.percentile(x, 99) * 1e3),
             "max_ms": float(x.max() * 1e3), "n": int(x.size)}
 
@@ -105,12 +105,12 @@ def round_trip(seconds: float, rate: float = 100.0, arm: bool = True) -> dict:
             for _, (stamp, arrival) in list(link.streams[name].items):
                 first.setdefault(round(stamp, 6), arrival)
             rtt[name] = np.array([first[round(t, 6)] - t for t in times if round(t, 6) in first])
-        floor = {**_pct(rtt["pong"]), "answered": f"{rtt['pong'].size}/{len(sent['pong'])}"}
+        floor = {**percentiles(rtt["pong"]), "answered": f"{rtt['pong'].size}/{len(sent['pong'])}"}
         if not arm:
             return {"dds_floor": floor}
         hw = [v["arm_hardware"] for _, v in list(link.streams["diag"].items) if "arm_hardware" in v]
         rates = np.array([float(h["effort_rate_hz"]) for h in hw[1:]]) if len(hw) > 1 else np.zeros(1)
-        path = _pct(rtt["applied"])
+        path = percentiles(rtt["applied"])
         return {**path, "answered": f"{rtt['applied'].size}/{len(sent['applied'])}", "dds_floor": floor,
                 "over_floor_p50_ms": path["p50_ms"] - floor["p50_ms"],
                 "over_floor_p99_ms": path["p99_ms"] - floor["p99_ms"],
@@ -173,13 +173,12 @@ def hardware_placements(episodes: int, seed: int = 0) -> list[np.ndarray]:
     return out
 
 
-def checkpoint_success(run_dir: str, episodes: int) -> dict:
-    """A trained run's latest policy (deterministic) through the ROS 2 path and in pure sim on the same object
-    placements (the hardware's, replayed into the sim env)."""
+def policy_successes(run_dir: str, episodes: int, env: object | None = None) -> np.ndarray:
+    """A trained PickCube run's latest policy (deterministic), per episode success: on ``env`` (a robot env), or
+    with ``env=None`` in pure sim on the PickCube hardware's first ``episodes`` placements, replayed."""
     from robot_rl.agents.sac import SACAgent
     from robot_rl.config import load_yaml
     from robot_rl.envs.make import EnvConfig, make_env
-    from robot_rl.envs.ros_env import RosArmEnv
     from robot_rl.runtime.checkpoint import latest_checkpoint
     from robot_rl.runtime.config import TrainConfig
     from robot_rl.runtime.evaluation import rollout
@@ -189,13 +188,23 @@ def checkpoint_success(run_dir: str, episodes: int) -> dict:
     sim = make_env(EnvConfig(id="robot_rl/PickCube-v0"))
     agent = SACAgent(ObsSpec.from_space(sim.observation_space), action_dim_of(sim.action_space), cfg.agent)
     agent.load_policy(latest_checkpoint(run_dir) / "policy.safetensors")
-    placements = iter(hardware_placements(episodes))
-    task = sim.unwrapped
-    task._reset_objects = lambda rng: task.data.qpos.__setitem__(task.cube_q, next(placements))
-    sim_ok = rollout(agent, sim, episodes)["successes"]
+    if env is None:
+        placements = iter(hardware_placements(episodes))
+        task = sim.unwrapped
+        task._reset_objects = lambda rng: task.data.qpos.__setitem__(task.cube_q, next(placements))
+        env = sim
+    return rollout(agent, env, episodes)["successes"]
+
+
+def checkpoint_success(run_dir: str, episodes: int) -> dict:
+    """A trained run's latest policy (deterministic) through the ROS 2 path and in pure sim on the same object
+    placements (the hardware's, replayed into the sim env)."""
+    from robot_rl.envs.ros_env import RosArmEnv
+
+    sim_ok = policy_successes(run_dir, episodes)
     env = RosArmEnv()
     try:
-        ros_ok = rollout(agent, env, episodes)["successes"]
+        ros_ok = policy_successes(run_dir, episodes, env)
     finally:
         env.close()
     return {"run": str(run_dir), "pure_sim": float(sim_ok.mean()), "ros2": float(ros_ok.mean()),

@@ -36,22 +36,12 @@ import numpy as np
 
 from robot_rl.robots.kinematics import UrdfKinematics
 from robot_rl.robots.profile import ArmProfile
-from robot_rl.robots.transforms import quat_conj, quat_mul, slerp
+from robot_rl.robots.transforms import slerp
 from robot_rl.ros.msgs import pose_stamped
+from robot_rl_controllers import osc_kernel
 
 Reasons = list[str]
 Pose = tuple[np.ndarray, np.ndarray]
-
-
-def rotation_error(target: np.ndarray, current: np.ndarray) -> np.ndarray:
-    """Axis-angle vector (rad, base frame) rotating ``current`` onto ``target`` (quaternions w-x-y-z)."""
-    q = quat_mul(target, quat_conj(current))
-    if q[0] < 0:
-        q = -q
-    s = float(np.linalg.norm(q[1:]))
-    if s < 1e-12:
-        return np.zeros(3)
-    return 2.0 * np.arctan2(s, q[0]) * q[1:] / s
 
 
 class ReferenceFilter:
@@ -92,7 +82,6 @@ class StreamedOutput:
         self.period = 1.0 / cmd.rate_hz if cmd.rate_hz > 0 else 0.0
         self.target: Pose | None = None
         self.last_tick = -np.inf
-        self.sent = 0
         self.stopping = False
 
     def send(self, pos: np.ndarray, quat: np.ndarray, stamp: Any) -> Reasons:
@@ -153,7 +142,6 @@ class PoseOutput(StreamedOutput):
 
     def emit(self, pos: np.ndarray, quat: np.ndarray, vel: np.ndarray | None) -> Reasons:
         self.pub.publish(pose_stamped(pos, quat, self.stamp(), self.frame))
-        self.sent += 1
         return []
 
 
@@ -170,6 +158,7 @@ class TwistOutput(StreamedOutput):
         self.pub = node.create_publisher(TwistStamped, profile.command.topic, 10)
         self.gain, self.max_speed = profile.command.servo_gain, profile.limits.max_speed
         self.max_angular_speed = max_angular_speed
+        self._rot_err = np.zeros(3)
         self.switch = ServoSwitch(node, profile.command.servo_command_type_service) \
             if profile.command.servo_command_type_service else None
 
@@ -183,7 +172,8 @@ class TwistOutput(StreamedOutput):
         # the arm slows as the reference does and rests short of it by its tracking lag, instead of creeping on
         gain = 0.0 if self.stopping else self.gain
         lin = (vel if vel is not None else np.zeros(3)) + gain * (pos - state[0])
-        ang = self.gain * rotation_error(quat, state[1])
+        osc_kernel.quat_error(np.asarray(quat, np.float64), np.asarray(state[1], np.float64), self._rot_err)
+        ang = self.gain * self._rot_err
         reasons: Reasons = []
         speed = float(np.max(np.abs(lin)))
         if speed > self.max_speed:
@@ -198,7 +188,6 @@ class TwistOutput(StreamedOutput):
         t.linear.x, t.linear.y, t.linear.z = (float(v) for v in lin)
         t.angular.x, t.angular.y, t.angular.z = (float(v) for v in ang)
         self.pub.publish(msg)
-        self.sent += 1
         return reasons
 
 
@@ -253,17 +242,12 @@ class JointOutput(StreamedOutput):
             self._types = (Float64MultiArray,)
             self.pub = node.create_publisher(Float64MultiArray, profile.command.topic, 10)
         self.last_q: np.ndarray | None = None
-        self.ik_ms: list[float] = []
 
     def emit(self, pos: np.ndarray, quat: np.ndarray, vel: np.ndarray | None) -> Reasons:
         kin, q_meas = self.kinematics(), self.joints()
         if kin is None or q_meas is None:
             return ["no_state"]
-        t0 = time.perf_counter()
-        seed = self.last_q if self.last_q is not None else q_meas
-        result = kin.inverse(pos, quat, seed)
-        self.ik_ms.append(1e3 * (time.perf_counter() - t0))
-        del self.ik_ms[:-200]
+        result = kin.inverse(pos, quat, self.last_q if self.last_q is not None else q_meas)  # warm start
         if result.position_error > self.ik_tolerance or result.rotation_error > 10 * self.ik_tolerance:
             return ["ik"]
         reasons: Reasons = []
@@ -291,7 +275,6 @@ class JointOutput(StreamedOutput):
 
     def _publish(self, q: np.ndarray, qd: np.ndarray | None = None) -> None:
         self.last_q = q
-        self.sent += 1
         if not self.trajectory:
             self.pub.publish(self._types[0](data=q.tolist()))
             return
@@ -329,7 +312,6 @@ class GripperActionOutput:
         self.goal_type, self.g = GripperCommand.Goal, profile.gripper
         self.client = ActionClient(node, GripperCommand, self.g.command)
         self.last: float | None = None
-        self.goals = 0
 
     def send(self, opening: float) -> None:
         if self.last is not None and abs(opening - self.last) <= self.g.deadband:
@@ -340,4 +322,26 @@ class GripperActionOutput:
         goal.command.position, goal.command.max_effort = self.g.command_scale * opening, self.g.max_effort
         self.client.send_goal_async(goal)
         self.last = opening
-        self.goals += 1
+
+
+def make_outputs(node: Any, profile: ArmProfile, now: Callable[[], float], stamp: Callable[[], Any],
+                 reject: Callable[[Reasons], None], measured: Callable[[], Pose | None],
+                 kinematics: Callable[[], UrdfKinematics | None], joints: Callable[[], np.ndarray | None]
+                 ) -> tuple[StreamedOutput, Callable[[float], None]]:
+    """The arm output of ``profile``'s command interface and the gripper's ``send(opening)`` (a no-op without a
+    commanded gripper). ``ValueError`` for the ``effort`` interface: that is robot_rl's own controller."""
+    common = (node, profile, now, reject, measured)
+    kind = profile.command.interface
+    if kind == "cartesian_pose":
+        arm: StreamedOutput = PoseOutput(*common, stamp)
+    elif kind == "servo_twist":
+        arm = TwistOutput(*common, stamp)
+    elif kind in ("joint_position", "joint_trajectory"):
+        arm = JointOutput(*common, kinematics, joints)
+    else:
+        raise ValueError(f"profile {profile.name}: command.interface {kind!r} is robot_rl's own controller (run "
+                         "the safety node without a profile)")
+    gripper = profile.gripper.interface
+    out = (GripperActionOutput(node, profile) if gripper == "action" else
+           GripperForwardOutput(node, profile) if gripper == "forward" else None)
+    return arm, (out.send if out is not None else (lambda opening: None))

@@ -31,7 +31,7 @@ from std_msgs.msg import Bool, Float64, String
 from std_srvs.srv import Trigger
 
 from robot_rl.robots.kinematics import UrdfKinematics
-from robot_rl.robots.profile import ArmProfile, load_profile
+from robot_rl.robots.profile import load_profile
 from robot_rl.ros.clock import NodeTime
 from robot_rl.ros.fast_sub import FastSubscription, PolledSubscription
 from robot_rl.ros.msgs import pose_arrays, pose_stamped
@@ -231,8 +231,6 @@ class ArmSafetyNode(_SafetyBase):
         """Measured state from the profile's joint states through the URDF, limits from the profile, filtered targets
         to the profile's command interface (robot_rl_controllers.arm_outputs)."""
         profile = load_profile(self.cfg.profile)
-        if not isinstance(profile, ArmProfile):
-            raise ValueError(f"profile {self.cfg.profile!r} is a {profile.kind} profile, not an arm's")
         self.profile = profile
         set_config_values(self, profile.limits, "limits")
         self.kin = None
@@ -256,28 +254,16 @@ class ArmSafetyNode(_SafetyBase):
         if profile.wrench.topic:
             self.subs.append(FastSubscription(self, WrenchStamped, profile.wrench.topic, self._on_wrench,
                                               best_effort=True))
-        kind = profile.command.interface
-        measured = lambda: None if self.ee_pos is None else (self.ee_pos, self.ee_quat)  # noqa: E731
-        common = (self, profile, self.time.now, self._reject, measured)
-        if kind == "cartesian_pose":
-            self.output = arm_outputs.PoseOutput(*common, self.time.stamp)
-        elif kind == "servo_twist":
-            self.output = arm_outputs.TwistOutput(*common, self.time.stamp)
-        elif kind in ("joint_position", "joint_trajectory"):
-            self.output = arm_outputs.JointOutput(*common, lambda: self.kin, lambda: self.joints_q)
-        else:
-            raise ValueError(f"profile {profile.name}: command.interface {kind!r} is robot_rl's own controller (run "
-                             "the safety node without a profile)")
+        self.output, self.send_gripper = arm_outputs.make_outputs(
+            self, profile, self.time.now, self.time.stamp, self._reject,
+            lambda: None if self.ee_pos is None else (self.ee_pos, self.ee_quat), lambda: self.kin,
+            lambda: self.joints_q)
 
         def send_target(pos: np.ndarray, quat: np.ndarray, stamp: Any) -> None:
             self._reject(self.output.send(pos, quat, stamp))
             self.pub_target.publish(pose_stamped(pos, quat, stamp, profile.base_frame))  # to monitor
 
         self.send_target = send_target
-        gripper = profile.gripper.interface
-        out = (arm_outputs.GripperActionOutput(self, profile) if gripper == "action" else
-               arm_outputs.GripperForwardOutput(self, profile) if gripper == "forward" else None)
-        self.send_gripper = out.send if out is not None else (lambda opening: None)
 
     def _on_joints(self, msg: Any) -> None:
         t = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec

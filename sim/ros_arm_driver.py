@@ -38,9 +38,8 @@ from rclpy.callback_groups import ReentrantCallbackGroup
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Bool, Float64MultiArray
-from std_srvs.srv import Trigger
 
-from robot_rl.robots.profile import ArmProfile, load_profile
+from robot_rl.robots.profile import ArmProfile, camera_info_topic, load_profile
 from robot_rl.ros.msgs import pose_arrays, to_stamp
 from robot_rl.ros.tf import MujocoFrames, TfPublisher, relative_pose
 from robot_rl_controllers.impedance import ImpedanceGains
@@ -108,8 +107,6 @@ class ArmDriverNode(ArmHardwareNode):
     def _make_io(self) -> None:
         cfg, m = self.cfg, self.model
         profile = load_profile(cfg.profile)
-        if not isinstance(profile, ArmProfile):
-            raise ValueError(f"profile {cfg.profile!r} is a {profile.kind} profile: the arm driver emulates arms")
         self.profile: ArmProfile = profile
         names = profile.joint_states.names
         if len(names) == len(ARM_JOINTS):
@@ -153,18 +150,12 @@ class ArmDriverNode(ArmHardwareNode):
         for cam in profile.cameras:
             if cam.name not in cams:
                 raise ValueError(f"profile {profile.name}: camera {cam.name!r} is not a sim camera ({cams})")
-            if cfg.image_size <= 0:
-                raise ValueError("the profile has cameras: set image_size > 0")
-            self.pub_cams[cam.name] = (self.create_publisher(Image, cam.image, 2),
-                                       self.create_publisher(CameraInfo, cam.info_topic(), 2),
+            if cfg.image_size <= 0 or cam.compressed:
+                raise ValueError("the profile has cameras: set image_size > 0 (raw images: compressed: false)")
+            self.pub_cams[cam.name] = (self.create_publisher(Image, cam.topic, 2),
+                                       self.create_publisher(CameraInfo, camera_info_topic(cam), 2),
                                        f"{cfg.frame_prefix}{cam.name}_camera_optical")
         self.pub_success = self.create_publisher(Bool, "sim/success", 10)
-        from diagnostic_msgs.msg import DiagnosticArray
-        from rosgraph_msgs.msg import Clock
-
-        self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.use_sim_time else None
-        self.create_service(Trigger, "~/reset", self._on_reset)
         self._make_command(profile)
         self._make_gripper(profile)
         self._make_controller_manager(profile)
@@ -412,7 +403,7 @@ class ArmDriverNode(ArmHardwareNode):
         self._publish(self.pub_gripper_joints, fingers)
 
     def _publish_diag(self, window: float, behind: float) -> None:
-        self.commands_received, self.max_gap = 0, 0.0  # the hardware's own diagnostics are robot_rl's, not a driver's
+        """None: the sim hardware's diagnostics are robot_rl's, not part of a driver's interface."""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -104,13 +104,18 @@ class ArmHardwareNode(Node):
         self.cam_every = max(1, int(round(1.0 / (cfg.camera_rate_hz * self.dt))))
         self.sim_t = 0.0
         self.command_sub: FastSubscription | None = None
+        # use_sim_time: this node is the clock. Physics time (never skipped, whatever the CPU load) on /clock and
+        # in every stamp; injected latencies and timeouts count it too.
+        self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.use_sim_time else None
+        self.create_service(Trigger, "~/reset", self._on_reset)
         self._make_io()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="physics", daemon=True)
         self._thread.start()
 
     def _make_io(self) -> None:
-        """Publishers, subscriptions and services: robot_rl's own hardware topics (see the module docstring)."""
+        """The hardware's interface (besides ``/clock`` and ``~/reset``): robot_rl's own topics (see the module
+        docstring); a driver emulation (``robot_rl_sim.ros_arm_driver``) makes its driver's instead."""
         cfg, m = self.cfg, self.model
         self.pub_joint = self.create_publisher(JointState, "joint_states", 10)
         self._joint_msg = JointState(name=self.joint_names)
@@ -122,9 +127,6 @@ class ArmHardwareNode(Node):
         self.pub_success = self.create_publisher(Bool, "success", 10)
         self.pub_fingers = self.create_publisher(JointState, "gripper/joint_states", 10)
         self.pub_diag = self.create_publisher(DiagnosticArray, "/diagnostics", 10)  # global: the aggregator's topic
-        # use_sim_time: this node is the clock. Physics time (never skipped, whatever the CPU load) on /clock and
-        # in every stamp; injected latencies and timeouts count it too.
-        self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.use_sim_time else None
         cams = cfg.cameras if cfg.image_size > 0 else ()
         self.pub_cams = {c: (self.create_publisher(Image, f"camera/{c}/image_raw", 2),
                              self.create_publisher(CameraInfo, f"camera/{c}/camera_info", 2),
@@ -135,7 +137,6 @@ class ArmHardwareNode(Node):
         self.command_sub = FastSubscription(self, JointState, "joint_command", self._on_joint_command)
         self.create_subscription(Float64MultiArray, "effort_controller/commands", self._on_array_command, 10)
         self.create_subscription(Float64, "gripper_command", self._on_gripper, 10)
-        self.create_service(Trigger, "~/reset", self._on_reset)
 
     def now(self) -> float:
         """The time commands and latencies are counted in: physics time with ``use_sim_time``, else wall clock."""

@@ -89,22 +89,21 @@ class RosArmEnv(gym.Env):
         self._episode_outcome: dict[str, Any] = {}
 
     def _profile_defaults(self, cfg: RosArmEnvConfig, given: dict[str, Any]) -> dict[str, Any]:
-        """The env kwargs a robot profile decides: limits, home, cameras, success source; no sim reset service and
-        no object state unless the profile tracks an object."""
-        from robot_rl.robots.profile import ArmProfile, load_profile, with_overrides
+        """The env kwargs a robot profile decides: limits, home, cameras (as a camera rig), success source; no sim
+        reset service and no object state unless the profile tracks an object."""
+        from robot_rl.robots.profile import load_profile, with_overrides
 
         profile = load_profile(cfg.profile)
         if cfg.profile_overrides:
             profile = with_overrides(profile, cfg.profile_overrides)
-        if not isinstance(profile, ArmProfile):
-            raise ValueError(f"profile {cfg.profile!r} is a {profile.kind} profile: RosArmEnv drives arms")
         for key in ("limits", "home_pos", "cameras", "success_source", "rig"):
             if key in given:
                 raise ValueError(f"{key}: with a profile it comes from the profile (set it there or in "
                                  "profile_overrides)")
         self.profile = profile
+        # the profile's cameras are ROS 2 cameras of robot_rl.cameras: read through the rig (crop, resize, sync)
         out = dict(given, limits=profile.limits, home_pos=tuple(profile.home_pos),
-                   cameras=tuple(c.name for c in profile.cameras),
+                   rig=RigConfig(cameras=tuple(profile.cameras)) if profile.cameras else None,
                    success_source={"topic": "topic", "key": "key"}.get(profile.success.source, "none"))
         out.setdefault("reset_service", "")
         out.setdefault("object_state", bool(profile.objects))

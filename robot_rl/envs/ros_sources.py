@@ -104,9 +104,8 @@ class ProfileSources(_Sources):
     """A robot profile's driver topics and TF (see the module docstring)."""
 
     def __init__(self, link: RosLink, profile: Any, include_wrench: bool, object_state: bool) -> None:
-        from sensor_msgs.msg import Image, JointState
+        from sensor_msgs.msg import JointState
 
-        from robot_rl.ros.msgs import image_array
         from robot_rl.ros.robot_state import JointReader, RobotDescription
         from robot_rl.ros.tf_buffer import TfBuffer, TfError
 
@@ -162,12 +161,10 @@ class ProfileSources(_Sources):
 
         self.tf.on_update(on_tf)
         self.description = RobotDescription(link.node, p.robot_description)
-        for cam in p.cameras:
-            link.subscribe(f"cam/{cam.name}", Image, cam.image, image_array, depth=8)
         self.state_keys = ["pose", "joints"] + ["gripper"] * bool(p.gripper.joints) + ["wrench"] * include_wrench + \
             ["object"] * object_state
-        self.cam_keys = [f"cam/{c.name}" for c in p.cameras]
-        self.camera_topics = {c.name: c.image for c in p.cameras}
+        self.cam_keys: list[str] = []  # the profile's cameras are read by the env's camera rig
+        self.camera_topics: dict[str, str] = {}
         self.success_topic = p.success.topic
 
     def connect(self, timeout: float) -> None:

@@ -3,11 +3,10 @@ drives, by config alone (a YAML file: bundled in ``robot_rl/robots/profiles/`` o
 
 An arm profile names the driver's ``joint_states`` topic and arm joints, the base and tool frames (the
 end-effector pose comes from TF, its twist from the joint velocities through the URDF's Jacobian), an optional
-``WrenchStamped`` topic, the gripper's joints and command, cameras (image + ``CameraInfo`` topics), objects whose
-pose a tracker publishes on TF, where success comes from, the command interface and the limits both safety layers
-apply. A car profile names the odometry, laser scan and drive command topics. Nothing here imports ROS: the robot
-env and the safety node read the same profile and each checks it against the live graph at start
-(:mod:`robot_rl.ros.profile_check`).
+``WrenchStamped`` topic, the gripper's joints and command, cameras (ROS 2 image topics with their ``CameraInfo``),
+objects whose pose a tracker publishes on TF, where success comes from, the command interface and the limits both
+safety layers apply. Nothing here imports ROS: the robot env and the safety node read the same profile and each
+checks it against the live graph at start (:mod:`robot_rl.ros.profile_check`).
 """
 
 from __future__ import annotations
@@ -18,20 +17,19 @@ from typing import Any
 
 import yaml
 
+from robot_rl.cameras.config import CameraConfig
 from robot_rl.config import ConfigError, from_dict
-from robot_rl.safety.limits import ArmLimits, CarLimits
+from robot_rl.safety.limits import ArmLimits
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
-ARM_INTERFACES = ("cartesian_pose", "servo_twist", "joint_position", "joint_trajectory", "effort")
+ARM_INTERFACES = ("cartesian_pose", "servo_twist", "joint_position", "joint_trajectory")
 """Arm command interfaces: a Cartesian controller's target pose (``PoseStamped``), MoveIt Servo twists
 (``TwistStamped``), ros2_control's forward position controller (``Float64MultiArray``) or joint trajectory controller
-(``JointTrajectory``), both with IK from the URDF, or robot_rl's own impedance controller (efforts)."""
-CAR_INTERFACES = ("diff_drive", "ackermann")
-"""Car command interfaces: ``TwistStamped`` to diff_drive_controller, ``AckermannDriveStamped`` to an F1TENTH-style
-``/drive`` topic."""
-GRIPPER_INTERFACES = ("action", "forward", "robot_rl", "none")
+(``JointTrajectory``), both with IK from the URDF. (robot_rl's own impedance controller and sim hardware run
+without a profile.)"""
+GRIPPER_INTERFACES = ("action", "forward", "none")
 """Gripper commands: a ``control_msgs/action/GripperCommand`` server, a forward position controller
-(``Float64MultiArray``), robot_rl's own ``controller/gripper`` (``Float64`` opening) or none."""
+(``Float64MultiArray``) or none."""
 SUCCESS_SOURCES = ("topic", "key", "teleop", "classifier", "none")
 """Where success comes from: a ``std_msgs/Bool`` topic, a key press (Enter on the terminal), the teleop device's
 success button, the learned reward classifier (``env.reward``), or nowhere."""
@@ -58,21 +56,6 @@ class WrenchSource:
     best_effort: bool = False
     """The driver publishes it best-effort (franka_robot_state_broadcaster does); robot_rl subscribes best-effort
     to every wrench topic, which matches either way. The rehearsal hardware publishes with this reliability."""
-
-
-@dataclass
-class CameraSource:
-    """One camera."""
-
-    name: str = ""
-    """Key in ``obs["pixels"]``."""
-    image: str = ""
-    """``sensor_msgs/Image`` topic (rgb8 or bgr8)."""
-    info: str = ""
-    """``sensor_msgs/CameraInfo`` topic ("" = ``camera_info`` beside the image topic)."""
-
-    def info_topic(self) -> str:
-        return self.info or self.image.rsplit("/", 1)[0] + "/camera_info"
 
 
 @dataclass
@@ -113,21 +96,20 @@ class GripperProfile:
 class ArmCommandProfile:
     """The command interface the policy drives (through the safety node)."""
 
-    interface: str = "effort"
+    interface: str = "joint_position"
     """One of :data:`ARM_INTERFACES`."""
     topic: str = ""
-    """The driver's command topic (``effort``: robot_rl's ``controller/target_pose``, relative to the namespace)."""
+    """The driver's command topic."""
     frame: str = ""
     """Frame of Cartesian commands ("" = the profile's ``base_frame``)."""
     rate_hz: float = 100.0
     """Rate (Hz) at which the safety node streams the reference (``reference_omega`` > 0); Servo halts when
     twists stop, the other controllers hold the last command."""
     reference_omega: float = 20.0
-    """rad/s: the command follows the policy's target as a critically damped second-order response of this natural
-    frequency, streamed at ``rate_hz``; with a stiff driver's own tracking and the path's latency added, the arm then
-    follows the policy's targets as the sim's impedance controller does (measured open loop against the emulated
-    drivers: benchmarks/robot_profiles.py; compare the same way on a robot to tune it). 0 = each target is sent
-    once, as it comes."""
+    """rad/s: the command is a reference that follows the policy's target as a critically damped second-order
+    response of this natural frequency (20: the sim impedance controller's own response), streamed at ``rate_hz``:
+    a stiff driver then moves the arm smoothly, close to how the sim's controller moved it
+    (docs/design/robot-profiles.md). 0 = each target is sent once, as it comes."""
     lead_time: float = 0.05
     """s: the streamed command leads the reference by its velocity times this (the driver's tracking delay plus the
     path's latency), so the arm, not just the command, follows the reference."""
@@ -158,30 +140,25 @@ class SuccessProfile:
 
 
 @dataclass
-class RobotProfile:
-    """Fields common to arm and car profiles."""
+class ArmProfile:
+    """A robot arm (see the module docstring)."""
 
     name: str = ""
     """Profile name (the file name of a bundled profile)."""
     kind: str = "arm"
-    """``arm`` or ``car``."""
+    """``arm`` (the only kind so far)."""
     description: str = ""
     """What robot and driver this profile is for."""
     base_frame: str = "base_link"
     """Frame the state and commands are expressed in."""
     robot_description: str = "/robot_description"
     """``std_msgs/String`` topic (transient local) of the URDF, as robot_state_publisher publishes it."""
-    cameras: tuple[CameraSource, ...] = ()
-    """Cameras (image + CameraInfo)."""
+    cameras: tuple[CameraConfig, ...] = ()
+    """Cameras, read through :mod:`robot_rl.cameras` as any ROS 2 camera (``source: ros``, ``topic``: the image
+    topic; crop, resize, compression as there); the ``CameraInfo`` beside each image (:func:`camera_info_topic`) is
+    checked at start."""
     success: SuccessProfile = field(default_factory=SuccessProfile)
     """Where success comes from."""
-    control_hz: float = 20.0
-    """Policy command rate the profile was made for (the env's ``control_hz``)."""
-
-
-@dataclass
-class ArmProfile(RobotProfile):
-    """A robot arm (see the module docstring)."""
 
     tool_frame: str = "tool0"
     """End-effector frame (TF child, URDF frame): the pose the policy observes and commands."""
@@ -209,7 +186,7 @@ class ArmProfile(RobotProfile):
             raise ConfigError("joint_states.names: list the arm's joints (in command order)")
         if not self.tool_frame or not self.base_frame:
             raise ConfigError("base_frame and tool_frame must be set")
-        if self.command.interface != "effort" and not self.command.topic:
+        if not self.command.topic:
             raise ConfigError(f"command.topic: the {self.command.interface} interface needs the driver's topic")
         if self.gripper.interface in ("action", "forward") and not self.gripper.command:
             raise ConfigError(f"gripper.command: the {self.gripper.interface} gripper needs its action or topic name")
@@ -219,74 +196,21 @@ class ArmProfile(RobotProfile):
             raise ConfigError("success.topic: success.source 'topic' needs a std_msgs/Bool topic")
         if self.command.max_joint_step <= 0 or self.command.time_from_start <= 0 or self.command.servo_gain <= 0:
             raise ConfigError("command.max_joint_step, time_from_start and servo_gain must be > 0")
-        if self.control_hz <= 0 or self.command.rate_hz < 0 or self.command.reference_omega < 0:
-            raise ConfigError("control_hz must be > 0, command.rate_hz and command.reference_omega >= 0")
+        if self.command.rate_hz < 0 or self.command.reference_omega < 0:
+            raise ConfigError("command.rate_hz and command.reference_omega must be >= 0")
         if self.command.reference_omega > 0 and self.command.rate_hz <= 0:
             raise ConfigError("command.rate_hz: streaming a reference (reference_omega > 0) needs a rate")
         for i, cam in enumerate(self.cameras):
-            if not cam.name or not cam.image:
-                raise ConfigError(f"cameras[{i}]: name and image are required")
+            if cam.source != "ros":
+                raise ConfigError(f"cameras[{i}].source: a robot profile's cameras are ROS 2 image topics (source: "
+                                  f"ros), got {cam.source!r}")
 
 
-@dataclass
-class OdometrySource:
-    """The car's odometry."""
-
-    topic: str = "/odom"
-    """``nav_msgs/Odometry`` topic (pose in ``odom_frame``, twist in the child frame)."""
-    frame: str = "odom"
-    """Its ``header.frame_id``."""
-
-
-@dataclass
-class ScanSource:
-    """A 2-D laser scanner."""
-
-    topic: str = "/scan"
-    """``sensor_msgs/LaserScan`` topic ("" = none)."""
-    frame: str = "laser"
-    """Its ``header.frame_id``."""
-
-
-@dataclass
-class CarCommandProfile:
-    """The drive command interface."""
-
-    interface: str = "diff_drive"
-    """One of :data:`CAR_INTERFACES`."""
-    topic: str = "/diff_drive_controller/cmd_vel"
-    """The driver's command topic."""
-    wheelbase: float = 0.0
-    """ackermann: front-to-rear axle distance (m), to turn a yaw rate into a steering angle."""
-    max_steering_angle: float = 0.4
-    """ackermann: steering angle limit (rad)."""
-    controller: str = ""
-    """ros2_control controller that must be active ("" = not checked)."""
-    controller_manager: str = "/controller_manager"
-    """Namespace of the controller manager."""
-
-
-@dataclass
-class CarProfile(RobotProfile):
-    """A car (see the module docstring)."""
-
-    odom: OdometrySource = field(default_factory=OdometrySource)
-    """Odometry (speed, yaw rate and the pose on the map)."""
-    scan: ScanSource = field(default_factory=ScanSource)
-    """Wall ranges come from this scan."""
-    command: CarCommandProfile = field(default_factory=CarCommandProfile)
-    """The drive command interface."""
-    limits: CarLimits = field(default_factory=CarLimits)
-    """Speed and yaw-rate limits both safety layers apply."""
-
-    def validate(self) -> None:
-        _check_choice("command.interface", self.command.interface, CAR_INTERFACES)
-        _check_choice("success.source", self.success.source, SUCCESS_SOURCES)
-        self.limits.validate()
-        if self.command.interface == "ackermann" and self.command.wheelbase <= 0:
-            raise ConfigError("command.wheelbase: the ackermann interface needs the wheelbase (m)")
-        if not self.command.topic or not self.odom.topic:
-            raise ConfigError("command.topic and odom.topic must be set")
+def camera_info_topic(cam: CameraConfig) -> str:
+    """The ``sensor_msgs/CameraInfo`` topic beside a camera's image topic (``.../image_raw`` ->
+    ``.../camera_info``, as camera drivers and image_transport name them)."""
+    image = cam.topic.removesuffix("/compressed")
+    return image.rsplit("/", 1)[0] + "/camera_info" if "/" in image else "camera_info"
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
@@ -301,13 +225,12 @@ def bundled_profiles() -> list[str]:
                   [f"rehearsal/{p.stem}" for p in (PROFILE_DIR / "rehearsal").glob("*.yaml")])
 
 
-def profile_from_dict(data: dict[str, Any], where: str = "profile") -> ArmProfile | CarProfile:
+def profile_from_dict(data: dict[str, Any], where: str = "profile") -> ArmProfile:
     """A profile from its YAML mapping; ``ConfigError`` naming the field on a bad key, type or value."""
     kind = data.get("kind", "arm")
-    cls = {"arm": ArmProfile, "car": CarProfile}.get(kind)
-    if cls is None:
-        raise ConfigError(f"{where}.kind: {kind!r} is not 'arm' or 'car'")
-    profile = from_dict(cls, data, where)
+    if kind != "arm":
+        raise ConfigError(f"{where}.kind: {kind!r}: only arm profiles exist so far")
+    profile = from_dict(ArmProfile, data, where)
     try:
         profile.validate()
     except ConfigError as exc:
@@ -317,12 +240,12 @@ def profile_from_dict(data: dict[str, Any], where: str = "profile") -> ArmProfil
     return profile
 
 
-def load_profile(ref: str | dict[str, Any] | RobotProfile) -> ArmProfile | CarProfile:
+def load_profile(ref: str | dict[str, Any] | ArmProfile) -> ArmProfile:
     """A profile by bundled name (``ur5e_servo``, ``rehearsal/ur5e_servo``), YAML path, mapping or profile (returned
     as is). A YAML file may start from another profile with ``extends: <name or path>`` and change only some
     fields (nested sections are merged)."""
-    if isinstance(ref, RobotProfile):
-        return ref  # type: ignore[return-value]
+    if isinstance(ref, ArmProfile):
+        return ref
     if isinstance(ref, dict):
         return profile_from_dict(ref)
     data, path = _profile_yaml(str(ref), Path.cwd())
@@ -362,7 +285,7 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def with_overrides(profile: ArmProfile | CarProfile, overrides: dict[str, Any]) -> ArmProfile | CarProfile:
+def with_overrides(profile: ArmProfile, overrides: dict[str, Any]) -> ArmProfile:
     """The profile with some of its fields replaced from a mapping (nested sections merged), re-validated: how a
     launch file or a run config adapts a bundled profile (a namespace, another topic)."""
     from robot_rl.config import to_dict

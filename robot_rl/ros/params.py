@@ -16,37 +16,24 @@ from rclpy.node import Node
 
 
 def _flatten(cfg: Any, prefix: str = "") -> dict[str, tuple[Any, str]]:
-    """``{param name: (value, field name)}`` of a dataclass, nested dataclasses flattened with dots."""
+    """``{param name: (value, the field's docstring)}`` of a dataclass, nested dataclasses flattened with dots."""
+    from robot_rl.utils.field_docs import field_docstrings
+
     out: dict[str, tuple[Any, str]] = {}
+    docs = field_docstrings(type(cfg))
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
         name = f"{prefix}{f.name}"
         if dataclasses.is_dataclass(value):
             out.update(_flatten(value, name + "."))
         else:
-            out[name] = (value, f.name)
-    return out
-
-
-def _docs(cfg: Any, prefix: str = "") -> dict[str, str]:
-    """``{param name: the field's docstring}`` (nested dataclasses included)."""
-    from robot_rl.utils.field_docs import field_docstrings
-
-    out: dict[str, str] = {}
-    docs = field_docstrings(type(cfg))
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        if dataclasses.is_dataclass(value):
-            out.update(_docs(value, f"{prefix}{f.name}."))
-        else:
-            out[f"{prefix}{f.name}"] = docs.get(f.name, "")
+            out[name] = (value, docs.get(f.name, ""))
     return out
 
 
 def _ros_type(value: Any) -> int:
     """The ROS parameter type of a dataclass default."""
-    from rcl_interfaces.msg import ParameterType as T
-
+    T = ParameterType  # noqa: N806
     if isinstance(value, bool):
         return T.PARAMETER_BOOL
     if isinstance(value, int):
@@ -113,10 +100,9 @@ def declare_config(node: Node, cfg: Any, on_change: Any = None) -> Any:
     Fields the config class lists in ``startup_only`` (dotted names) are read-only parameters: they take effect at
     start-up only, so a later set is refused with that reason instead of being accepted and ignored."""
     flat = _flatten(cfg)
-    docs = _docs(cfg)
     startup = set(getattr(type(cfg), "startup_only", ()))
     overrides = getattr(node, "_parameter_overrides", {})  # rclpy keeps --ros-args -p values here until declared
-    for name, (value, _) in flat.items():
+    for name, (value, doc) in flat.items():
         kind = _ros_type(value)
         given = overrides.get(name)
         if given is not None and given.type_ in (given.Type.INTEGER, given.Type.INTEGER_ARRAY) and \
@@ -128,7 +114,7 @@ def declare_config(node: Node, cfg: Any, on_change: Any = None) -> Any:
                                         else [float(v) for v in number])  # 400 for a double: read as 400.0
         note = "start-up only (set it with --ros-args -p or in the launch file)" if name in startup else ""
         desc = ParameterDescriptor(type=kind, dynamic_typing=kind == ParameterType.PARAMETER_NOT_SET,
-                                   read_only=name in startup, description=" ".join(x for x in (docs[name], note) if x))
+                                   read_only=name in startup, description=" ".join(x for x in (doc, note) if x))
         param = node.declare_parameter(name, _to_ros(value), desc)
         _set(cfg, name, _coerce(param.value, value, name))
     if hasattr(cfg, "validate"):

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from robot_rl.config import ConfigError
-from robot_rl.robots.profile import ArmProfile, CarProfile
+from robot_rl.robots.profile import ArmProfile, camera_info_topic
 
 ARM_COMMAND_TYPES = {
     "cartesian_pose": "geometry_msgs/msg/PoseStamped",
@@ -18,15 +18,13 @@ ARM_COMMAND_TYPES = {
     "joint_position": "std_msgs/msg/Float64MultiArray",
     "joint_trajectory": "trajectory_msgs/msg/JointTrajectory",
 }
-CAR_COMMAND_TYPES = {"diff_drive": "geometry_msgs/msg/TwistStamped",
-                     "ackermann": "ackermann_msgs/msg/AckermannDriveStamped"}
 
 
 class ProfileCheck:
     """Checks of one profile on ``node`` (an rclpy node of the caller's, spinning), each waiting up to ``timeout``
     for discovery or a first message."""
 
-    def __init__(self, node: Any, profile: ArmProfile | CarProfile, timeout: float = 10.0) -> None:
+    def __init__(self, node: Any, profile: ArmProfile, timeout: float = 10.0) -> None:
         self.node, self.profile, self.timeout = node, profile, timeout
 
     def fail(self, field: str, message: str) -> ConfigError:
@@ -38,32 +36,29 @@ class ProfileCheck:
     # ------------------------------------------------------------------ topics
     def published(self, field: str, topic: str, msg_type: str) -> None:
         """Somebody publishes ``topic`` with ``msg_type``."""
-        name = self._resolve(topic)
-        deadline = time.monotonic() + self.timeout
-        while True:
-            infos = self.node.get_publishers_info_by_topic(name)
-            if infos:
-                types = sorted({i.topic_type for i in infos})
-                if msg_type not in types:
-                    raise self.fail(field, f"{name} carries {', '.join(types)}, not {msg_type}")
-                return
-            if time.monotonic() > deadline:
-                raise self.fail(field, f"nobody publishes {name} (waited {self.timeout:.0f} s; is the driver up?)")
-            time.sleep(0.05)
+        self._endpoint(field, topic, msg_type, self.node.get_publishers_info_by_topic,
+                       "{name} carries {types}, not {want}",
+                       "nobody publishes {name} (waited {t} s; is the driver up?)")
 
     def subscribed(self, field: str, topic: str, msg_type: str, what: str) -> None:
         """Somebody (the driver's controller) subscribes ``topic`` with ``msg_type``."""
+        self._endpoint(field, topic, msg_type, self.node.get_subscriptions_info_by_topic,
+                       what + " on {name} takes {types}, not {want}",
+                       "nobody subscribes {name} (waited {t} s; is " + what + " loaded?)")
+
+    def _endpoint(self, field: str, topic: str, msg_type: str, infos_of: Any, wrong: str, missing: str) -> None:
+        """Waits (up to the timeout) for an endpoint of ``topic`` in the graph and checks its type."""
         name = self._resolve(topic)
         deadline = time.monotonic() + self.timeout
         while True:
-            infos = self.node.get_subscriptions_info_by_topic(name)
+            infos = infos_of(name)
             if infos:
                 types = sorted({i.topic_type for i in infos})
                 if msg_type not in types:
-                    raise self.fail(field, f"{what} on {name} takes {', '.join(types)}, not {msg_type}")
+                    raise self.fail(field, wrong.format(name=name, types=", ".join(types), want=msg_type))
                 return
             if time.monotonic() > deadline:
-                raise self.fail(field, f"nobody subscribes {name} (waited {self.timeout:.0f} s; is {what} loaded?)")
+                raise self.fail(field, missing.format(name=name, t=f"{self.timeout:.0f}"))
             time.sleep(0.05)
 
     def first_message(self, field: str, topic: str, msg_type: type, qos: Any = 10) -> Any:
@@ -208,8 +203,9 @@ class ProfileCheck:
         if p.wrench.topic:
             self.published("wrench.topic", p.wrench.topic, "geometry_msgs/msg/WrenchStamped")
         for i, cam in enumerate(p.cameras):
-            self.published(f"cameras[{i}].image", cam.image, "sensor_msgs/msg/Image")
-            self.published(f"cameras[{i}].info", cam.info_topic(), "sensor_msgs/msg/CameraInfo")
+            self.published(f"cameras[{i}].topic", cam.topic,
+                           "sensor_msgs/msg/CompressedImage" if cam.compressed else "sensor_msgs/msg/Image")
+            self.published(f"cameras[{i}].topic", camera_info_topic(cam), "sensor_msgs/msg/CameraInfo")
         if p.success.source == "topic":
             self.published("success.topic", p.success.topic, "std_msgs/msg/Bool")
         kin = self.urdf()
@@ -232,17 +228,3 @@ class ProfileCheck:
         self.controllers([("command.controller", p.command.controller, p.command.controller_manager),
                           ("gripper.controller", p.gripper.controller, p.command.controller_manager)])
         return kin
-
-    def car(self) -> None:
-        """All checks of a car profile."""
-        p = self.profile
-        self.published("odom.topic", p.odom.topic, "nav_msgs/msg/Odometry")
-        if p.scan.topic:
-            self.published("scan.topic", p.scan.topic, "sensor_msgs/msg/LaserScan")
-        self.subscribed("command.topic", p.command.topic, CAR_COMMAND_TYPES[p.command.interface],
-                        f"the {p.command.interface} controller")
-        if p.success.source == "topic":
-            self.published("success.topic", p.success.topic, "std_msgs/msg/Bool")
-        self.frames([("odom.frame", p.odom.frame)] + ([("scan.frame", p.scan.frame)] if p.scan.topic else []))
-        self.controllers([("command.controller", p.command.controller, p.command.controller_manager)])
-

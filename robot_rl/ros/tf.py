@@ -20,26 +20,19 @@ from dataclasses import dataclass
 import mujoco
 import numpy as np
 
+from robot_rl.robots.transforms import compose, invert, quat_mul
+
 OPTICAL = np.array([0.0, 1.0, 0.0, 0.0])
 """Rotation of π about x (w, x, y, z): MuJoCo camera frame -> REP-103 optical frame."""
 JOINT_VELOCITY_LIMIT = 2.5
 """rad/s (m/s for slides) written into the URDF's joint limits: MuJoCo models carry none, URDF requires one."""
 
 
-def quat_mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    out = np.empty(4)
-    mujoco.mju_mulQuat(out, np.asarray(a, np.float64), np.asarray(b, np.float64))
-    return out
-
-
 def relative_pose(parent_pos: np.ndarray, parent_quat: np.ndarray, child_pos: np.ndarray,
                   child_quat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The child's pose in the parent's frame, from both poses in a common frame."""
-    inv = np.empty(4)
-    mujoco.mju_negQuat(inv, np.asarray(parent_quat, np.float64))
-    pos = np.empty(3)
-    mujoco.mju_rotVecQuat(pos, np.asarray(child_pos, np.float64) - parent_pos, inv)
-    return pos, quat_mul(inv, child_quat)
+    parent = (np.asarray(parent_pos, np.float64), np.asarray(parent_quat, np.float64))
+    return compose(invert(parent), (np.asarray(child_pos, np.float64), np.asarray(child_quat, np.float64)))
 
 
 def rpy(quat: np.ndarray) -> tuple[float, float, float]:

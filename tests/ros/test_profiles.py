@@ -80,6 +80,36 @@ def test_an_observation_policy_picks_the_cube_through_each_profile(graph, tmp_pa
 
 
 @pytest.mark.timeout(240)
+def test_a_profile_camera_is_read_through_the_camera_rig(graph, tmp_path) -> None:
+    """A profile's camera is a ROS 2 camera of robot_rl.cameras: its frames (resized) reach obs["pixels"], and its
+    CameraInfo is part of the start-up check."""
+    import yaml
+
+    from robot_rl.config import to_dict
+    from robot_rl.envs.ros_env import RosArmEnv
+    from robot_rl.robots.profile import load_profile, with_overrides
+
+    camera = {"name": "wrist", "source": "ros", "topic": "/wrist_camera/color/image_raw", "resize": [24, 24]}
+    profile = with_overrides(load_profile("rehearsal/ros2_control_joint_position"), {"cameras": [camera]})
+    path = tmp_path / "with_camera.yaml"
+    path.write_text(yaml.safe_dump(to_dict(profile)))
+    start_profile_graph(graph, str(path), "-p", "image_size:=32")
+    wait_kinematics(graph)
+    env = RosArmEnv(profile=str(path), reset_service="arm_driver/reset", connect_timeout=60.0)
+    try:
+        assert env.observation_space["pixels"]["wrist"].shape == (24, 24, 3)
+        obs, _ = env.reset()
+        frames = [obs["pixels"]["wrist"]]
+        for _ in range(5):
+            obs, *_ = env.step(np.array([0.0, 0.0, -1.0, -1.0], np.float32))
+            frames.append(obs["pixels"]["wrist"])
+    finally:
+        env.close()
+    assert all(f.shape == (24, 24, 3) and f.dtype == np.uint8 and f.std() > 1.0 for f in frames)
+    assert np.abs(frames[-1].astype(int) - frames[0]).mean() > 1.0  # the wrist camera moved with the arm
+
+
+@pytest.mark.timeout(240)
 def test_a_wrong_profile_fails_at_start_naming_the_field(graph, tmp_path) -> None:
     from robot_rl.envs.ros_io import RosLink
     from robot_rl.robots.profile import load_profile, with_overrides
