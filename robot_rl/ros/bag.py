@@ -182,6 +182,7 @@ class BagRecorder:
         self._recorded = set(topics) | set(compress)
         self._seen: dict[str, int] = {}  # topic -> newest header stamp logged (ns)
         self._noted: dict[str, int] = {}
+        self._heard: set[str] = set()  # topics whose first message was logged (the operator sees what flows)
         for topic, cls in topics.items():
             type_name = _type_name(cls)
             depth = qos or (IMAGE_DEPTH if type_name == "sensor_msgs/msg/Image" else DEPTH)
@@ -197,6 +198,9 @@ class BagRecorder:
                                                        qos or IMAGE_DEPTH))
 
     def _on(self, topic: str, type_name: str, data: bytes, t_ns: int | None = None) -> None:
+        if topic not in self._heard:
+            self._heard.add(topic)
+            self.node.get_logger().info(f"first message on {self.node.resolve_topic_name(topic)}")
         bag = self.bag
         if bag is not None:
             bag.write(self.node.resolve_topic_name(topic), type_name, data, t_ns or time.time_ns())

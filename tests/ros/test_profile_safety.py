@@ -86,7 +86,7 @@ def _measure_stop(env, probe) -> str | None:
     env.reset()
     for _ in range(10):
         env.step(np.array([0.0, -1.0, 0.0, -1.0], np.float32))
-    last = time.time()
+    last = env.publish_times[-1]  # when the last command left (wall clock, as the probe's receive times)
     if not _wait_state(probe, "hold"):
         return "the watchdog never held"
     holds = [t for t, v in list(probe.streams["state"].items) if v == "hold" and t > last - 0.01]

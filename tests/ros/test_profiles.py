@@ -72,8 +72,9 @@ def test_an_observation_policy_picks_the_cube_through_each_profile(graph, tmp_pa
     finally:
         env.close()
     assert all(ok for ok, _ in results), (results, rejections, graph.log("arm_safety")[-2000:])
-    # the observation is built from joint states, TF and the URDF only: at home, at rest, gripper open
-    assert np.allclose(state[:3], env.cfg.home_pos, atol=0.005) and np.linalg.norm(state[7:10]) < 0.01, state
+    # the observation is built from joint states, TF and the URDF only: at home, at rest (the watchdog's stop through
+    # the emulated trajectory controller moves the tool at up to 2 cm/s), gripper open
+    assert np.allclose(state[:3], env.cfg.home_pos, atol=0.005) and np.linalg.norm(state[7:10]) < 0.02, state
     assert state[10] > 0.07, state
     log = graph.log("arm_driver")
     assert "command ignored" not in log, log[-2000:]
