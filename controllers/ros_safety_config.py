@@ -61,8 +61,14 @@ class ArmSafetyConfig(SafetyConfig):
 class CarSafetyConfig(SafetyConfig):
     """Parameters of the car safety node."""
 
+    startup_only: ClassVar[tuple[str, ...]] = (*SafetyConfig.startup_only, "profile")
+
+    profile: str = ""
+    """Car profile (bundled name or YAML path, :mod:`robot_rl.robots.car_profile`) whose driver this node commands:
+    checked twists go out in its command interface (``diff_drive_controller``'s TwistStamped, an Ackermann drive) and
+    the limits are the profile's. "" = robot_rl's own driving controller (``controller/cmd_vel``, Twist)."""
     limits: CarLimits = field(default_factory=CarLimits)
-    """Speed and yaw-rate limits."""
+    """Speed and yaw-rate limits (with a profile: the profile's)."""
 
     def validate(self) -> None:
         super().validate()

@@ -230,7 +230,7 @@ class ArmSafetyNode(_SafetyBase):
     def _use_profile(self) -> None:
         """Measured state from the profile's joint states through the URDF, limits from the profile, filtered targets
         to the profile's command interface (robot_rl_controllers.arm_outputs)."""
-        profile = load_profile(self.cfg.profile)
+        profile = load_profile(self.cfg.profile, "arm")
         self.profile = profile
         set_config_values(self, profile.limits, "limits")
         self.kin = None
@@ -404,7 +404,14 @@ class CarSafetyNode(_SafetyBase):
 
     def __init__(self, cfg: CarSafetyConfig | None = None, name: str = "car_safety") -> None:
         super().__init__(name, cfg or CarSafetyConfig())
-        self.pub_cmd = self.create_publisher(Twist, "controller/cmd_vel", 10)
+        if self.cfg.profile:  # the profile's driver, with the profile's limits
+            from robot_rl_controllers.car_outputs import make_car_output
+
+            profile = load_profile(self.cfg.profile, "car")
+            set_config_values(self, profile.limits, "limits")
+            self.output = make_car_output(self, profile)
+        else:
+            self.output = _OwnController(self)
         self.create_subscription(Twist, "policy/cmd_vel", self._on_cmd, 10)
         self.qos_watch = [watch_qos(self, Twist, "policy/cmd_vel")]
         self.start()
@@ -415,16 +422,29 @@ class CarSafetyNode(_SafetyBase):
                 return
             v, w, reasons = filter_twist(self.cfg.limits, msg.linear.x, msg.angular.z)
             self._reject(reasons)
-            out = Twist()
-            out.linear.x, out.angular.z = v, w
-            self.pub_cmd.publish(out)
+            self.output.send(v, w)
             self.forwarded += 1
 
     def _hold(self) -> None:
-        self.pub_cmd.publish(Twist())
+        self.output.stop()
 
     def _while_stopped(self) -> None:
-        self.pub_cmd.publish(Twist())
+        self.output.stop()
+
+
+class _OwnController:
+    """robot_rl's own driving controller (``controller/cmd_vel``, Twist): the car output without a profile."""
+
+    def __init__(self, node: Node) -> None:
+        self.pub = node.create_publisher(Twist, "controller/cmd_vel", 10)
+
+    def send(self, v: float, w: float) -> None:
+        out = Twist()
+        out.linear.x, out.angular.z = float(v), float(w)
+        self.pub.publish(out)
+
+    def stop(self) -> None:
+        self.pub.publish(Twist())
 
 
 def main_arm(argv: list[str] | None = None) -> int:

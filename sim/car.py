@@ -31,6 +31,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # must precede the first `import mujo
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
+from robot_rl.robots.drive_state import LapProgress, drive_state_head, range_angles
 from robot_rl.robots.track import pure_pursuit
 from robot_rl_controllers.driving import DifferentialDriveParams, twist_to_wheel_speeds  # noqa: E402
 from robot_rl_sim.base import MujocoTaskEnv, TaskConfig  # noqa: E402
@@ -145,29 +146,39 @@ class DriveEnv(MujocoTaskEnv):
         sensor = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SENSOR, "wall_contact")
         self.wall_sensor = int(m.sensor_adr[sensor])
         self._proj_key: tuple[float, float] | None = None
-        self.spacing = self.track.length / cfg.n_checkpoints
+        self.lap = LapProgress(self.track, cfg.n_checkpoints)
         self.n_success = cfg.checkpoints_to_success or cfg.n_checkpoints
-        angles = np.linspace(-np.pi / 2, np.pi / 2, cfg.n_ranges) if cfg.n_ranges > 1 else np.zeros(cfg.n_ranges)
+        angles = range_angles(cfg.n_ranges)
         self._ray_cos, self._ray_sin = np.cos(angles), np.sin(angles)
         self._ray_vec = np.zeros(3 * cfg.n_ranges)
         self._ray_geom = np.zeros(cfg.n_ranges, np.int32)
         self._ray_dist = np.zeros(cfg.n_ranges)
         self._ray_groups = np.array([0, 1, 0, 0, 0, 0], np.uint8)  # walls only
         self._ray_from = np.zeros(3)
-        self._reset_progress(0.0)
         self.collisions = 0
         self._collided = False
         self._bound = True
 
-    def _reset_progress(self, s0: float) -> None:
-        """Progress bookkeeping for a start at arc length ``s0``: progress 0, the next checkpoint ahead."""
-        self.s0 = s0
-        self.s = s0
-        self.progress = 0.0  # metres along the centreline since the start (unwrapped, signed)
-        self.checkpoints = 0  # passed so far, in order
-        ahead = (-s0) % self.spacing
-        self.next_checkpoint = ahead if ahead > 1e-9 else self.spacing  # its progress value
-        self._new_checkpoints, self._progress_delta = 0, 0.0
+    # lap bookkeeping (robot_rl.robots.drive_state.LapProgress, shared with the ROS 2 car env)
+    @property
+    def progress(self) -> float:
+        """Metres along the centreline since the start (unwrapped, signed)."""
+        return self.lap.progress
+
+    @property
+    def checkpoints(self) -> int:
+        """Checkpoints passed so far, in order."""
+        return self.lap.checkpoints
+
+    @property
+    def next_checkpoint(self) -> float:
+        """Progress value of the next checkpoint."""
+        return self.lap.next_checkpoint
+
+    @property
+    def spacing(self) -> float:
+        """Distance between checkpoints along the centreline (m)."""
+        return self.lap.spacing
 
     # ---------------------------------------------------------------- task hooks
     def _reset_task(self, rng: np.random.Generator) -> None:
@@ -177,7 +188,7 @@ class DriveEnv(MujocoTaskEnv):
         s0 = float(rng.uniform(0.0, self.track.length)) if cfg.random_start else 0.0
         lateral = float(rng.uniform(-1, 1)) * cfg.start_lateral_noise
         heading = float(rng.uniform(-1, 1)) * cfg.start_heading_noise
-        self._reset_progress(s0)
+        self.lap.reset(s0)
         self.place_car(s0, lateral, heading)
         self.collisions = 0
         self._collided = False
@@ -192,7 +203,7 @@ class DriveEnv(MujocoTaskEnv):
         d.qvel[:] = 0.0
         d.ctrl[:] = 0.0
         mujoco.mj_forward(self.model, d)
-        self.s = self.project()[0]
+        self.lap.s = self.project()[0]
 
     def _apply_action(self, action: np.ndarray) -> None:
         m, d, cfg = self.model, self.data, self.cfg
@@ -207,31 +218,17 @@ class DriveEnv(MujocoTaskEnv):
                 break
         mujoco.mj_forward(m, d)
         self._collided |= bool(sensordata[wall] > 0)  # ... and in the final state
-        self._update_progress()
+        self.lap.update(self.project()[0])
         if self._collided:
             self.collisions += 1
             if cfg.collision_mode == "reset_to_checkpoint":
-                last = self.next_checkpoint - self.spacing if self.checkpoints else 0.0
-                self.progress = last
-                self.place_car(self.s0 + last)
-
-    def _update_progress(self) -> None:
-        s = self.project()[0]
-        L = self.track.length
-        delta = (s - self.s + L / 2) % L - L / 2  # the car moves far less than half a lap per step
-        self.s, self.progress = s, self.progress + delta
-        self._progress_delta = delta
-        self._new_checkpoints = 0
-        while self.progress >= self.next_checkpoint:
-            self.checkpoints += 1
-            self._new_checkpoints += 1
-            self.next_checkpoint += self.spacing
+                self.place_car(self.lap.back_to_last_checkpoint())
 
     def _evaluate(self) -> tuple[float, bool, bool]:
         cfg = self.cfg
-        reward = cfg.checkpoint_reward * self._new_checkpoints - cfg.collision_penalty * self._collided
+        reward = cfg.checkpoint_reward * self.lap.new_checkpoints - cfg.collision_penalty * self._collided
         if cfg.dense_reward:
-            reward += cfg.progress_reward * self._progress_delta
+            reward += cfg.progress_reward * self.lap.delta
         success = self.checkpoints >= self.n_success
         failure = self._collided and cfg.collision_mode == "terminate"
         return float(reward), success, failure
@@ -267,12 +264,8 @@ class DriveEnv(MujocoTaskEnv):
         c, s = math.cos(yaw), math.sin(yaw)
         v = self.data.qvel[self.car_v]
         _, lateral, i = self.project()
-        t = self.track.tangents[i]
-        rel = math.atan2(t[0] * s - t[1] * c, t[0] * c + t[1] * s)  # heading - track direction
-        cp, _ = self.track.pose(self.s0 + self.next_checkpoint)
-        dx, dy = cp - xy
-        head = [c * v[0] + s * v[1], -s * v[0] + c * v[1], v[5], math.sin(rel), math.cos(rel), lateral,
-                c * dx + s * dy, -s * dx + c * dy]
+        twist = (c * v[0] + s * v[1], -s * v[0] + c * v[1], v[5])  # in the car frame
+        head = drive_state_head(self.track, xy, yaw, twist, lateral, i, self.lap.next_checkpoint_xy())
         return np.concatenate([head, self._ranges(xy, c, s)]).astype(np.float32)
 
     def _ranges(self, xy: np.ndarray, c: float, s: float) -> np.ndarray:

@@ -53,6 +53,7 @@ from robot_rl_sim.driver_emulation import (
 )
 from robot_rl_sim.ros_arm_config import ArmHardwareConfig
 from robot_rl_sim.ros_arm_node import ArmHardwareNode
+from robot_rl_sim.ros_controller_manager import serve_list_controllers
 
 CONTROLLER_TYPES = {
     "joint_position": "forward_command_controller/ForwardCommandController",
@@ -106,7 +107,7 @@ class ArmDriverNode(ArmHardwareNode):
     # ------------------------------------------------------------------ interface
     def _make_io(self) -> None:
         cfg, m = self.cfg, self.model
-        profile = load_profile(cfg.profile)
+        profile = load_profile(cfg.profile, "arm")
         self.profile: ArmProfile = profile
         names = profile.joint_states.names
         if len(names) == len(ARM_JOINTS):
@@ -314,13 +315,6 @@ class ArmDriverNode(ArmHardwareNode):
 
     # ------------------------------------------------------------------ controller manager
     def _make_controller_manager(self, profile: ArmProfile) -> None:
-        try:
-            from controller_manager_msgs.msg import ControllerState
-            from controller_manager_msgs.srv import ListControllers
-        except ImportError:
-            self.get_logger().warning("controller_manager_msgs is not installed (scripts/build_ros_msgs.sh): no "
-                                      "list_controllers service")
-            return
         controllers = {"joint_state_broadcaster": "joint_state_broadcaster/JointStateBroadcaster"}
         if profile.wrench.topic:
             controllers["force_torque_sensor_broadcaster"] = ("force_torque_sensor_broadcaster/"
@@ -331,14 +325,8 @@ class ArmDriverNode(ArmHardwareNode):
             controllers[profile.gripper.controller] = (
                 "position_controllers/GripperActionController" if profile.gripper.interface == "action"
                 else "forward_command_controller/ForwardCommandController")
-        inactive = set(self.cfg.inactive_controllers)
-
-        def serve(request, response):  # noqa: ANN001, ANN202
-            response.controller = [ControllerState(name=n, type=t, state="inactive" if n in inactive else "active")
-                                   for n, t in controllers.items()]
-            return response
-        self.create_service(ListControllers, f"{profile.command.controller_manager.rstrip('/')}/list_controllers",
-                            serve)
+        serve_list_controllers(self, profile.command.controller_manager, controllers,
+                               tuple(self.cfg.inactive_controllers))
 
     # ------------------------------------------------------------------ state out
     def _publish_state(self, step: int, stamp: float) -> None:

@@ -9,6 +9,11 @@ Input ``cmd_vel`` (geometry_msgs/Twist: ``linear.x`` m/s, ``angular.z`` rad/s), 
 ``robot_description`` (URDF, ``robot_rl.ros.tf``). Service ``~/reset`` (std_srvs/Trigger) puts the car back at a
 start pose at rest. Without a command for ``command_timeout`` the wheels
 are stopped. ``command_latency`` delays commands before they act.
+
+With ``profile`` (a car profile, :mod:`robot_rl.robots.car_profile`) the node speaks that profile's driver instead
+(:mod:`robot_rl_sim.car_driver_emulation`): its command topic and semantics, odometry on its topic in its frames,
+``sensor_msgs/LaserScan`` on its scan topic (``scan_rate_hz``) with the laser on ``/tf_static``; no robot_rl-only
+topics (wall contact on the sim-only ``sim/collision``).
 """
 
 from __future__ import annotations
@@ -25,19 +30,22 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
-from geometry_msgs.msg import Twist  # noqa: E402
+from geometry_msgs.msg import Twist, TwistStamped  # noqa: E402
 from nav_msgs.msg import Odometry  # noqa: E402
 from rclpy.node import Node  # noqa: E402
 from rosgraph_msgs.msg import Clock  # noqa: E402
-from sensor_msgs.msg import CameraInfo, Image, JointState  # noqa: E402
+from sensor_msgs.msg import CameraInfo, Image, JointState, LaserScan  # noqa: E402
 from std_msgs.msg import Bool  # noqa: E402
 from std_srvs.srv import Trigger  # noqa: E402
 
-from robot_rl.ros.msgs import image_msg, to_stamp  # noqa: E402
+from robot_rl.robots.profile import load_profile  # noqa: E402
+from robot_rl.ros.msgs import from_stamp, image_msg, to_stamp  # noqa: E402
 from robot_rl.ros.params import declare_config  # noqa: E402
 from robot_rl.ros.tf import MujocoFrames, TfPublisher, camera_info  # noqa: E402
 from robot_rl_controllers.driving import twist_to_wheel_speeds  # noqa: E402
-from robot_rl_sim.car_model import WHEEL_JOINTS  # noqa: E402
+from robot_rl_sim.car_driver_emulation import DRIVERS, Lidar, ackermann_twist, laser_frame  # noqa: E402
+from robot_rl_sim.car_model import LIDAR_HEIGHT, WHEEL_JOINTS, WHEEL_RADIUS  # noqa: E402
+from robot_rl_sim.ros_controller_manager import serve_list_controllers  # noqa: E402
 
 
 @dataclass
@@ -45,7 +53,7 @@ class CarHardwareConfig:
     """Parameters of the sim car hardware node (all ROS 2 parameters)."""
 
     startup_only: ClassVar[tuple[str, ...]] = ("seed", "odom_rate_hz", "image_size", "camera_rate_hz",
-                                               "frame_prefix")
+                                               "frame_prefix", "profile", "scan_rate_hz")
     """Read when the node starts (rates, scene, cameras): read-only parameters."""
 
     seed: int = 0
@@ -58,6 +66,10 @@ class CarHardwareConfig:
     """Side of the square front camera image (0 = no camera)."""
     camera_rate_hz: float = 20.0
     """Camera frame rate."""
+    profile: str = ""
+    """Car profile whose driver this node emulates (bundled name or YAML path); "" = robot_rl's own topics."""
+    scan_rate_hz: float = 40.0
+    """Rate of the emulated lidar's scans (with a profile)."""
     command_latency: float = 0.0
     """Injected delay (s) before a command takes effect."""
     command_timeout: float = 0.25
@@ -69,8 +81,8 @@ class CarHardwareConfig:
     """Injected Gaussian noise on the odometry twist (m/s, rad/s); the published twist covariance is its variance."""
 
     def validate(self) -> None:
-        if self.odom_rate_hz <= 0 or self.camera_rate_hz <= 0 or self.command_timeout <= 0:
-            raise ValueError("odom_rate_hz, camera_rate_hz and command_timeout must be > 0")
+        if min(self.odom_rate_hz, self.camera_rate_hz, self.command_timeout, self.scan_rate_hz) <= 0:
+            raise ValueError("odom_rate_hz, camera_rate_hz, scan_rate_hz and command_timeout must be > 0")
         if min(self.command_latency, self.image_size, self.odom_pose_std, self.odom_twist_std) < 0:
             raise ValueError("command_latency, image_size, odom_pose_std and odom_twist_std must be >= 0")
 
@@ -106,32 +118,74 @@ class CarHardwareNode(Node):
         use_sim = bool(self.get_parameter("use_sim_time").value)
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if use_sim else None
         self.sim_t = 0.0
-        self.pub_odom = self.create_publisher(Odometry, "odom", 10)
-        # the wheels are joints of the URDF: robot_state_publisher (and RViz) need their positions
-        self.pub_joints = self.create_publisher(JointState, "joint_states", 10)
+        self._interfaces()
         m = self.model
         wheel_ids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j) for j in WHEEL_JOINTS]
         self.wheel_q = [int(m.jnt_qposadr[j]) for j in wheel_ids]
         self.wheel_v = [int(m.jnt_dofadr[j]) for j in wheel_ids]
-        self.pub_collision = self.create_publisher(Bool, "collision", 10)
         self.pub_cam = self.create_publisher(Image, "camera/front/image_raw", 2) if self.cfg.image_size else None
         self.pub_cam_info = (self.create_publisher(CameraInfo, "camera/front/camera_info", 2) if self.cfg.image_size
                              else None)
-        self.frames = MujocoFrames(self.model, "car", "odom", cameras=("front",), move_root=True,
-                                   rename={"car": "base_link"})
-        self.tf = TfPublisher(self, self.frames, "robot_rl_car", self.cfg.frame_prefix)
-        self.create_subscription(Twist, "cmd_vel", self._on_cmd, 10)
+        self.frames = MujocoFrames(self.model, "car", self.odom_frame, cameras=("front",), move_root=True,
+                                   rename={"car": self.base_frame})
+        laser = [] if self.lidar is None else [(self.base_frame, laser_frame(self.base_frame),
+                                                np.array([self.lidar.laser_x, 0.0, LIDAR_HEIGHT]), np.eye(4)[0])]
+        self.tf = TfPublisher(self, self.frames, "robot_rl_car", self.cfg.frame_prefix, extra_static=laser)
         self.create_service(Trigger, "~/reset", self._on_reset)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="physics", daemon=True)
         self._thread.start()
+
+    def _interfaces(self) -> None:
+        """Topics: robot_rl's own, or the profile's driver's."""
+        cfg = self.cfg
+        profile = load_profile(cfg.profile, "car") if cfg.profile else None
+        self.lidar = None
+        if profile is None:
+            self.odom_frame, self.base_frame, self.timeout = "odom", "base_link", cfg.command_timeout
+            self.pub_odom = self.create_publisher(Odometry, "odom", 10)
+            # the wheels are joints of the URDF: robot_state_publisher (and RViz) need their positions
+            self.pub_joints = self.create_publisher(JointState, "joint_states", 10)
+            self.pub_collision = self.create_publisher(Bool, "collision", 10)
+            self.create_subscription(Twist, "cmd_vel", self._on_cmd, 10)
+            return
+        facts = DRIVERS[profile.command.interface]
+        if profile.command.controller:  # diff_drive_controller under a controller manager
+            serve_list_controllers(self, profile.command.controller_manager, {
+                "joint_state_broadcaster": "joint_state_broadcaster/JointStateBroadcaster",
+                profile.command.controller: "diff_drive_controller/DiffDriveController"})
+        self.odom_frame, self.base_frame, self.timeout = profile.map_frame, profile.base_frame, facts.cmd_timeout
+        self.pub_odom = self.create_publisher(Odometry, profile.odom.topic, 10)
+        self.pub_joints = self.create_publisher(JointState, "joint_states", 10) if facts.joint_states else None
+        self.pub_collision = self.create_publisher(Bool, "sim/collision", 10)
+        self.pub_scan = self.create_publisher(LaserScan, profile.scan.topic, 10)
+        self.lidar = Lidar(self.model, self.env.car_body, WHEEL_RADIUS + LIDAR_HEIGHT, facts)
+        if profile.command.interface == "diff_drive":
+            self.create_subscription(TwistStamped, profile.command.topic, self._on_twist_stamped, 10)
+        else:
+            from ackermann_msgs.msg import AckermannDriveStamped
+
+            wheelbase = profile.command.wheelbase
+            self.create_subscription(AckermannDriveStamped, profile.command.topic,
+                                     lambda m: self._command(*ackermann_twist(m.drive.speed, m.drive.steering_angle,
+                                                                              wheelbase)), 10)
+
+    def _on_twist_stamped(self, msg: TwistStamped) -> None:
+        """diff_drive_controller: a zero stamp is now; a command as old as the timeout is ignored."""
+        stamp = from_stamp(msg.header.stamp)
+        if stamp and self.now() - stamp >= self.timeout:
+            return
+        self._command(msg.twist.linear.x, msg.twist.angular.z)
 
     def now(self) -> float:
         """Physics time with ``use_sim_time``, else wall clock (commands, latency and timeout count it)."""
         return self.sim_t if self.pub_clock is not None else time.time()
 
     def _on_cmd(self, msg: Twist) -> None:
-        v, w = float(msg.linear.x), float(msg.angular.z)
+        self._command(msg.linear.x, msg.angular.z)
+
+    def _command(self, v: float, w: float) -> None:
+        v, w = float(v), float(w)
         if math.isfinite(v) and math.isfinite(w):
             with self.lock:
                 self._queue.append((self.now() + self.cfg.command_latency, v, w))
@@ -154,6 +208,7 @@ class CarHardwareNode(Node):
         wall0 = time.time() - t0
         odom_every = max(1, int(round(1.0 / (cfg.odom_rate_hz * self.dt))))
         cam_every = max(1, int(round(1.0 / (cfg.camera_rate_hz * self.dt))))
+        scan_every = max(1, int(round(1.0 / (cfg.scan_rate_hz * self.dt))))
         while not self._stop.is_set() and self.context.ok():
             delay = t0 + (step + 1) * self.dt - time.perf_counter()
             if delay > 0:
@@ -167,7 +222,7 @@ class CarHardwareNode(Node):
                     left, right = twist_to_wheel_speeds(v, w, env.drive)
                     d.ctrl[env.wheel_ctrl[0]], d.ctrl[env.wheel_ctrl[1]] = float(left), float(right)
                     self.last_cmd = now
-                if now - self.last_cmd > cfg.command_timeout:
+                if now - self.last_cmd > self.timeout:
                     d.ctrl[env.wheel_ctrl] = 0.0
                 mujoco.mj_step(m, d)
                 step += 1
@@ -179,6 +234,9 @@ class CarHardwareNode(Node):
                     if step % odom_every == 0:
                         mujoco.mj_forward(m, d)
                         self._publish_odom(stamp)
+                    if self.lidar is not None and step % scan_every == 0:
+                        mujoco.mj_forward(m, d)
+                        self._publish_scan(stamp)
                     if self.pub_cam is not None and step % cam_every == 0:
                         mujoco.mj_forward(m, d)
                         frame = f"{cfg.frame_prefix}front_camera_optical"
@@ -199,7 +257,7 @@ class CarHardwareNode(Node):
         msg = Odometry()
         prefix = self.cfg.frame_prefix
         msg.header.stamp = to_stamp(stamp)
-        msg.header.frame_id, msg.child_frame_id = prefix + "odom", prefix + "base_link"
+        msg.header.frame_id, msg.child_frame_id = prefix + self.odom_frame, prefix + self.base_frame
         p, o = msg.pose.pose.position, msg.pose.pose.orientation
         p.x, p.y, p.z = float(q[0]), float(q[1]), float(q[2])
         o.w, o.x, o.y, o.z = (float(x) for x in q[3:7])
@@ -220,14 +278,26 @@ class CarHardwareNode(Node):
         msg.pose.covariance = odom_covariance(pose_std)
         msg.twist.covariance = odom_covariance(twist_std)
         self.pub_odom.publish(msg)
-        joints = JointState(name=list(WHEEL_JOINTS), position=[float(d.qpos[i]) for i in self.wheel_q],
-                            velocity=[float(d.qvel[i]) for i in self.wheel_v])
-        joints.header.stamp = msg.header.stamp
-        self.pub_joints.publish(joints)
+        if self.pub_joints is not None:
+            joints = JointState(name=list(WHEEL_JOINTS), position=[float(d.qpos[i]) for i in self.wheel_q],
+                                velocity=[float(d.qvel[i]) for i in self.wheel_v])
+            joints.header.stamp = msg.header.stamp
+            self.pub_joints.publish(joints)
         tf = self.tf.moving(d, msg.header.stamp, root_pose=((p.x, p.y, p.z), (o.w, o.x, o.y, o.z)))
         if tf is not None:
             self.tf.pub.publish(tf)
         self.pub_collision.publish(Bool(data=bool(d.sensordata[env.wall_sensor] > 0)))
+
+    def _publish_scan(self, stamp: float) -> None:
+        xy, yaw = self.env.car_pose()
+        lidar = self.lidar
+        msg = LaserScan(angle_min=float(lidar.angle_min), angle_max=float(lidar.angles[-1]),
+                        angle_increment=float(lidar.increment), range_min=0.02, range_max=float(lidar.range_max),
+                        scan_time=float(1.0 / self.cfg.scan_rate_hz),
+                        ranges=[float(r) for r in lidar.scan(self.data, xy, yaw)])
+        msg.header.stamp = to_stamp(stamp)
+        msg.header.frame_id = self.cfg.frame_prefix + laser_frame(self.base_frame)
+        self.pub_scan.publish(msg)
 
     def close(self) -> None:
         self._stop.set()

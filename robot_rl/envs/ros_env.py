@@ -93,7 +93,7 @@ class RosArmEnv(gym.Env):
         reset service and no object state unless the profile tracks an object."""
         from robot_rl.robots.profile import load_profile, with_overrides
 
-        profile = load_profile(cfg.profile)
+        profile = load_profile(cfg.profile, "arm")
         if cfg.profile_overrides:
             profile = with_overrides(profile, cfg.profile_overrides)
         for key in ("limits", "home_pos", "cameras", "success_source", "rig"):

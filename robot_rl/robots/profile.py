@@ -19,6 +19,7 @@ import yaml
 
 from robot_rl.cameras.config import CameraConfig
 from robot_rl.config import ConfigError, from_dict
+from robot_rl.robots.car_profile import CarProfile
 from robot_rl.safety.limits import ArmLimits
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
@@ -225,12 +226,19 @@ def bundled_profiles() -> list[str]:
                   [f"rehearsal/{p.stem}" for p in (PROFILE_DIR / "rehearsal").glob("*.yaml")])
 
 
-def profile_from_dict(data: dict[str, Any], where: str = "profile") -> ArmProfile:
-    """A profile from its YAML mapping; ``ConfigError`` naming the field on a bad key, type or value."""
-    kind = data.get("kind", "arm")
-    if kind != "arm":
-        raise ConfigError(f"{where}.kind: {kind!r}: only arm profiles exist so far")
-    profile = from_dict(ArmProfile, data, where)
+Profile = ArmProfile | CarProfile
+PROFILE_KINDS: dict[str, type] = {"arm": ArmProfile, "car": CarProfile}
+
+
+def profile_from_dict(data: dict[str, Any], where: str = "profile", kind: str | None = None) -> Profile:
+    """A profile from its YAML mapping; ``ConfigError`` naming the field on a bad key, type or value. ``kind``:
+    the kind the caller drives (an arm env refuses a car profile by name)."""
+    got = data.get("kind", "arm")
+    if got not in PROFILE_KINDS:
+        raise ConfigError(f"{where}.kind: {got!r} is not one of {list(PROFILE_KINDS)}")
+    if kind is not None and got != kind:
+        raise ConfigError(f"{where}: kind {got!r}, where a profile of kind {kind!r} is needed")
+    profile = from_dict(PROFILE_KINDS[got], data, where)
     try:
         profile.validate()
     except ConfigError as exc:
@@ -240,16 +248,18 @@ def profile_from_dict(data: dict[str, Any], where: str = "profile") -> ArmProfil
     return profile
 
 
-def load_profile(ref: str | dict[str, Any] | ArmProfile) -> ArmProfile:
+def load_profile(ref: str | dict[str, Any] | Profile, kind: str | None = None) -> Profile:
     """A profile by bundled name (``ur5e_servo``, ``rehearsal/ur5e_servo``), YAML path, mapping or profile (returned
     as is). A YAML file may start from another profile with ``extends: <name or path>`` and change only some
-    fields (nested sections are merged)."""
-    if isinstance(ref, ArmProfile):
+    fields (nested sections are merged). ``kind`` (``arm``, ``car``): refuse a profile of another kind."""
+    if isinstance(ref, (ArmProfile, CarProfile)):
+        if kind is not None and ref.kind != kind:
+            raise ConfigError(f"profile {ref.name}: kind {ref.kind!r}, where a profile of kind {kind!r} is needed")
         return ref
     if isinstance(ref, dict):
-        return profile_from_dict(ref)
+        return profile_from_dict(ref, kind=kind)
     data, path = _profile_yaml(str(ref), Path.cwd())
-    return profile_from_dict(data, f"profile {path.name}")
+    return profile_from_dict(data, f"profile {path.name}", kind)
 
 
 def _profile_yaml(ref: str, base: Path, seen: tuple[Path, ...] = ()) -> tuple[dict[str, Any], Path]:
@@ -285,7 +295,7 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def with_overrides(profile: ArmProfile, overrides: dict[str, Any]) -> ArmProfile:
+def with_overrides(profile: Profile, overrides: dict[str, Any]) -> Profile:
     """The profile with some of its fields replaced from a mapping (nested sections merged), re-validated: how a
     launch file or a run config adapts a bundled profile (a namespace, another topic)."""
     from robot_rl.config import to_dict

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from robot_rl.config import ConfigError
-from robot_rl.robots.profile import ArmProfile, camera_info_topic
+from robot_rl.robots.profile import Profile, camera_info_topic
 
 ARM_COMMAND_TYPES = {
     "cartesian_pose": "geometry_msgs/msg/PoseStamped",
@@ -18,13 +18,17 @@ ARM_COMMAND_TYPES = {
     "joint_position": "std_msgs/msg/Float64MultiArray",
     "joint_trajectory": "trajectory_msgs/msg/JointTrajectory",
 }
+CAR_COMMAND_TYPES = {
+    "diff_drive": "geometry_msgs/msg/TwistStamped",
+    "ackermann": "ackermann_msgs/msg/AckermannDriveStamped",
+}
 
 
 class ProfileCheck:
     """Checks of one profile on ``node`` (an rclpy node of the caller's, spinning), each waiting up to ``timeout``
     for discovery or a first message."""
 
-    def __init__(self, node: Any, profile: ArmProfile, timeout: float = 10.0) -> None:
+    def __init__(self, node: Any, profile: Profile, timeout: float = 10.0) -> None:
         self.node, self.profile, self.timeout = node, profile, timeout
 
     def fail(self, field: str, message: str) -> ConfigError:
@@ -96,13 +100,14 @@ class ProfileCheck:
         raise self.fail(field, f"joints {missing} are not in {self._resolve(topic)} (it has {sorted(seen)})")
 
     # ------------------------------------------------------------------ TF, URDF, controllers
-    def frames(self, checks: list[tuple[str, str]]) -> None:
-        """Each ``(field, frame)`` is connected to the base frame in TF (waits for /tf and /tf_static)."""
+    def frames(self, checks: list[tuple[str, str]], root: str = "") -> None:
+        """Each ``(field, frame)`` is connected to ``root`` (default: the base frame) in TF (waits for /tf and
+        /tf_static)."""
         from robot_rl.ros.tf_buffer import TfBuffer, TfError
 
         buffer = TfBuffer()
         buffer.subscribe(self.node)
-        base = self.profile.base_frame
+        base = root or self.profile.base_frame
         deadline = time.monotonic() + self.timeout
         pending = list(checks)
         while pending:
@@ -228,3 +233,22 @@ class ProfileCheck:
         self.controllers([("command.controller", p.command.controller, p.command.controller_manager),
                           ("gripper.controller", p.gripper.controller, p.command.controller_manager)])
         return kin
+
+    def car(self) -> None:
+        """All checks of a car profile: odometry, scan and collision topics, the pose in TF, the scan's frame on
+        the car, the driver's command topic and controller."""
+        p = self.profile
+        self.published("odom.topic", p.odom.topic, "nav_msgs/msg/Odometry")
+        self.published("scan.topic", p.scan.topic, "sensor_msgs/msg/LaserScan")
+        if p.collision.source == "topic":
+            self.published("collision.topic", p.collision.topic, "std_msgs/msg/Bool")
+        self.frames([("base_frame", p.base_frame)], root=p.map_frame)
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+        from sensor_msgs.msg import LaserScan
+
+        scan = self.first_message("scan.topic", p.scan.topic, LaserScan,  # best effort: takes a lidar's either way
+                                  QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT))
+        self.frames([("scan.topic", scan.header.frame_id.lstrip("/"))])
+        self.subscribed("command.topic", p.command.topic, CAR_COMMAND_TYPES[p.command.interface],
+                        f"the {p.command.interface} driver")
+        self.controllers([("command.controller", p.command.controller, p.command.controller_manager)])

@@ -220,7 +220,10 @@ class TfPublisher:
     ``prefix`` is prepended to every frame id (several robots in one TF tree). Without the tf2_msgs interface
     (``scripts/build_tf2_msgs.sh``) it warns once and publishes only the description."""
 
-    def __init__(self, node, frames: MujocoFrames, robot: str, prefix: str = "") -> None:  # noqa: ANN001
+    def __init__(self, node, frames: MujocoFrames, robot: str, prefix: str = "",  # noqa: ANN001
+                 extra_static: list[tuple[str, str, np.ndarray, np.ndarray]] = ()) -> None:
+        """``extra_static``: ``(parent, child, pos, quat)`` mounts outside the description (a driver's sensor frame)
+        published on ``/tf_static`` with it."""
         from rclpy.qos import DurabilityPolicy, QoSProfile
         from std_msgs.msg import String
 
@@ -239,7 +242,8 @@ class TfPublisher:
         self._msg_types = TFMessage, TransformStamped
         self.pub = node.create_publisher(TFMessage, "/tf", 10)
         self.pub_static = node.create_publisher(TFMessage, "/tf_static", latched)
-        self.pub_static.publish(self.message(frames.static_transforms(), node.get_clock().now().to_msg()))
+        self.pub_static.publish(self.message([*frames.static_transforms(), *extra_static],
+                                             node.get_clock().now().to_msg()))
 
     def message(self, transforms: list[tuple[str, str, np.ndarray, np.ndarray]], stamp: object) -> object:
         """A TFMessage of ``(parent, child, pos, quat)`` transforms at ``stamp`` (builtin_interfaces/Time)."""

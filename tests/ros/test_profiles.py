@@ -164,22 +164,27 @@ def test_profiles_load_and_name_their_fields() -> None:
         with_overrides(good, {"comand": {}})
     with pytest.raises(ConfigError, match="no such bundled profile"):
         load_profile("ur10_servo")
+    with pytest.raises(ConfigError, match="kind 'car', where a profile of kind 'arm' is needed"):
+        load_profile("diff_drive", "arm")
+    with pytest.raises(ConfigError, match="command.wheelbase and command.max_steering_angle"):
+        with_overrides(load_profile("ackermann"), {"command": {"wheelbase": 0.0}})
 
 
 
 def test_the_real_robot_path_never_imports_the_sim() -> None:
-    """The robot env, the safety node with a profile, the profile check and the kinematics load with robot_rl_sim
+    """The robot envs, the safety node with a profile, the profile check and the kinematics load with robot_rl_sim
     (and MuJoCo's task models) made unimportable: a real robot's path needs neither."""
     code = """
 import sys
 sys.modules["robot_rl_sim"] = None  # any import of it raises ImportError
 import robot_rl.envs.ros_env, robot_rl.envs.ros_sources, robot_rl.ros.profile_check, robot_rl.robots.kinematics
-import robot_rl_controllers.ros_safety_node, robot_rl_controllers.arm_outputs
+import robot_rl_controllers.ros_safety_node, robot_rl_controllers.arm_outputs, robot_rl_controllers.car_outputs
 from robot_rl.robots.profile import bundled_profiles, load_profile
 from robot_rl.envs.ros_env import RosArmEnv
+from robot_rl.envs.ros_car_env import RosCarEnv
 for name in bundled_profiles():
-    if not name.startswith("rehearsal/"):
-        RosArmEnv(profile=name)  # spaces only: no ROS connection before the first reset
+    if not name.startswith("rehearsal/"):  # spaces only: no ROS connection before the first reset
+        (RosCarEnv if load_profile(name).kind == "car" else RosArmEnv)(profile=name)
 print("ok", sorted(m for m, v in sys.modules.items() if m.startswith("robot_rl_sim") and v is not None))
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

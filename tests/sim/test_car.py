@@ -211,7 +211,7 @@ def test_collision_resets_to_the_last_checkpoint():
             break
     assert info["collisions"] == 1 and reward == -1.0 and not terminated and not truncated
     assert env.progress == pytest.approx(last) and info["checkpoints"] == 2
-    cp_xy, cp_yaw = env.track.pose(env.s0 + last)
+    cp_xy, cp_yaw = env.track.pose(env.lap.s0 + last)
     np.testing.assert_allclose(env.car_pose()[0], cp_xy, atol=1e-6)  # on the centreline at the checkpoint
     assert env.car_pose()[1] == pytest.approx(cp_yaw) and abs(obs["state"][0]) < 1e-6  # facing along, at rest
     for _ in range(env.cfg.max_episode_steps):  # the episode goes on and the lap can still be completed
