@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 from common import Table, write_result  # noqa: E402
-from ros_latency import percentiles, policy_successes  # noqa: E402
+from ros_latency import beside_floor, policy_successes  # noqa: E402
 
 from tests.ros.graph import Graph, ros_env  # noqa: E402
 from tests.ros.test_profiles import ARM_PROFILES, profile_file, start_profile_graph, wait_kinematics  # noqa: E402
@@ -68,7 +68,7 @@ def round_trip(profile_path: str, seconds: float) -> dict:
         start = link.streams["joints"].latest()[1][1]
         quat = np.asarray(profile.limits.home_quat, np.float64)
         points = [start, start + np.array([0.0, 0.01, 0.0])]
-        trips, floor, sent_pings = [], [], []
+        trips, sent_pings = [], []
         rng = np.random.default_rng(0)
         deadline = time.monotonic() + seconds
         k = 0
@@ -99,11 +99,7 @@ def round_trip(profile_path: str, seconds: float) -> dict:
                 pub.publish(pose_stamped(goal, quat, time.time()))
                 time.sleep(0.05)
             k += 1
-        answered = {round(s, 6): a for _, (s, a) in list(link.streams["pong"].items)}
-        floor = [answered[round(t, 6)] - t for t in sent_pings if round(t, 6) in answered]
-        path, dds = percentiles(np.array(trips)), percentiles(np.array(floor))
-        return {**path, "answered": f"{len(trips)}/{k}", "dds_floor": dds,
-                "over_floor_p50_ms": path["p50_ms"] - dds["p50_ms"]}
+        return beside_floor(trips, k, sent_pings, list(link.streams["pong"].items))
     finally:
         link.close()
 

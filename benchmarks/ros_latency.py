@@ -47,6 +47,16 @@ def percentiles(x: np.ndarray) -> dict[str, float]:
             "max_ms": float(x.max() * 1e3), "n": int(x.size)}
 
 
+def beside_floor(trips: list[float], attempts: int, sent_pings: list[float], pongs: list) -> dict:
+    """A path's round trips (s) summarised beside the DDS floor of the same run: the echo node's answers
+    (``pongs``: stream items of (ping stamp, arrival)) to the pings sent at ``sent_pings``."""
+    answered = {round(s, 6): a for _, (s, a) in pongs}
+    floor = [answered[round(t, 6)] - t for t in sent_pings if round(t, 6) in answered]
+    path, dds = percentiles(np.array(trips)), percentiles(np.array(floor))
+    return {**path, "answered": f"{len(trips)}/{attempts}", "dds_floor": dds,
+            "over_floor_p50_ms": path["p50_ms"] - dds["p50_ms"]}
+
+
 def round_trip(seconds: float, rate: float = 100.0, arm: bool = True) -> dict:
     """The arm path's round trip, and beside it in the same run (5 ms after each command) the DDS floor: a
     PoseStamped to the echo node (``robot_rl.ros.echo``) and its answer, two Fast DDS hops and nothing else.

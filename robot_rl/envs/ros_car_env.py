@@ -256,13 +256,8 @@ class RosCarEnv(gym.Env):
         lim = self.profile.limits
         self._publish(float(action[0]) * lim.max_speed, float(action[1]) * lim.max_yaw_rate)
         start = self._tick
-        self._tick += self.period
-        now = self.clock.now()
-        if now > self._tick:  # the caller took longer than a period: start a new schedule from now
-            self.overruns += 1
-            self._tick = now
-        else:
-            self.clock.sleep_until(self._tick, self.cfg.obs_timeout)
+        self._tick, overran = self.clock.next_period(self._tick, self.period, self.cfg.obs_timeout)
+        self.overruns += overran
         state, info = self._observe(self._tick - 0.5 * self.period)
         self.steps += 1
         cfg = self.cfg

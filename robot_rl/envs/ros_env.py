@@ -317,13 +317,8 @@ class RosArmEnv(gym.Env):
             self.rejections[r] = self.rejections.get(r, 0) + 1
         self.gripper = float(action[3])
         self._publish()
-        self._tick += self.period
-        now = self.clock.now()
-        if now > self._tick:  # the caller took longer than a period: start a new schedule from now
-            self.overruns += 1
-            self._tick = now
-        else:
-            self.clock.sleep_until(self._tick, self.cfg.obs_timeout)
+        self._tick, overran = self.clock.next_period(self._tick, self.period, self.cfg.obs_timeout)
+        self.overruns += overran
         obs, info = self._observe(self._tick - 0.5 * self.period)
         self.steps += 1
         success = self._success()

@@ -210,3 +210,4 @@ class RosLink:
         finally:
             rclpy.try_shutdown(context=self.context)
             self._thread.join(timeout=2.0)
+

@@ -56,6 +56,16 @@ class NodeTime:
             if self.clock.now().nanoseconds < until and not reached.wait(timeout):
                 raise TimeoutError(f"/clock did not reach {t:.3f} s within {timeout} s (simulation stopped?)")
 
+    def next_period(self, tick: float, period: float, timeout: float | None = None) -> tuple[float, bool]:
+        """A fixed-rate schedule (a robot env's step): the next tick after ``tick``, slept until; when the caller
+        already took longer than a period, a new schedule from now. Returns (tick, overran)."""
+        tick += period
+        now = self.now()
+        if now > tick:
+            return now, True
+        self.sleep_until(tick, timeout)
+        return tick, False
+
     def wait_for_clock(self, timeout: float) -> None:
         """In sim time: until the first ``/clock`` has arrived (ROS time reads 0 before)."""
         deadline = time.monotonic() + timeout
