@@ -148,7 +148,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run-dir", required=True, help="a PickCube (state) run trained in pure sim")
     parser.add_argument("--episodes", type=int, default=50)
-    parser.add_argument("--profiles", nargs="+", default=list(ARM_PROFILES), choices=list(ARM_PROFILES))
+    parser.add_argument("--profiles", nargs="+", default=[p for p in ARM_PROFILES if p != "parallel_gripper"],
+                        choices=list(ARM_PROFILES))
     parser.add_argument("--round-trip-seconds", type=float, default=30.0)
     parser.add_argument("--domain", type=int, default=203)
     parser.add_argument("--override", default="{}",

@@ -302,15 +302,18 @@ class GripperForwardOutput:
 
 
 class GripperActionOutput:
-    """GripperCommand goals (``position`` = ``command_scale`` * opening) when the opening moved by more than
-    ``deadband`` since the last goal; results are not waited for (a newer goal preempts)."""
+    """GripperCommand goals (``position`` = ``command_scale`` * opening), or ParallelGripperCommand goals
+    (``position[0]``, ``effort[0]``), when the opening moved by more than ``deadband`` since the last goal; results are
+    not waited for (a newer goal preempts)."""
 
     def __init__(self, node: Any, profile: ArmProfile) -> None:
-        from control_msgs.action import GripperCommand
+        from control_msgs.action import GripperCommand, ParallelGripperCommand
         from rclpy.action import ActionClient
 
-        self.goal_type, self.g = GripperCommand.Goal, profile.gripper
-        self.client = ActionClient(node, GripperCommand, self.g.command)
+        action = ParallelGripperCommand if profile.gripper.interface == "parallel_action" else GripperCommand
+        self.goal_type, self.g = action.Goal, profile.gripper
+        self.parallel = action is ParallelGripperCommand
+        self.client = ActionClient(node, action, self.g.command)
         self.last: float | None = None
 
     def send(self, opening: float) -> None:
@@ -319,7 +322,10 @@ class GripperActionOutput:
         if not self.client.server_is_ready():
             return
         goal = self.goal_type()
-        goal.command.position, goal.command.max_effort = self.g.command_scale * opening, self.g.max_effort
+        if self.parallel:  # a sensor_msgs/JointState: the controller's one joint
+            goal.command.position, goal.command.effort = [self.g.command_scale * opening], [self.g.max_effort]
+        else:
+            goal.command.position, goal.command.max_effort = self.g.command_scale * opening, self.g.max_effort
         self.client.send_goal_async(goal)
         self.last = opening
 
@@ -342,6 +348,6 @@ def make_outputs(node: Any, profile: ArmProfile, now: Callable[[], float], stamp
         raise ValueError(f"profile {profile.name}: command.interface {kind!r} is robot_rl's own controller (run "
                          "the safety node without a profile)")
     gripper = profile.gripper.interface
-    out = (GripperActionOutput(node, profile) if gripper == "action" else
+    out = (GripperActionOutput(node, profile) if gripper in ("action", "parallel_action") else
            GripperForwardOutput(node, profile) if gripper == "forward" else None)
     return arm, (out.send if out is not None else (lambda opening: None))

@@ -13,7 +13,8 @@ It enforces the same limits as the env (:mod:`robot_rl.safety.limits`) again, pl
 
 Arm topics: in ``policy/target_pose`` (PoseStamped), ``policy/gripper`` (Float64, opening m), measured ``ee_pose``
 and ``wrench``; out ``controller/target_pose``, ``controller/gripper``. Car topics: in ``policy/cmd_vel`` (Twist),
-out ``controller/cmd_vel``, or with a car profile its driver's command (:mod:`robot_rl_controllers.car_outputs`). (Node-relative names: put the graph in a namespace or remap in the launch file.)
+out ``controller/cmd_vel``, or with a car profile its driver's command (:mod:`robot_rl_controllers.car_outputs`).
+(Node-relative names: put the graph in a namespace or remap in the launch file.)
 """
 
 from __future__ import annotations

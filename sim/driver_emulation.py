@@ -146,8 +146,9 @@ class TrajectoryEmulation:
 
 class ServoEmulation:
     """MoveIt Servo in speed units: twist ``[vx, vy, vz, wx, wy, wz]`` (base frame) integrated into the joint
-    command every ``period`` s through the damped pseudo-inverse of the Jacobian at the command; no twist for
-    ``timeout`` s halts the command where it is (Servo's incoming command timeout)."""
+    command every ``period`` s through the damped pseudo-inverse of the Jacobian at the command; a twist whose stamp
+    is ``timeout`` s old or more is stale and halts the command where it is (Servo's ``incoming_command_timeout``,
+    counted from ``header.stamp``: a zero stamp is stale)."""
 
     def __init__(self, tracker: JointTracker, model: mujoco.MjModel, period: float = 0.01, timeout: float = 0.1,
                  damping: float = 1e-3, joint_margin: float = 0.05) -> None:
@@ -164,16 +165,17 @@ class ServoEmulation:
         self.next_tick = -np.inf
         self._jac = np.zeros((6, model.nv))
 
-    def command(self, twist: np.ndarray, now: float) -> None:
+    def command(self, twist: np.ndarray, now: float, stamp: float | None = None) -> None:
+        """A twist arriving at ``now``, stamped ``stamp`` (its header's; None: ``now``)."""
         if self.enabled:
-            self.twist, self.stamp = np.asarray(twist, np.float64).copy(), now
+            self.twist, self.stamp = np.asarray(twist, np.float64).copy(), now if stamp is None else stamp
 
     def efforts(self, now: float) -> np.ndarray:
         tr = self.tracker
         q = tr.command()
         if now >= self.next_tick:
             self.next_tick = now + self.period
-            fresh = now - self.stamp <= self.timeout
+            fresh = now - self.stamp < self.timeout
             if fresh and np.any(self.twist):
                 self.scratch.qpos[:] = tr.data.qpos
                 self.scratch.qpos[tr.arm.qpos_sl] = tr.q_cmd

@@ -76,10 +76,11 @@ class ArmDriverConfig(ArmHardwareConfig):
     cartesian_stiffness: float = 1600.0
     """Translational stiffness (1/s^2) with which the Cartesian controller tracks its target (rotational: 5/8 of it):
     40 rad/s by default, a stiff tracker like FZI's cartesian_motion_controller; 400 = the sim's own impedance."""
-    servo_period: float = 0.01
-    """MoveIt Servo's ``publish_period`` (s): how often twists are integrated into the joint command."""
+    servo_period: float = 0.004
+    """MoveIt Servo's ``publish_period`` (s): how often twists are integrated into the joint command (0.004 in
+    ur_moveit_config's ``ur_servo.yaml``; Servo's own default is 0.01)."""
     servo_timeout: float = 0.1
-    """MoveIt Servo's ``incoming_command_timeout`` (s): a twist older than this halts the arm."""
+    """MoveIt Servo's ``incoming_command_timeout`` (s): a twist whose stamp is this old or more halts the arm."""
     gripper_goal_tolerance: float = 0.002
     """GripperCommand: a goal is reached within this distance of the commanded position."""
     gripper_stall_velocity: float = 0.002
@@ -219,8 +220,9 @@ class ArmDriverNode(ArmHardwareNode):
                     return
                 t = msg.twist
                 v = np.array([t.linear.x, t.linear.y, t.linear.z, t.angular.x, t.angular.y, t.angular.z])
+                stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
                 if np.all(np.isfinite(v)):
-                    self._queue(self.emulation.command, v)
+                    self._queue(lambda twist, now: self.emulation.command(twist, now, stamp), v)
             self.create_subscription(TwistStamped, topic, on_twist, 10)
         elif kind == "cartesian_pose":
             gains = ImpedanceGains(kp_pos=cfg.cartesian_stiffness, kp_rot=0.625 * cfg.cartesian_stiffness)
@@ -257,12 +259,13 @@ class ArmDriverNode(ArmHardwareNode):
                 if values.shape == (len(self.grip_names),) and np.all(np.isfinite(values)):
                     self.enqueue("gripper", float(2 * np.mean(values)))  # each finger's position, summed
             self.create_subscription(Float64MultiArray, g.command, on_positions, 10)
-        elif g.interface == "action":
-            from control_msgs.action import GripperCommand
+        elif g.interface in ("action", "parallel_action"):
+            from control_msgs.action import GripperCommand, ParallelGripperCommand
             from rclpy.action import ActionServer, CancelResponse, GoalResponse
 
+            self._gripper_action = ParallelGripperCommand if g.interface == "parallel_action" else GripperCommand
             self._gripper_server = ActionServer(
-                self, GripperCommand, g.command, execute_callback=self._execute_gripper,
+                self, self._gripper_action, g.command, execute_callback=self._execute_gripper,
                 goal_callback=lambda goal: GoalResponse.ACCEPT, cancel_callback=lambda handle: CancelResponse.ACCEPT,
                 callback_group=ReentrantCallbackGroup())
         elif g.interface not in ("none",):
@@ -275,22 +278,30 @@ class ArmDriverNode(ArmHardwareNode):
             return float(np.mean(fingers_q)), float(np.mean(np.abs(fingers_v)))
 
     def _execute_gripper(self, handle):  # noqa: ANN001, ANN202
-        """GripperCommand: ``position`` is each finger joint's position (m); reached within the goal tolerance,
-        stalled when the fingers stop short of it (holding an object), aborted when a newer goal preempts it."""
-        from control_msgs.action import GripperCommand
+        """GripperCommand (``position``) or ParallelGripperCommand (``position[0]``): each finger joint's position
+        (m); reached within the goal tolerance, stalled when the fingers stop short of it (holding an object),
+        aborted when a newer goal preempts it. The result's position and effort: the fingers' (the parallel
+        gripper's in ``state``, as its one joint)."""
+        from sensor_msgs.msg import JointState
 
         cfg = self.cfg
         self._gripper_goal += 1
         me = self._gripper_goal
-        goal = float(np.clip(handle.request.command.position, 0.0, FINGER_MAX))
+        command = handle.request.command
+        parallel = isinstance(command, JointState)
+        goal = float(np.clip(command.position[0] if parallel else command.position, 0.0, FINGER_MAX))
         self.enqueue("gripper", 2 * goal)
-        result = GripperCommand.Result()
+        result = self._gripper_action.Result()
         slow_since = None
         deadline = time.monotonic() + 10.0
         while True:
             time.sleep(0.01)
             pos, speed = self._finger_state()
-            result.position, result.effort = pos, float(np.mean(np.abs(self.data.actuator_force[self.env.grip_ctrl])))
+            effort = float(np.mean(np.abs(self.data.actuator_force[self.env.grip_ctrl])))
+            if parallel:
+                result.state = JointState(name=self.grip_names[:1], position=[pos], effort=[effort])
+            else:
+                result.position, result.effort = pos, effort
             if me != self._gripper_goal or self._stopping:
                 handle.abort()
                 return result
@@ -322,9 +333,10 @@ class ArmDriverNode(ArmHardwareNode):
         if profile.command.controller:
             controllers[profile.command.controller] = CONTROLLER_TYPES.get(profile.command.interface, "")
         if profile.gripper.controller:
-            controllers[profile.gripper.controller] = (
-                "position_controllers/GripperActionController" if profile.gripper.interface == "action"
-                else "forward_command_controller/ForwardCommandController")
+            controllers[profile.gripper.controller] = {
+                "action": "position_controllers/GripperActionController",
+                "parallel_action": "parallel_gripper_action_controller/GripperActionController",
+            }.get(profile.gripper.interface, "forward_command_controller/ForwardCommandController")
         serve_list_controllers(self, profile.command.controller_manager, controllers,
                                tuple(self.cfg.inactive_controllers))
 

@@ -212,7 +212,8 @@ class RosCarEnv(gym.Env):
         self._min_range = _closest_return(scan, (lx, ly), lyaw)
         head = drive_state_head(self.track, xy, yaw, twist, lateral, nearest, self.lap.next_checkpoint_xy())
         state = np.concatenate([head, ranges]).astype(np.float32)
-        return state, {"stamp": stamp}
+        scan_stamp = scan.header.stamp.sec + 1e-9 * scan.header.stamp.nanosec
+        return state, {"stamp": stamp, "obs_skew": abs(stamp - scan_stamp)}  # the scan beside the odometry
 
     def _collided(self, since: float) -> bool:
         p = self.profile

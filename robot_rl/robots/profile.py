@@ -28,8 +28,10 @@ ARM_INTERFACES = ("cartesian_pose", "servo_twist", "joint_position", "joint_traj
 (``TwistStamped``), ros2_control's forward position controller (``Float64MultiArray``) or joint trajectory controller
 (``JointTrajectory``), both with IK from the URDF. (robot_rl's own impedance controller and sim hardware run
 without a profile.)"""
-GRIPPER_INTERFACES = ("action", "forward", "none")
-"""Gripper commands: a ``control_msgs/action/GripperCommand`` server, a forward position controller
+GRIPPER_INTERFACES = ("action", "parallel_action", "forward", "none")
+"""Gripper commands: a ``control_msgs/action/GripperCommand`` server (gripper_action_controller, franka_gripper), a
+``control_msgs/action/ParallelGripperCommand`` server (ros2_controllers' parallel_gripper_controller: the position of
+its one joint in ``command.position[0]``, ``max_effort`` in ``command.effort[0]``), a forward position controller
 (``Float64MultiArray``) or none."""
 SUCCESS_SOURCES = ("topic", "key", "teleop", "classifier", "none")
 """Where success comes from: a ``std_msgs/Bool`` topic, a key press (Enter on the terminal), the teleop device's
@@ -82,11 +84,11 @@ class GripperProfile:
     opening_scale: float = 1.0
     """Opening (m) = ``opening_scale`` * sum of the ``joints``' positions."""
     command: str = ""
-    """Action name (``action``) or ``Float64MultiArray`` topic (``forward``)."""
+    """Action name (``action``, ``parallel_action``) or ``Float64MultiArray`` topic (``forward``)."""
     command_scale: float = 1.0
     """Commanded position = ``command_scale`` * opening (m): one value for the action, one per joint for forward."""
     max_effort: float = 40.0
-    """``max_effort`` of each GripperCommand goal (N)."""
+    """``max_effort`` of each GripperCommand goal (N; ``command.effort[0]`` of a ParallelGripperCommand goal)."""
     deadband: float = 0.004
     """A new goal only when the commanded opening moved more than this (m) from the last goal's."""
     controller: str = ""
@@ -189,7 +191,7 @@ class ArmProfile:
             raise ConfigError("base_frame and tool_frame must be set")
         if not self.command.topic:
             raise ConfigError(f"command.topic: the {self.command.interface} interface needs the driver's topic")
-        if self.gripper.interface in ("action", "forward") and not self.gripper.command:
+        if self.gripper.interface in ("action", "parallel_action", "forward") and not self.gripper.command:
             raise ConfigError(f"gripper.command: the {self.gripper.interface} gripper needs its action or topic name")
         if self.gripper.interface != "none" and not self.gripper.joints:
             raise ConfigError("gripper.joints: name the gripper joints whose positions give the opening")

@@ -18,6 +18,10 @@ ARM_COMMAND_TYPES = {
     "joint_position": "std_msgs/msg/Float64MultiArray",
     "joint_trajectory": "trajectory_msgs/msg/JointTrajectory",
 }
+GRIPPER_ACTIONS = {
+    "action": "control_msgs/action/GripperCommand",
+    "parallel_action": "control_msgs/action/ParallelGripperCommand",
+}
 CAR_COMMAND_TYPES = {
     "diff_drive": "geometry_msgs/msg/TwistStamped",
     "ackermann": "ackermann_msgs/msg/AckermannDriveStamped",
@@ -227,8 +231,8 @@ class ProfileCheck:
         if p.gripper.interface == "forward":
             self.subscribed("gripper.command", p.gripper.command, "std_msgs/msg/Float64MultiArray",
                             "the gripper controller")
-        elif p.gripper.interface == "action":
-            self.action("gripper.command", p.gripper.command, "control_msgs/action/GripperCommand",
+        elif p.gripper.interface in GRIPPER_ACTIONS:
+            self.action("gripper.command", p.gripper.command, GRIPPER_ACTIONS[p.gripper.interface],
                         "the gripper's action server")
         self.controllers([("command.controller", p.command.controller, p.command.controller_manager),
                           ("gripper.controller", p.gripper.controller, p.command.controller_manager)])

@@ -96,6 +96,7 @@ def test_a_lap_and_the_safety_layers_through_each_car_profile(graph, name: str) 
         probe = _command_probe(env.profile)
         info = drive_lap(env)
         assert info["is_success"] and info["collisions"] == 0, (info, graph.log("car_safety")[-2000:])
+        assert info["obs_skew"] < 0.1, info  # the scan (40 Hz) read beside the odometry
 
         # bad actions (first layer) and bad twists straight to the safety node (second layer)
         env.reset()

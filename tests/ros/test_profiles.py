@@ -24,8 +24,11 @@ ARM_PROFILES = {
                                      "controller": "joint_trajectory_controller"}},
     "franka_fr3_cartesian": {},
     "ur5e_servo": {},
+    "parallel_gripper": {"gripper": {"interface": "parallel_action",
+                                     "command": "/gripper_controller/gripper_cmd", "command_scale": 0.5}},
 }
-"""Bundled rehearsal profiles, plus the generic one driving a joint trajectory controller instead."""
+"""Bundled rehearsal profiles, plus the generic one driving a joint trajectory controller instead, and with a
+parallel_gripper_controller (ParallelGripperCommand) instead of its forward gripper controller."""
 
 
 def profile_file(name: str, tmp_path) -> str:
@@ -35,7 +38,7 @@ def profile_file(name: str, tmp_path) -> str:
     from robot_rl.config import to_dict
     from robot_rl.robots.profile import load_profile, with_overrides
 
-    base = "ros2_control_joint_position" if name in ("joint_trajectory",) else name
+    base = "ros2_control_joint_position" if name in ("joint_trajectory", "parallel_gripper") else name
     profile = with_overrides(load_profile(f"rehearsal/{base}"), ARM_PROFILES[name])
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(to_dict(profile)))
