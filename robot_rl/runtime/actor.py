@@ -1,6 +1,7 @@
 """The actor: steps one env or a batched sim at a fixed rate, acts with the latest published policy and streams
 transitions to the learner in chunks. It never waits for the learner, except that a sim actor pauses while the
-learner owes more than ``runtime.max_update_lag`` env steps of updates (which keeps the UTD exact).
+learner owes more than ``runtime.update_lag_bound()`` env steps of updates (``max_update_lag``: the update-to-data
+ratio then holds from the first update on).
 
 New weights are copied from the weight board and loaded into a standby policy on a background thread; the
 control loop only swaps two references between steps. Every chunk goes to the shared-memory ring and, when
@@ -253,11 +254,13 @@ class Actor:
         self._swap_policy()
         learner, steps = self._learner()
         self._check_learner(learner)
-        self._rate_limited = bool(self.rt.max_update_lag) and \
-            self._owed_updates(learner, steps) > self.rt.max_update_lag
+        bound = self.rt.update_lag_bound()
+        self._rate_limited = bool(bound) and self._owed_updates(learner, steps) > bound
         if self._rate_limited:
-            self._flush_if_due()
-            return False  # sim: let the learner catch up so the UTD stays what was configured
+            # sim: let the learner catch up so the UTD stays what was configured; what it owes updates for must
+            # reach it now (a partial chunk held back would leave both waiting for the flush timer)
+            self._flush()
+            return False
         if learner is not None and steps >= self.cfg.total_env_steps:
             self._flush()
             return False  # the run has all the data it asked for

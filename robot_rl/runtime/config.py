@@ -44,9 +44,12 @@ class RuntimeConfig:
     """An actor sends a partial chunk after this long, so slow robots stream with bounded delay."""
     ring_slots: int = 16
     """Chunks the local shared-memory ring of each actor holds before the actor spills to its spool only."""
-    max_update_lag: int = 2_000
+    max_update_lag: int = -1
     """Sims: the actor pauses while the learner owes more than this many env steps of updates, which keeps the
-    UTD exact under asynchrony; 0 = never pause (robots: the actor is never blocked, the lag is reported)."""
+    update-to-data ratio from the first update on under asynchrony; 0 = never pause (robots: the actor is never
+    blocked, the lag is reported); -1 = derived from the run (:meth:`update_lag_bound`)."""
+    utd_window: int = 250
+    """Env steps over which the windowed update-to-data ratio (``utd/window``) is measured."""
     publish_every_updates: int = 20
     """The learner publishes policy weights every this many update calls ..."""
     publish_every_seconds: float = 1.0
@@ -71,17 +74,27 @@ class RuntimeConfig:
     learner_restarts: int = 1
     """The supervisor resumes a dead learner from its latest checkpoint at most this many times."""
 
+    def update_lag_bound(self) -> int:
+        """The lag bound in force: ``max_update_lag``, or with -1 the smaller of a chunk and a publish interval
+        (``min(chunk_steps, publish_every_updates)`` env steps): the acting weights are then at most about two
+        publish intervals behind the data, and a 250-step window's ratio within 8 % of the target."""
+        if self.max_update_lag >= 0:
+            return self.max_update_lag
+        return min(self.chunk_steps, self.publish_every_updates)
+
     def validate(self) -> None:
-        for name in ("num_actors", "num_envs", "chunk_steps", "ring_slots", "publish_every_updates"):
+        for name in ("num_actors", "num_envs", "chunk_steps", "ring_slots", "publish_every_updates", "utd_window"):
             if getattr(self, name) < 1:
                 raise ValueError(f"runtime.{name} must be >= 1, got {getattr(self, name)}")
         if not 0 <= self.actor_rt_priority <= 99:
             raise ValueError(f"runtime.actor_rt_priority must be in [0, 99], got {self.actor_rt_priority}")
         if not 0 <= self.learner_nice <= 19:
             raise ValueError(f"runtime.learner_nice must be in [0, 19], got {self.learner_nice}")
-        for name in ("control_hz", "max_update_lag", "actor_restarts", "learner_restarts", "learner_threads"):
+        for name in ("control_hz", "actor_restarts", "learner_restarts", "learner_threads"):
             if getattr(self, name) < 0:
                 raise ValueError(f"runtime.{name} must be >= 0, got {getattr(self, name)}")
+        if self.max_update_lag < -1:
+            raise ValueError(f"runtime.max_update_lag must be >= 0, or -1 (derived), got {self.max_update_lag}")
         for name in ("flush_seconds", "publish_every_seconds", "heartbeat_timeout"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"runtime.{name} must be > 0, got {getattr(self, name)}")

@@ -65,10 +65,18 @@ class EpisodeStats:
         self._running: dict[int, list] = defaultdict(lambda: [0.0, 0, 0, 0, False])
         self.window: dict[str, list[float]] = defaultdict(list)
 
-    def add(self, chunk: dict[str, np.ndarray], stream_base: int, version: int) -> int:
-        """Counts the valid rows of ``chunk``; returns the number of episodes that ended in it."""
+    def add(self, chunk: dict[str, np.ndarray], stream_base: int, version: int, env_steps: int = 0,
+            published_at: dict[int, int] | None = None) -> int:
+        """Counts the valid rows of ``chunk`` (taken in after ``env_steps``); returns the number of episodes that
+        ended in it. ``published_at`` (policy version -> env steps taken in when it was published) gives each row's
+        policy lag in env steps: how much newer the data is than the data the acting weights were trained on."""
         valid = chunk["valid"]
         self.window["policy_lag"].extend(version - chunk["policy_version"][valid])
+        if published_at:
+            rows = env_steps + np.arange(1, int(np.count_nonzero(valid)) + 1)
+            made = np.array([published_at.get(int(v), -1) for v in chunk["policy_version"][valid]])
+            known = made >= 0
+            self.window["policy_lag_steps"].extend((rows[known] - made[known]).astype(float))
         self.window["intervened"].extend(chunk["intervened"][valid].astype(float))
         ended = 0
         for i in np.flatnonzero(valid):
@@ -91,8 +99,11 @@ class EpisodeStats:
 
     def take_window(self) -> dict[str, float]:
         """Means since the last call, named as logged."""
-        names = {"policy_lag": "actor/policy_lag", "intervened": "actor/intervention_rate"}
+        names = {"policy_lag": "actor/policy_lag", "intervened": "actor/intervention_rate",
+                 "policy_lag_steps": "actor/policy_lag_steps"}
         out = {names.get(k, f"train/{k}"): float(np.mean(v)) for k, v in self.window.items() if v}
+        if self.window.get("policy_lag_steps"):
+            out["actor/policy_lag_steps_max"] = float(np.max(self.window["policy_lag_steps"]))
         self.window.clear()
         return out
 
@@ -102,10 +113,13 @@ class Intake:
     replay (:meth:`take`)."""
 
     def __init__(self, run_dir: Path, spec: ObsSpec, action_dim: int, replay: ReplayBuffer,
-                 counters: LearnerCounters, spool: bool, announce: Callable[[], None]) -> None:
+                 counters: LearnerCounters, spool: bool, announce: Callable[[], None],
+                 published_at: dict[int, int] | None = None) -> None:
         """``announce``: makes the counters visible to the actors (the weight board's beat); called after each
         chunk and before the ring says the chunk was taken, so an actor that sees a chunk taken also sees it
-        counted (it never undercounts the run's env steps, which would let it run past the rate limit)."""
+        counted (it never undercounts the run's env steps, which would let it run past the rate limit).
+        ``published_at``: the publisher's version -> env steps map (for the policy lag in env steps)."""
+        self.published_at = published_at
         self.run_dir, self.spec, self.action_dim = run_dir, spec, action_dim
         self.replay, self.counters, self.spool, self.announce = replay, counters, spool, announce
         self.specs = chunk_specs(spec, action_dim)
@@ -143,8 +157,9 @@ class Intake:
         base = self.counters.streams[uid]
         n = ingest_chunk(self.replay, chunk, base)
         self.counters.ingested[uid] = seq + 1
+        self.counters.episodes += self.episodes.add(chunk, base, self.counters.version, self.counters.env_steps,
+                                                    self.published_at)
         self.counters.env_steps += n
-        self.counters.episodes += self.episodes.add(chunk, base, self.counters.version)
         return n
 
     def take(self) -> int:

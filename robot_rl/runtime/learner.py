@@ -8,7 +8,10 @@ versioned weights, evaluates, checkpoints and logs. One pass of :meth:`Learner.s
 
 Rate limiting: one ``agent.update`` call is due per env step past ``learning_starts``. A learner that is ahead
 waits for data; one that falls behind never blocks a robot actor (the lag is logged as ``utd/owed_updates``),
-while sim actors pause at ``runtime.max_update_lag`` owed steps (actor.py), also while this process starts.
+while sim actors pause at ``runtime.update_lag_bound()`` owed steps (actor.py), also while this process starts.
+Logged: the ratio over the whole run (``utd/actual``) and over the last ``runtime.utd_window`` env steps
+(``utd/window``), and the policy lag in env steps (``actor/policy_lag_steps``: how much newer the data is than the
+data the weights that acted on it were trained on).
 Long evaluations and checkpoints keep the heartbeat going (:meth:`Publisher.keep_alive`), so no actor takes a
 busy learner for a dead one.
 """
@@ -19,6 +22,7 @@ import json
 import shutil
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -59,6 +63,8 @@ class Publisher:
             self.board = shm.WeightBoard(name, template, create=True)
         # Versions only grow, also across restarts: actors ignore anything not newer than what they hold.
         counters.version = max(counters.version, self.board.version)
+        self.published_at: dict[int, int] = {}
+        """Policy version -> env steps taken in when it was published (the policy lag in env steps)."""
         self._last_time, self._last_updates = 0.0, -1
         self._beat_lock = threading.Lock()
         self.beat()
@@ -67,6 +73,8 @@ class Publisher:
         """Publishes the policy (what ``agent.policy_state`` returns) under the next version number."""
         self.counters.version += 1
         self.board.publish(self.agent.policy_state(), self.counters.version)
+        self.published_at[self.counters.version] = self.counters.env_steps
+        self.published_at.pop(self.counters.version - 10_000, None)  # actors act on recent versions only
         self._last_time, self._last_updates = time.perf_counter(), self.counters.updates
 
     def after_step(self, updated: bool) -> None:
@@ -134,7 +142,10 @@ class Learner:
         self.replay.with_pixels = self.sampling.pixels
         self.publisher = Publisher(self.run_dir, self.agent, self.counters, cfg)
         self.intake = Intake(self.run_dir, self.spec, self.action_dim, self.replay, self.counters, self.rt.spool,
-                             announce=self.publisher.beat)
+                             announce=self.publisher.beat, published_at=self.publisher.published_at)
+        # (env steps, updates done by the time the next env step came in): the windowed update-to-data ratio
+        self._trace: deque[tuple[int, int]] = deque([(self.counters.env_steps, self.counters.updates)])
+        self._slow_warned = False
         self.logger = RunLogger(self.run_dir)
         self._marks = {k: self.counters.env_steps // max(1, getattr(cfg, f"{k}_every") or 1)
                        for k in ("log", "eval", "checkpoint")}
@@ -193,6 +204,7 @@ class Learner:
         """Intake, at most one update, publishing and the periodic work; False once the run is complete."""
         taken = self.intake.take()
         updated = self.learn()
+        self._trace_ratio()
         self.publisher.after_step(updated)
         self._periodic()
         if self.counters.env_steps >= self.cfg.total_env_steps and self.owed_updates() <= 0:
@@ -201,6 +213,23 @@ class Learner:
         if not taken and not updated:
             time.sleep(0.0005)  # waiting for data
         return True
+
+    def _trace_ratio(self) -> None:
+        c, trace = self.counters, self._trace
+        if trace[-1][0] == c.env_steps:
+            trace[-1] = (c.env_steps, c.updates)
+        else:
+            trace.append((c.env_steps, c.updates))
+        while len(trace) > 2 and trace[1][0] <= c.env_steps - self.rt.utd_window:
+            trace.popleft()
+
+    def windowed_utd(self) -> float:
+        """The update-to-data ratio over the last ``runtime.utd_window`` env steps (at least that many: from the
+        newest trace point that far back); NaN until ``learning_starts`` + the window."""
+        (e0, u0), (e1, u1) = self._trace[0], self._trace[-1]
+        if e0 < self.cfg.learning_starts or e1 - e0 < self.rt.utd_window:
+            return float("nan")
+        return (u1 - u0) * self.sampling.utd / (e1 - e0)
 
     def run(self) -> dict[str, float]:
         while self.step():
@@ -238,14 +267,31 @@ class Learner:
             "perf/updates_per_s": (c.updates - updates0) * utd / dt,
             "utd/target": float(utd),
             "utd/actual": c.updates * utd / since if since > 0 else float("nan"),
+            "utd/window": self.windowed_utd(),
             "utd/owed_updates": float(self.owed_updates()),
             "replay/size": float(len(self.replay)),
         })
         metrics.update(self.intake.episodes.take_window())
         metrics.update(self.intake.actor_metrics())
+        self._warn_if_slow(metrics)
         self._perf = (now, c.env_steps, c.updates)
         self.logger.log(metrics, c.env_steps)
         self._write_status(metrics)
+
+    def _warn_if_slow(self, metrics: dict[str, float]) -> None:
+        """A never-blocked actor (a robot, ``max_update_lag`` 0) that outruns the learner: said once, with the
+        update rate and the ratio it holds."""
+        target, window = metrics["utd/target"], metrics["utd/window"]
+        if self._slow_warned or self.rt.update_lag_bound() or not window < 0.75 * target:
+            return
+        self._slow_warned = True
+        steps_per_s = metrics["perf/env_steps_per_s"]
+        holds = metrics["perf/updates_per_s"] / steps_per_s if steps_per_s > 0 else float("nan")
+        log.warning("the learner cannot hold the update-to-data ratio %.2g in real time: %.0f gradient steps/s "
+                    "against %.1f env steps/s holds about %.2g (%.2g over the last %d env steps); the actor is never "
+                    "blocked (max_update_lag 0), so the updates owed grow. Lower agent.utd or the control rate, or "
+                    "give the learner a faster machine", target, metrics["perf/updates_per_s"], steps_per_s, holds,
+                    window, self.rt.utd_window)
 
     def _write_status(self, metrics: dict[str, float] | None = None) -> None:
         """``status.json``: a small summary the supervisor's progress line reads."""
@@ -253,6 +299,9 @@ class Learner:
         status = {"env_steps": c.env_steps, "updates": c.updates, "version": c.version}
         if metrics:
             status["utd_actual"] = metrics["utd/actual"]
+            status["utd_window"] = metrics["utd/window"]
+            if "actor/policy_lag_steps" in metrics:
+                status["policy_lag_steps"] = metrics["actor/policy_lag_steps"]
         if self.last_eval:
             status["eval_return"] = self.last_eval["return_mean"]
             status["eval_success"] = self.last_eval["success_rate"]

@@ -48,7 +48,10 @@ def status_line(run_dir: Path) -> str:
         s = json.loads((run_dir / "status.json").read_text())
     except (OSError, ValueError):
         return ""
-    line = f"updates {s.get('updates', 0)} | utd {s.get('utd_actual', float('nan')):.2f}"
+    line = (f"updates {s.get('updates', 0)} | utd {s.get('utd_window', float('nan')):.2f} "
+            f"(run {s.get('utd_actual', float('nan')):.2f})")
+    if "policy_lag_steps" in s:
+        line += f" | lag {s['policy_lag_steps']:.0f} steps"
     if "eval_return" in s:
         line += f" | eval return {s['eval_return']:.1f}"
     if s.get("eval_success") is not None:
