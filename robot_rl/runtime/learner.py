@@ -64,7 +64,8 @@ class Publisher:
         # Versions only grow, also across restarts: actors ignore anything not newer than what they hold.
         counters.version = max(counters.version, self.board.version)
         self.published_at: dict[int, int] = {}
-        """Policy version -> env steps taken in when it was published (the policy lag in env steps)."""
+        """Policy version -> env steps taken in when it was published, for weights trained by at least one update
+        (the policy lag in env steps)."""
         self._last_time, self._last_updates = 0.0, -1
         self._beat_lock = threading.Lock()
         self.beat()
@@ -73,8 +74,9 @@ class Publisher:
         """Publishes the policy (what ``agent.policy_state`` returns) under the next version number."""
         self.counters.version += 1
         self.board.publish(self.agent.policy_state(), self.counters.version)
-        self.published_at[self.counters.version] = self.counters.env_steps
-        self.published_at.pop(self.counters.version - 10_000, None)  # actors act on recent versions only
+        if self.counters.updates:  # trained weights: the data they act on has a policy lag (the first have none)
+            self.published_at[self.counters.version] = self.counters.env_steps
+            self.published_at.pop(self.counters.version - 10_000, None)  # actors act on recent versions only
         self._last_time, self._last_updates = time.perf_counter(), self.counters.updates
 
     def after_step(self, updated: bool) -> None:
