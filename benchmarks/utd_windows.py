@@ -6,7 +6,7 @@ every bundled sim config and the bring-your-own-env guide's config, actor and le
         [--out RESULT.json]
 
 Per run, from ``metrics.jsonl``: ``utd/window`` at every log point (every 250 env steps) from ``learning_starts`` +
-2 windows on (the first whole window past ``learning_starts``), as a share of the target; ``actor/policy_lag_steps``
+one window on (every whole window past ``learning_starts``), as a share of the target; ``actor/policy_lag_steps``
 (env steps between a transition and the data the weights that acted on it were trained on), mean and max, against
 2 x (chunk + publish interval) env steps.
 """
@@ -63,7 +63,8 @@ def measure(name: str, steps: int, folder: Path) -> dict:
     rows = [json.loads(line) for line in (folder / "runs" / name / "metrics.jsonl").read_text().splitlines()]
     target = next(r["utd/target"] for r in rows if "utd/target" in r)
     windows = [r["utd/window"] / target for r in rows
-               if "utd/window" in r and r["step"] >= learning_starts + 2 * rt.utd_window]
+               if "utd/window" in r and r["step"] >= learning_starts + rt.utd_window
+               and r["utd/window"] == r["utd/window"]]  # not NaN: a whole window past learning_starts
     lags = [(r["actor/policy_lag_steps"], r["actor/policy_lag_steps_max"]) for r in rows
             if "actor/policy_lag_steps_max" in r and r["step"] > learning_starts]
     return {"target": target, "bound": rt.update_lag_bound(), "windows": len(windows),

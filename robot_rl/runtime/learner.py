@@ -148,6 +148,7 @@ class Learner:
         # (env steps, updates done by the time the next env step came in): the windowed update-to-data ratio
         self._trace: deque[tuple[int, int]] = deque([(self.counters.env_steps, self.counters.updates)])
         self._slow_warned = False
+        self._policy_lag: float | None = None
         self.logger = RunLogger(self.run_dir)
         self._marks = {k: self.counters.env_steps // max(1, getattr(cfg, f"{k}_every") or 1)
                        for k in ("log", "eval", "checkpoint")}
@@ -302,8 +303,9 @@ class Learner:
         if metrics:
             status["utd_actual"] = metrics["utd/actual"]
             status["utd_window"] = metrics["utd/window"]
-            if "actor/policy_lag_steps" in metrics:
-                status["policy_lag_steps"] = metrics["actor/policy_lag_steps"]
+            self._policy_lag = metrics.get("actor/policy_lag_steps", self._policy_lag)  # the newest measured
+        if self._policy_lag is not None:
+            status["policy_lag_steps"] = self._policy_lag
         if self.last_eval:
             status["eval_return"] = self.last_eval["return_mean"]
             status["eval_success"] = self.last_eval["success_rate"]

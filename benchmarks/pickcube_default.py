@@ -1,0 +1,80 @@
+"""The default job (state PickCube, the bundled recipe) over seeds: eval success every 500 env steps, env steps and
+learner time to >= 90 %, and the whole job's wall time.
+
+    MUJOCO_GL=egl .venv/bin/python benchmarks/pickcube_default.py [--seeds 0 1 2] [--steps 3000] [--out RESULT.json]
+
+Each seed is ``robot-rl train pickcube --seed S --total-env-steps 3000`` (actor and learner as separate processes,
+20 deterministic eval episodes every 500 env steps); figures from its ``metrics.jsonl``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from common import Table, write_result  # noqa: E402
+
+
+def run_seed(seed: int, steps: int, folder: Path) -> dict:
+    name = f"pickcube_s{seed}"
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "robot_rl.cli", "train", "pickcube", "--seed", str(seed),
+                           "--total-env-steps", str(steps), "--name", name, "--runs-dir", str(folder),
+                           "--no-progress"], capture_output=True, text=True, timeout=3600)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        return {"error": proc.stderr[-1500:]}
+    rows = [json.loads(line) for line in (folder / name / "metrics.jsonl").read_text().splitlines()]
+    evals = [r for r in rows if "eval/success_rate" in r]
+    first = next((r for r in evals if r["eval/success_rate"] >= 0.9), None)
+    return {"success": {r["step"]: r["eval/success_rate"] for r in evals}, "wall_s": wall,
+            "to_90": None if first is None else {"env_steps": first["step"], "updates": first["eval/updates"],
+                                                 "learner_s": first["eval/learner_wall_s"]}}
+
+
+def tables(result: dict) -> list[Table]:
+    steps = result["setup"]["steps"]
+    marks = list(range(500, steps + 1, 500))
+    table = Table("State-based PickCube, the default job; 20 deterministic eval episodes every 500 env steps",
+                  ["seed", "eval success at " + " / ".join(str(m) for m in marks) + " env steps",
+                   "env steps to >= 90 %", "learner time to >= 90 %", f"whole job ({steps} steps)"], echo=False)
+    for seed, r in result["seeds"].items():
+        if "error" in r:
+            table.add(seed, "failed: " + r["error"][-100:], "-", "-", "-")
+            continue
+        by_mark = {int(float(k)) // 500 * 500: v for k, v in r["success"].items()}
+        line = " / ".join(f"{100 * by_mark[m]:.0f}" if m in by_mark else "-" for m in marks) + " %"
+        t = r["to_90"]
+        table.add(seed, line, "not reached" if t is None else f"{t['env_steps']} ({t['updates']:.0f} updates)",
+                  "-" if t is None else f"{t['learner_s']:.0f} s",
+                  f"{r['wall_s'] // 60:.0f} min {r['wall_s'] % 60:02.0f} s")
+    return [table]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="pickcube_default_"))
+    result: dict = {"seeds": {}}
+    for seed in args.seeds:
+        result["seeds"][str(seed)] = run_seed(seed, args.steps, folder)
+        print(seed, json.dumps(result["seeds"][str(seed)]), flush=True)
+    result["setup"] = {"seeds": args.seeds, "steps": args.steps}
+    print(f"results: {write_result('pickcube_default', result, args.out, tables=tables(result))}")
+
+
+if __name__ == "__main__":
+    main()
