@@ -31,7 +31,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import register, registry
 
-from robot_rl.robots.drive_state import LapProgress, drive_state_head, ranges_from_scan
+from robot_rl.robots.drive_state import LapProgress, drive_state_head, ranges_from_scan, scan_in_car_frame
 from robot_rl.robots.track import TrackMap
 from robot_rl.safety.limits import check_action
 
@@ -124,14 +124,9 @@ class RosCarEnv(gym.Env):
     def check_robot(self) -> None:
         """Checks the profile against the live graph from a short-lived node (``robot-rl train``'s preflight);
         ``ConfigError`` naming the profile field."""
-        from robot_rl.envs.ros_io import RosLink
-        from robot_rl.ros.profile_check import ProfileCheck
+        from robot_rl.envs.ros_io import check_live
 
-        link = RosLink("profile_check", self.cfg.namespace, use_sim_time=self.cfg.use_sim_time)
-        try:
-            ProfileCheck(link.node, self.profile, self.cfg.connect_timeout).car()
-        finally:
-            link.close()
+        check_live(self.profile, self.cfg.namespace, self.cfg.use_sim_time, self.cfg.connect_timeout)
 
     # ------------------------------------------------------------------ ROS 2
     def _connect(self) -> None:
@@ -199,6 +194,8 @@ class RosCarEnv(gym.Env):
             time.sleep(0.001)
 
     def _observe(self, after: float) -> tuple[np.ndarray, dict[str, Any]]:
+        from robot_rl.ros.msgs import from_stamp
+
         if not self.link.streams["odom"].wait_newer(after, self.cfg.obs_timeout):
             raise TimeoutError(f"no fresh odometry within {self.cfg.obs_timeout} s (car graph stalled?)")
         stamp, twist = self.link.streams["odom"].latest()
@@ -207,13 +204,14 @@ class RosCarEnv(gym.Env):
         self.lap.update(s)
         scan = self.link.streams["scan"].latest()[1]
         (lx, ly), lyaw = self._laser
-        ranges = ranges_from_scan(np.asarray(scan.ranges), scan.angle_min, scan.angle_increment, scan.range_min,
-                                  (lx, ly), lyaw, self.cfg.n_ranges, self.cfg.range_max)
-        self._min_range = _closest_return(scan, (lx, ly), lyaw)
+        bearing, dist = scan_in_car_frame(scan.ranges, scan.angle_min, scan.angle_increment, scan.range_min, (lx, ly),
+                                          lyaw)
+        ranges = ranges_from_scan(bearing, dist, scan.angle_increment, self.cfg.n_ranges, self.cfg.range_max)
+        self._min_range = float(dist.min()) if len(dist) else math.inf  # the closest return
         head = drive_state_head(self.track, xy, yaw, twist, lateral, nearest, self.lap.next_checkpoint_xy())
         state = np.concatenate([head, ranges]).astype(np.float32)
-        scan_stamp = scan.header.stamp.sec + 1e-9 * scan.header.stamp.nanosec
-        return state, {"stamp": stamp, "obs_skew": abs(stamp - scan_stamp)}  # the scan beside the odometry
+        # the scan read beside the odometry
+        return state, {"stamp": stamp, "obs_skew": abs(stamp - from_stamp(scan.header.stamp))}
 
     def _collided(self, since: float) -> bool:
         p = self.profile
@@ -285,17 +283,6 @@ class RosCarEnv(gym.Env):
         if self.link is not None:
             self.link.close()
             self.link = None
-
-
-def _closest_return(scan: Any, laser_xy: tuple[float, float], laser_yaw: float) -> float:
-    """Distance (m) from the car's origin of the scan's closest return (inf without one)."""
-    r = np.asarray(scan.ranges, np.float64)
-    ok = np.isfinite(r) & (r >= scan.range_min) & (r <= scan.range_max)
-    if not ok.any():
-        return math.inf
-    beam = laser_yaw + scan.angle_min + scan.angle_increment * np.flatnonzero(ok)
-    px, py = laser_xy[0] + r[ok] * np.cos(beam), laser_xy[1] + r[ok] * np.sin(beam)
-    return float(np.min(np.hypot(px, py)))
 
 
 if "robot_rl/RosCar-v0" not in registry:

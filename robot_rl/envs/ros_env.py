@@ -114,14 +114,9 @@ class RosArmEnv(gym.Env):
         any process starts); ``ConfigError`` naming the profile field. Without a profile: nothing to check."""
         if self.profile is None:
             return
-        from robot_rl.envs.ros_io import RosLink
-        from robot_rl.ros.profile_check import ProfileCheck
+        from robot_rl.envs.ros_io import check_live
 
-        link = RosLink("profile_check", self.cfg.namespace, use_sim_time=self.cfg.use_sim_time)
-        try:
-            ProfileCheck(link.node, self.profile, self.cfg.connect_timeout).arm()
-        finally:
-            link.close()
+        check_live(self.profile, self.cfg.namespace, self.cfg.use_sim_time, self.cfg.connect_timeout)
 
     # ------------------------------------------------------------------ ROS 2
     def _connect(self) -> None:

@@ -211,3 +211,18 @@ class RosLink:
             rclpy.try_shutdown(context=self.context)
             self._thread.join(timeout=2.0)
 
+
+def check_live(profile: Any, namespace: str = "", use_sim_time: bool = False, timeout: float = 10.0) -> None:
+    """All checks of ``profile`` (arm or car) from a short-lived node of its own (``robot-rl train``'s preflight);
+    ``ConfigError`` naming the profile field."""
+    from robot_rl.ros.profile_check import ProfileCheck
+
+    link = RosLink("profile_check", namespace, use_sim_time=use_sim_time)
+    try:
+        check = ProfileCheck(link.node, profile, timeout)
+        if profile.kind == "car":
+            check.car()
+        else:
+            check.arm()
+    finally:
+        link.close()

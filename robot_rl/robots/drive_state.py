@@ -68,11 +68,11 @@ def range_angles(n_ranges: int) -> np.ndarray:
     return np.linspace(-np.pi / 2, np.pi / 2, n_ranges) if n_ranges > 1 else np.zeros(n_ranges)
 
 
-def ranges_from_scan(ranges: np.ndarray, angle_min: float, angle_increment: float, range_min: float,
-                     laser_xy: tuple[float, float], laser_yaw: float, n_ranges: int, range_max: float) -> np.ndarray:
-    """The state's wall distances from a ``sensor_msgs/LaserScan``: each beam's hit point moved into the car frame
-    (the laser at ``laser_xy``, turned ``laser_yaw``), and for each state bearing the distance from the car's origin
-    of the hit point nearest that bearing, capped at ``range_max`` (no return, inf or NaN: ``range_max``)."""
+def scan_in_car_frame(ranges: np.ndarray, angle_min: float, angle_increment: float, range_min: float,
+                      laser_xy: tuple[float, float], laser_yaw: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each beam of a ``sensor_msgs/LaserScan`` as seen from the car's origin (the laser at ``laser_xy``, turned
+    ``laser_yaw``): (bearing, distance) of its hit point; a beam without a return (inf, NaN, under ``range_min``)
+    keeps its own bearing and has distance inf."""
     r = np.asarray(ranges, np.float64)
     valid = np.isfinite(r) & (r >= range_min)
     r = np.where(valid, r, np.inf)
@@ -81,8 +81,13 @@ def ranges_from_scan(ranges: np.ndarray, angle_min: float, angle_increment: floa
         px = laser_xy[0] + r * np.cos(beam)
         py = laser_xy[1] + r * np.sin(beam)
     # a beam without a return points the same way from the car as from the laser far away
-    bearing = np.where(valid, np.arctan2(py, px), beam)
-    dist = np.where(valid, np.hypot(px, py), np.inf)
+    return np.where(valid, np.arctan2(py, px), beam), np.where(valid, np.hypot(px, py), np.inf)
+
+
+def ranges_from_scan(bearing: np.ndarray, dist: np.ndarray, angle_increment: float, n_ranges: int,
+                     range_max: float) -> np.ndarray:
+    """The state's wall distances from a scan in the car frame (:func:`scan_in_car_frame`): for each state bearing
+    the distance of the hit point nearest that bearing, capped at ``range_max`` (no return: ``range_max``)."""
     out = np.full(n_ranges, float(range_max))
     for k, a in enumerate(range_angles(n_ranges)):
         diff = np.abs((bearing - a + np.pi) % (2 * np.pi) - np.pi)

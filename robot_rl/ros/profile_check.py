@@ -256,3 +256,4 @@ class ProfileCheck:
         self.subscribed("command.topic", p.command.topic, CAR_COMMAND_TYPES[p.command.interface],
                         f"the {p.command.interface} driver")
         self.controllers([("command.controller", p.command.controller, p.command.controller_manager)])
+

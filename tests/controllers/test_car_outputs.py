@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from robot_rl.robots.drive_state import range_angles, ranges_from_scan
+from robot_rl.robots.drive_state import range_angles, ranges_from_scan, scan_in_car_frame
 from robot_rl_controllers.car_outputs import ackermann_steering
 
 
@@ -25,7 +25,7 @@ def _wall_scan(laser_x: float, wall_x: float, beams: int, fov: float) -> tuple[n
 def test_ranges_from_an_offset_laser_are_the_distances_from_the_car_origin() -> None:
     for laser_x in (0.0, 0.275):
         r, a0, inc = _wall_scan(laser_x, 1.0, 1080, 4.7)
-        out = ranges_from_scan(r, a0, inc, 0.02, (laser_x, 0.0), 0.0, 7, 3.0)
+        out = ranges_from_scan(*scan_in_car_frame(r, a0, inc, 0.02, (laser_x, 0.0), 0.0), inc, 7, 3.0)
         want = [min(1.0 / math.cos(a), 3.0) if math.cos(a) > 1e-6 else 3.0 for a in range_angles(7)]
         np.testing.assert_allclose(out, want, atol=0.02)
 
@@ -33,8 +33,8 @@ def test_ranges_from_an_offset_laser_are_the_distances_from_the_car_origin() -> 
 def test_no_return_and_bad_values_read_as_range_max() -> None:
     r = np.full(360, np.nan)
     r[::2] = np.inf
-    out = ranges_from_scan(r, -math.pi, 2 * math.pi / 360, 0.02, (0.0, 0.0), 0.0, 7, 3.0)
-    assert np.all(out == 3.0)
+    bearing, dist = scan_in_car_frame(r, -math.pi, 2 * math.pi / 360, 0.02, (0.0, 0.0), 0.0)
+    assert np.all(ranges_from_scan(bearing, dist, 2 * math.pi / 360, 7, 3.0) == 3.0) and np.all(np.isinf(dist))
 
 
 def test_the_steering_angle_drives_the_twists_path() -> None:
