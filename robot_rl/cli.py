@@ -99,12 +99,15 @@ def cmd_train(argv: list[str]) -> int:
             cfg.validate()
     except (ConfigError, ValueError) as exc:
         return fail("train", exc)
-    from robot_rl.runtime.supervisor import train
+    from robot_rl.runtime.supervisor import RunAborted, train
 
     try:
         run_dir, result = train(cfg, resume)
     except (FileExistsError, FileNotFoundError, ConfigError) as exc:
         return fail("train", exc)
+    except RunAborted as exc:  # a restart budget spent, a full disk: one message, not a traceback
+        log.error("train: %s", exc)
+        return 1
     print(f"run folder: {run_dir}")
     print("final evaluation: " + json.dumps({k: round(v, 3) for k, v in result.items()}))
     print(f"policy: {run_dir / 'checkpoints'}  curve: {run_dir / 'learning_curve.png'}")
@@ -133,12 +136,48 @@ def _run_side(argv: list[str], prog: str):
     return args, load_yaml(TrainConfig, Path(args.run_dir) / "config.yaml")
 
 
+def _disk_full(side: str, exc: BaseException, run_dir: str) -> int | None:
+    """A learner or actor stopped by a full disk: one message naming what filled up, exit code DISK_FULL (the
+    supervisor then ends the run instead of restarting); None for any other error."""
+    from robot_rl.utils.disk import DISK_FULL, describe, disk_full_error
+
+    err = disk_full_error(exc)
+    if err is None:
+        return None
+    log.error("%s stopped, the disk is full (%s) under %s. The last checkpoint is intact and the actors' spools "
+              "hold what it lacks: free space, then continue with robot-rl train --resume %s", side, describe(err),
+              run_dir, run_dir)
+    return DISK_FULL
+
+
+def _errors_not_signals() -> None:
+    """A file-size limit (``ulimit -f``) gives an error the process reports (EFBIG), not a core-dumping SIGXFSZ;
+    a writer thread that hits a full disk (TensorBoard's) leaves the one message to the main thread."""
+    import threading
+
+    from robot_rl.utils.disk import disk_full_error
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    default = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if disk_full_error(args.exc_value) is None:
+            default(args)
+        else:
+            log.debug("thread %s: %s", args.thread.name if args.thread else "?", args.exc_value)
+    threading.excepthook = hook
+
+
 def cmd_learner(argv: list[str]) -> int:
     """The learner alone (e.g. on a GPU box): ``robot-rl learner --run-dir RUN [--resume]``."""
     import torch
 
     from robot_rl.config import ConfigError
     from robot_rl.runtime.learner import Learner
+    from robot_rl.utils.process import die_with_parent
+
+    die_with_parent()
+    _errors_not_signals()
 
     try:
         args, cfg = _run_side(argv, "robot-rl learner")
@@ -146,30 +185,49 @@ def cmd_learner(argv: list[str]) -> int:
         torch.set_num_threads(rt.learner_threads or max(1, (os.cpu_count() or 1) - rt.num_actors))
         if rt.learner_nice:
             os.nice(rt.learner_nice)  # the actors' control loops come first on a shared machine
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # until it can checkpoint
+        signal.signal(signal.SIGHUP, lambda *_: sys.exit(128 + signal.SIGHUP))
         learner = Learner(cfg, args.run_dir, resume=args.resume)
     except (ConfigError, ValueError) as exc:
         return fail("learner", exc)
+    # From here a stop signal ends the run at the next step with a final checkpoint (the supervisor's shutdown,
+    # a scheduler's SIGTERM, a closed terminal, Ctrl-C)
+    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(sig, lambda signum, _frame: learner.request_stop(signum))
     try:
         learner.run()
+    except Exception as exc:
+        if (code := _disk_full("learner", exc, args.run_dir)) is None:
+            raise
+        return code
     finally:
         learner.close()
-    return 0
+    return 128 + learner.stop_signal if learner.stop_signal else 0
 
 
 def cmd_actor(argv: list[str]) -> int:
     """One actor alone (e.g. on the robot PC): ``robot-rl actor --run-dir RUN [--index I]``."""
     from robot_rl.config import ConfigError
     from robot_rl.runtime.actor import Actor
+    from robot_rl.utils.process import die_with_parent
+
+    die_with_parent()
+    _errors_not_signals()
 
     try:
         args, cfg = _run_side(argv, "robot-rl actor")
-        # SIGTERM = stop cleanly: the partial chunk and the spool are flushed before exit.
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+        # SIGTERM / SIGHUP = stop cleanly: the partial chunk and the spool are flushed before exit.
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
         actor = Actor(cfg, args.run_dir, index=args.index, incarnation=args.incarnation)
     except (ConfigError, ValueError) as exc:
         return fail("actor", exc)
-    actor.run()
+    try:
+        actor.run()
+    except Exception as exc:
+        if (code := _disk_full("actor", exc, args.run_dir)) is None:
+            raise
+        return code
     return 0
 
 

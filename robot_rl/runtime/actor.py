@@ -93,7 +93,9 @@ class Actor:
         self._sent_steps: dict[int, int] = {}  # chunk seq -> transitions sent up to and including it
         self.episodes = 0
         self.rng = np.random.default_rng(seeds.actor_warmup(index, incarnation))
-        self._episode_base = ((index * 1000 + incarnation) << 32)
+        # episode ids unique across this actor's lives, a resumed run's included (one replay holds them all):
+        # 22 random bits, the actor's index, then the episode count of this life
+        self._episode_base = (int.from_bytes(os.urandom(3), "little") & 0x3FFFFF) << 41 | (index & 0x1FF) << 32
         self._ep_ids = np.arange(self.n, dtype=np.int64)
         self._next_ep = self.n
         self._ep_step = np.zeros(self.n, np.int64)

@@ -31,13 +31,18 @@ def save_checkpoint(run_dir: str | Path, agent: Agent, replay: ReplayBuffer | No
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"{int(counters['env_steps']):010d}"
     tmp = root / f".{final.name}.tmp{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
+    for stale in root.glob(".*.tmp*"):  # a checkpoint a killed learner was writing: never referenced
+        shutil.rmtree(stale, ignore_errors=True)
     tmp.mkdir()
-    save_state(tmp / "agent.safetensors", agent.state_dict())
-    save_file(agent.policy_state(), str(tmp / "policy.safetensors"))
-    if replay is not None:
-        replay.save(str(tmp / "replay.zarr"))
-    atomic_write(tmp / "counters.json", lambda f: f.write_text(json.dumps(counters)))
+    try:
+        save_state(tmp / "agent.safetensors", agent.state_dict())
+        save_file(agent.policy_state(), str(tmp / "policy.safetensors"))
+        if replay is not None:
+            replay.save(str(tmp / "replay.zarr"))
+        atomic_write(tmp / "counters.json", lambda f: f.write_text(json.dumps(counters)))
+    except BaseException:  # e.g. a full disk: nothing half-written stays behind; ``latest`` still names the last
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
     atomic_write(root / "latest", lambda f: f.write_text(final.name))

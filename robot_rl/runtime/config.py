@@ -57,8 +57,13 @@ class RuntimeConfig:
     spool: bool = True
     """Actors also write every chunk to <run>/spool (a write-ahead log): chunks not yet in a learner
     checkpoint survive a learner crash and are delivered on resume (zero transitions lost)."""
-    heartbeat_timeout: float = 10.0
-    """Seconds without a heartbeat after which a peer counts as dead."""
+    heartbeat_timeout: float = 30.0
+    """Seconds without a heartbeat after which a peer counts as dead: the supervisor kills a learner or actor whose
+    heartbeat stalled this long (a hang, a stuck driver call, SIGSTOP) and replaces it like a dead one. A robot
+    env's reset must finish within it."""
+    startup_timeout: float = 900.0
+    """Seconds a started learner or actor may take to its first heartbeat (imports, envs, scripted demos recorded
+    on first use) before the supervisor treats it as hung."""
     learner_threads: int = 0
     """Torch threads of the learner; 0 = the cores left after one per actor on this machine (at least 1).
     More threads than free cores makes torch's spinning worker threads collapse (measured 50x slower)."""
@@ -69,10 +74,15 @@ class RuntimeConfig:
     """SCHED_FIFO priority (1-99) of the actor's control-loop thread; 0 = normal scheduling. For a robot PC: the
     loop then preempts every normal process at its wake-up. Needs root, CAP_SYS_NICE or an rtprio limit (else a
     warning and normal scheduling)."""
-    actor_restarts: int = 3
-    """The supervisor replaces a dead actor at most this many times."""
-    learner_restarts: int = 1
-    """The supervisor resumes a dead learner from its latest checkpoint at most this many times."""
+    actor_restarts: int = 5
+    """The supervisor replaces a dead or hung actor at most this many times per ``restart_window_s``."""
+    learner_restarts: int = 3
+    """The supervisor restarts a dead or hung learner (from its latest checkpoint, or fresh from the spools
+    before the first one) at most this many times per ``restart_window_s``."""
+    restart_window_s: float = 600.0
+    """The sliding window of the restart budgets, in seconds."""
+    restart_backoff_s: float = 1.0
+    """Wait before a restart; doubled for each earlier restart of the same process in the window (at most 30 s)."""
 
     def update_lag_bound(self) -> int:
         """The lag bound in force: ``max_update_lag``, or with -1 the smaller of a chunk and a publish interval
@@ -90,12 +100,13 @@ class RuntimeConfig:
             raise ValueError(f"runtime.actor_rt_priority must be in [0, 99], got {self.actor_rt_priority}")
         if not 0 <= self.learner_nice <= 19:
             raise ValueError(f"runtime.learner_nice must be in [0, 19], got {self.learner_nice}")
-        for name in ("control_hz", "actor_restarts", "learner_restarts", "learner_threads"):
+        for name in ("control_hz", "actor_restarts", "learner_restarts", "learner_threads", "restart_backoff_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"runtime.{name} must be >= 0, got {getattr(self, name)}")
         if self.max_update_lag < -1:
             raise ValueError(f"runtime.max_update_lag must be >= 0, or -1 (derived), got {self.max_update_lag}")
-        for name in ("flush_seconds", "publish_every_seconds", "heartbeat_timeout"):
+        for name in ("flush_seconds", "publish_every_seconds", "heartbeat_timeout", "startup_timeout",
+                     "restart_window_s"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"runtime.{name} must be > 0, got {getattr(self, name)}")
 
@@ -133,13 +144,20 @@ class TrainConfig:
     """Episodes per evaluation."""
     checkpoint_every: int = 5_000
     """Save a checkpoint (agent, optimizers, replay, counters) every this many env steps (0 = only at end)."""
+    checkpoint_every_s: float = 300.0
+    """Also save one when this many seconds of wall time have passed since the last (0 = by env steps only): what
+    a crash can cost is bounded in time too (a robot at 10 Hz takes 8 minutes for 5,000 env steps). Until the
+    first checkpoint, a resume rebuilds the replay from the actors' spools."""
     keep_policies: bool = False
     """Keep every checkpoint's policy weights as ``checkpoints/policies/<env steps>.safetensors`` (older checkpoints
     are deleted, the last two kept), to evaluate the policy at earlier marks again."""
     log_every: int = 250
     """Write training scalars every this many env steps."""
     progress: bool = True
-    """Show a progress bar in the terminal."""
+    """Show progress: a bar on a terminal; when stderr is not a terminal (nohup, a scheduler, CI logs), a plain log
+    line every ``progress_every_s`` seconds."""
+    progress_every_s: float = 15.0
+    """Seconds between plain progress lines when stderr is not a terminal."""
     env: EnvConfig = field(default_factory=EnvConfig)
     """The environment."""
     agent: AgentConfig = field(default_factory=SACConfig)
@@ -187,9 +205,12 @@ class TrainConfig:
         for name in ("total_env_steps", "eval_episodes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("random_steps", "learning_starts", "eval_every", "checkpoint_every", "log_every"):
+        for name in ("random_steps", "learning_starts", "eval_every", "checkpoint_every", "log_every",
+                     "checkpoint_every_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if not self.progress_every_s > 0:
+            raise ValueError(f"progress_every_s must be > 0, got {self.progress_every_s}")
         if not 0.0 <= self.warmup_random_share <= 1.0:
             raise ValueError(f"warmup_random_share must be in [0, 1], got {self.warmup_random_share}")
         self.env.validate()

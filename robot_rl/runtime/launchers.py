@@ -5,11 +5,13 @@ the same for both."""
 
 from __future__ import annotations
 
-import signal
+import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Protocol
+
+from robot_rl.utils.process import PARENT_ENV
 
 CONFIG_ERROR = 2
 """Exit code of a learner or actor that refused its config: the supervisor stops the run, it does not restart."""
@@ -46,16 +48,6 @@ class Launcher(Protocol):
         """After every process has ended."""
 
 
-def _die_with_parent() -> None:
-    """Child side (Linux): get SIGTERM when the supervisor dies, however it dies, so no orphan keeps running."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 class LocalLauncher:
     """Learner and actors as ``robot-rl learner`` / ``robot-rl actor`` OS processes on this machine."""
 
@@ -64,7 +56,9 @@ class LocalLauncher:
 
     def _spawn(self, *args: str) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "robot_rl.cli", *args, "--run-dir", str(self.run_dir)]
-        return subprocess.Popen(cmd, preexec_fn=_die_with_parent)
+        # no preexec_fn (it can deadlock a child forked while threads run): the child asks for SIGTERM on the
+        # supervisor's death itself, at start-up (robot_rl.utils.process.die_with_parent)
+        return subprocess.Popen(cmd, env={**os.environ, PARENT_ENV: str(os.getpid())})
 
     def setup(self) -> None:
         pass

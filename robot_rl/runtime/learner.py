@@ -125,6 +125,9 @@ class Learner:
         self.agent = make_agent(cfg.agent, self.spec, self.action_dim, seed=seeds.agent())
         self.sampling = type(self.agent).sampling(cfg.agent)
         self.counters = LearnerCounters()
+        if resume and not (self.run_dir / "checkpoints" / "latest").is_file():
+            log.info("no checkpoint yet: the agent starts fresh; the actors' spools rebuild the replay")
+            resume = False
         if resume:
             replay, saved = load_checkpoint(latest_checkpoint(self.run_dir), self.agent, cfg.replay, self.spec,
                                             self.action_dim)
@@ -158,6 +161,8 @@ class Learner:
         self.last_eval: dict[str, float] = {}
         self._eval_agent: Any = None  # the agent, with the base policy when it acts on one (first evaluation)
         self.finished = False
+        self._stop_signal = 0
+        self._last_checkpoint = time.monotonic()
         self.publisher.publish()
 
     def _label_demos(self, added: list[tuple[str, np.ndarray]]) -> None:
@@ -203,8 +208,30 @@ class Learner:
         self.counters.updates += 1
         return True
 
+    def request_stop(self, signum: int) -> None:
+        """Stop at the end of the current step (a signal handler's call): what the actors sent is taken in and a
+        final checkpoint written (:meth:`stop`); ``step`` then returns False."""
+        self._stop_signal = self._stop_signal or signum
+
+    @property
+    def stop_signal(self) -> int:
+        """The signal that stopped this learner (0: none)."""
+        return self._stop_signal
+
+    def stop(self) -> None:
+        """Takes in every chunk available now and writes a checkpoint (a stop before the run is complete)."""
+        while self.intake.take():
+            pass
+        if self.counters.env_steps:
+            self.checkpoint()
+        log.info("stopped: checkpoint at %d env steps, %d updates", self.counters.env_steps, self.counters.updates)
+
     def step(self) -> bool:
-        """Intake, at most one update, publishing and the periodic work; False once the run is complete."""
+        """Intake, at most one update, publishing and the periodic work; False once the run is complete or a stop
+        was requested."""
+        if self._stop_signal:
+            self.stop()
+            return False
         taken = self.intake.take()
         updated = self.learn()
         self._trace_ratio()
@@ -255,7 +282,8 @@ class Learner:
             self.log()
         if self._crossed("eval", cfg.eval_every):
             self.evaluate()
-        if self._crossed("checkpoint", cfg.checkpoint_every):
+        by_time = cfg.checkpoint_every_s and time.monotonic() - self._last_checkpoint > cfg.checkpoint_every_s
+        if self._crossed("checkpoint", cfg.checkpoint_every) or (by_time and self.counters.env_steps):
             self.checkpoint()
 
     def log(self) -> None:
@@ -328,6 +356,7 @@ class Learner:
         return self.last_eval
 
     def checkpoint(self) -> Path:
+        self._last_checkpoint = time.monotonic()
         with self.publisher.keep_alive():
             path = save_checkpoint(self.run_dir, self.agent, self.replay, self.counters.to_json(),
                                    keep_policies=self.cfg.keep_policies)
@@ -353,7 +382,10 @@ class Learner:
         log.info("run complete: %d env steps, %d updates", self.counters.env_steps, self.counters.updates)
 
     def close(self, unlink: bool = False) -> None:
-        self.logger.close()
+        try:
+            self.logger.close()
+        except OSError as exc:  # its last writes failed (a full disk): the rest must still be released
+            log.warning("closing the run's logs: %s", exc)
         self.intake.close(unlink=unlink)
         self.publisher.close(unlink=unlink)
         self.eval_env.close()

@@ -18,8 +18,10 @@ from pathlib import Path
 from robot_rl.config import ConfigError, save_yaml
 from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.launchers import CONFIG_ERROR, Launcher, LocalLauncher, Process
+from robot_rl.runtime.liveness import Heartbeats, RestartBudget
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.names import actor_dir, board_name
+from robot_rl.utils.disk import DISK_FULL
 from robot_rl.utils.log import get_logger
 from robot_rl.utils.progress import progress_bar
 
@@ -31,12 +33,15 @@ def prepare_run(cfg: TrainConfig, resume_dir: str | Path | None) -> Path:
     cfg.validate()
     if resume_dir is not None:
         run_dir = Path(resume_dir)
+        if not (run_dir / "config.yaml").is_file():
+            raise FileNotFoundError(f"cannot resume {run_dir}: not a run folder (no config.yaml)")
         if not (run_dir / "checkpoints" / "latest").is_file():
-            raise FileNotFoundError(f"cannot resume {run_dir}: no checkpoint (missing checkpoints/latest)")
+            log.info("resuming %s: no checkpoint yet; the agent starts fresh and the replay is rebuilt from the "
+                     "actors' spools", run_dir)
     else:
         name = cfg.name or f"{cfg.env.id.replace('/', '_').replace(':', '_')}-{datetime.now():%Y%m%d-%H%M%S}"
         run_dir = Path(cfg.runs_dir) / name
-        if (run_dir / "checkpoints").exists():
+        if (run_dir / "checkpoints").exists() or (run_dir / "config.yaml").exists():
             raise FileExistsError(f"{run_dir} already holds a run; use --resume {run_dir} or another name")
         run_dir.mkdir(parents=True, exist_ok=True)
     save_yaml(cfg, run_dir / "config.yaml")
@@ -66,7 +71,7 @@ def run_inprocess(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, fl
     learner = Learner(cfg, run_dir, resume=resume)
     actor = Actor(cfg, run_dir)
     try:
-        with progress_bar(cfg.progress, info=True) as progress:
+        with progress_bar(cfg.progress, info=True, every_s=cfg.progress_every_s) as progress:
             task = progress.add_task("train", total=cfg.total_env_steps, info="")
             while True:
                 actor.step()
@@ -81,30 +86,62 @@ def run_inprocess(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, fl
     return learner.last_eval
 
 
+class RunAborted(RuntimeError):
+    """The supervisor ended the run: a restart budget spent, or a full disk (the message says which and how to
+    continue)."""
+
+
 class Supervisor:
-    """Starts and watches the learner and the actors of one run (through ``launcher``)."""
+    """Starts and watches the learner and the actors of one run (through ``launcher``).
+
+    A child that exits with an error, or whose heartbeat stalls (:mod:`robot_rl.runtime.liveness`: a hang, a stuck
+    driver call, SIGSTOP), is replaced: a learner resumes from the latest checkpoint (or, before the first, fresh
+    from the actors' spools), an actor starts anew. Each kind has a restart budget per sliding window
+    (``runtime.learner_restarts`` / ``actor_restarts`` per ``restart_window_s``) with exponential backoff; a spent
+    budget ends the run with one error naming what kept failing. SIGTERM and SIGHUP stop the run like Ctrl-C: the
+    actors flush their last chunks, the learner takes them in and writes a final checkpoint, shared memory is
+    released; the exit code is 128 + the signal's number (SIGINT 130, SIGHUP 129, SIGTERM 143)."""
+
+    LEARNER_STOP_S = 300.0
+    """How long a stopping learner may take for its final checkpoint before it is killed."""
 
     def __init__(self, cfg: TrainConfig, run_dir: Path, resume: bool, launcher: Launcher | None = None) -> None:
         self.cfg, self.run_dir, self.resume = cfg, run_dir, resume
+        rt = cfg.runtime
         self.launcher = launcher or LocalLauncher(run_dir)
         self.learner: Process | None = None
         self.actors: dict[int, Process] = {}
-        self.incarnations = dict.fromkeys(range(cfg.runtime.num_actors), 0)
-        self.learner_restarts = 0
-        self.actor_restarts = 0
+        self.incarnations = dict.fromkeys(range(rt.num_actors), 0)
+        self.learner_budget = RestartBudget(rt.learner_restarts, rt.restart_window_s, rt.restart_backoff_s)
+        self.actor_budget = RestartBudget(rt.actor_restarts, rt.restart_window_s, rt.restart_backoff_s)
+        self.heartbeats = Heartbeats(run_dir, rt.heartbeat_timeout, rt.startup_timeout)
+        self.pending: dict[str, float] = {}
+        """Restarts waiting out their backoff: "learner" or "actor<i>" -> when (``time.monotonic``)."""
+        self.restarts: dict[str, int] = {"learner": 0, "actor": 0, "hung": 0}
+        self._last_watch = 0.0
+
+    def _watch(self, proc: Process) -> Process:
+        if isinstance(getattr(proc, "pid", None), int):
+            self.heartbeats.watch(proc.pid)
+        return proc
 
     def start_actor(self, index: int) -> None:
-        self.actors[index] = self.launcher.start_actor(index, self.incarnations[index])
+        self.actors[index] = self._watch(self.launcher.start_actor(index, self.incarnations[index]))
+
+    def start_learner(self) -> None:
+        resume = (self.run_dir / "checkpoints" / "latest").is_file()
+        self.learner = self._watch(self.launcher.start_learner(resume))
 
     def run(self) -> dict[str, float]:
-        # SIGTERM (e.g. from a job scheduler) ends the run like Ctrl-C: children stopped, shared memory freed.
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+        # SIGTERM (a job scheduler) and SIGHUP (a closed terminal, a dropped SSH session) end the run like Ctrl-C.
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
         try:
             self.launcher.setup()
             for i in range(self.cfg.runtime.num_actors):  # they start up while the learner does
                 self.start_actor(i)
-            self.learner = self.launcher.start_learner(self.resume)
-            with progress_bar(self.cfg.progress, info=True) as progress:
+            self.start_learner()
+            with progress_bar(self.cfg.progress, info=True, every_s=self.cfg.progress_every_s) as progress:
                 task = progress.add_task("train", total=self.cfg.total_env_steps, info="")
                 while True:
                     time.sleep(0.2)
@@ -112,65 +149,139 @@ class Supervisor:
                     steps, stopped = (learner.env_steps, learner.stop) if learner else (0, False)
                     progress.update(task, completed=min(steps, self.cfg.total_env_steps),
                                     info=status_line(self.run_dir))
-                    code = self.learner.poll()
-                    if code == 0:
+                    if self._poll(stopped):
                         break
-                    if code is not None:
-                        self._learner_died(code)
-                    for i, proc in list(self.actors.items()):
-                        if proc.poll() is not None and not stopped:
-                            self._actor_died(i, proc.returncode)
             self._wait_actors(timeout=30)
         finally:
             self.shutdown()
         return json.loads((self.run_dir / "final_eval.json").read_text())
 
+    def _poll(self, stopped: bool) -> bool:
+        """One look at every child: deaths and hangs handled, due restarts started. True once the run is done."""
+        now = time.monotonic()
+        for key, when in list(self.pending.items()):
+            if now >= when:
+                del self.pending[key]
+                if key == "learner":
+                    self.start_learner()
+                else:
+                    self.start_actor(int(key.removeprefix("actor")))
+        watch = now - self._last_watch >= 1.0
+        if watch:
+            self._last_watch = now
+        if self.learner is not None:
+            code = self.learner.poll()
+            if code == 0:
+                return True
+            if code is None and watch:
+                code = self._kill_if_hung(self.learner, "learner", self.heartbeats.learner_age)
+            if code is not None:
+                self._learner_died(code)
+        for i, proc in list(self.actors.items()):
+            if proc is None or stopped:
+                continue
+            code = proc.poll()
+            if code is None and watch:
+                code = self._kill_if_hung(proc, f"actor {i}", self.heartbeats.actor_age)
+            if code is not None:
+                self._actor_died(i, code)
+        return False
+
+    def _kill_if_hung(self, proc: Process, what: str, age_of) -> int | None:  # noqa: ANN001 - pid -> age
+        """SIGKILLs ``proc`` if its heartbeat stalled; its exit code then (else None)."""
+        pid = getattr(proc, "pid", None)
+        if not isinstance(pid, int):
+            return None  # a remote actor: the Ray gateway retires silent ones
+        reason = self.heartbeats.hung(pid, age_of(pid))
+        if reason is None:
+            return None
+        log.warning("%s (pid %d) is hung: %s; killing it", what, pid, reason)
+        proc.kill()  # SIGKILL also ends a stopped (SIGSTOP) process
+        self.restarts["hung"] += 1
+        return proc.wait(timeout=30)
+
+    def _disk_full(self, what: str) -> RunAborted:
+        return RunAborted(f"{what} stopped on a full disk (its message is above): the last checkpoint is intact; "
+                            f"free space, then continue with --resume {self.run_dir}")
+
     def _learner_died(self, code: int) -> None:
         if code == CONFIG_ERROR:
             raise ConfigError("the learner refused the run's config (its message is above)")
-        if self.learner_restarts >= self.cfg.runtime.learner_restarts:
-            raise RuntimeError(f"learner exited with code {code}; restarts used up "
-                               f"({self.cfg.runtime.learner_restarts}). Resume with --resume {self.run_dir}")
-        self.learner_restarts += 1
+        if code == DISK_FULL:
+            raise self._disk_full("the learner")
+        self.learner = None
+        delay = self.learner_budget.take()
+        rt = self.cfg.runtime
+        if delay is None:
+            raise RunAborted(f"learner exited with code {code}: {rt.learner_restarts} restarts within "
+                               f"{rt.restart_window_s:g} s used up (runtime.learner_restarts). Its log is above; "
+                               f"continue with --resume {self.run_dir}")
+        self.restarts["learner"] += 1
         resume = (self.run_dir / "checkpoints" / "latest").is_file()
-        log.warning("learner exited with code %d; restarting it (%s)", code,
+        log.warning("learner exited with code %d; restarting it in %.0f s (%s)", code, delay,
                     "from the latest checkpoint" if resume else "fresh, replaying the spools")
-        self.learner = self.launcher.start_learner(resume)
+        self.pending["learner"] = time.monotonic() + delay
 
     def _actor_died(self, index: int, code: int) -> None:
         if code == CONFIG_ERROR:
             raise ConfigError(f"actor {index} refused the run's config (its message is above)")
+        if code == DISK_FULL:
+            raise self._disk_full(f"actor {index}")
         self.launcher.check_actor_death(index, code)
-        if self.actor_restarts >= self.cfg.runtime.actor_restarts:
-            raise RuntimeError(f"actor {index} exited with code {code}; restarts used up "
-                               f"({self.cfg.runtime.actor_restarts})")
-        self.actor_restarts += 1
+        self.actors[index] = None  # type: ignore[assignment]
+        delay = self.actor_budget.take()
+        rt = self.cfg.runtime
+        if delay is None:
+            raise RunAborted(f"actor {index} exited with code {code}: {rt.actor_restarts} restarts within "
+                               f"{rt.restart_window_s:g} s used up (runtime.actor_restarts). Its log is above; "
+                               f"continue with --resume {self.run_dir}")
+        self.restarts["actor"] += 1
         self.incarnations[index] += 1
-        log.warning("actor %d exited with code %d; starting a replacement", index, code)
-        self.start_actor(index)
+        log.warning("actor %d exited with code %d; starting a replacement in %.0f s", index, code, delay)
+        self.pending[f"actor{index}"] = time.monotonic() + delay
 
     def _wait_actors(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         for proc in self.actors.values():
+            if proc is None:
+                continue
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 proc.terminate()
 
+    def _stop(self, proc: Process | None, timeout: float) -> None:
+        if proc is None or proc.poll() is not None:
+            return
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
     def shutdown(self) -> None:
-        for proc in [self.learner, *self.actors.values()]:
-            if proc is not None and proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-        self.launcher.teardown()
-        shm.unlink_shm(board_name(self.run_dir))
-        if actor_dir(self.run_dir).is_dir():
-            for path in actor_dir(self.run_dir).glob("*.json"):
-                shm.unlink_shm(json.loads(path.read_text())["ring"])
-                path.unlink()
+        """Actors first (each flushes its last chunk to its spool), then the learner (takes them in, writes a final
+        checkpoint); then the shared memory of the run."""
+        # a second signal while stopping must not cut the final checkpoint short
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+            signal.signal(sig, signal.SIG_IGN)
+        try:
+            for proc in self.actors.values():
+                if proc is not None and proc.poll() is None:
+                    proc.terminate()
+            for proc in self.actors.values():
+                self._stop(proc, 30)
+            self._stop(self.learner, self.LEARNER_STOP_S)
+            self.launcher.teardown()
+            shm.unlink_shm(board_name(self.run_dir))
+            if actor_dir(self.run_dir).is_dir():
+                for path in actor_dir(self.run_dir).glob("*.json"):
+                    shm.unlink_shm(json.loads(path.read_text())["ring"])
+                    path.unlink()
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+                signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
 
 
 def train(cfg: TrainConfig, resume_dir: str | Path | None = None) -> tuple[Path, dict[str, float]]:

@@ -45,3 +45,26 @@ def reset_niceness(what: str) -> bool:
                       "every busy process (start Ray with RAY_worker_niceness=0, or allow RLIMIT_NICE)",
                       RuntimeWarning, stacklevel=2)
         return False
+
+
+PARENT_ENV = "ROBOT_RL_SUPERVISOR_PID"
+"""Set by a supervisor in the environment of the processes it starts: the pid they must not outlive."""
+
+
+def die_with_parent() -> None:
+    """Called at a child's own start-up (not in ``preexec_fn``, which can deadlock a child forked while the parent
+    runs threads): with ``ROBOT_RL_SUPERVISOR_PID`` set, the child gets SIGTERM when that parent dies, however it
+    dies (Linux ``PR_SET_PDEATHSIG``), and exits at once if the parent is already gone."""
+    import signal
+
+    parent = int(os.environ.get(PARENT_ENV, "0") or 0)
+    if parent <= 0:
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        return
+    if os.getppid() != parent:  # the parent died before the request above took effect
+        raise SystemExit(128 + signal.SIGTERM)

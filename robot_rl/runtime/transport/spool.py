@@ -42,12 +42,13 @@ class SpoolWriter:
     def _run(self) -> None:
         while (item := self._queue.get()) is not None:
             seq, chunk = item
+            final = spool_file(self.directory, seq)
+            tmp = final.with_name(f".{final.name}.tmp")
             try:
-                final = spool_file(self.directory, seq)
-                tmp = final.with_name(f".{final.name}.tmp")
                 save_file(chunk, str(tmp))
                 os.replace(tmp, final)
             except BaseException as exc:  # noqa: BLE001 - reported to the actor on its next write
+                tmp.unlink(missing_ok=True)  # nothing torn stays behind (a full disk)
                 self.error = exc
             finally:
                 self._queue.task_done()

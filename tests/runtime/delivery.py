@@ -1,0 +1,120 @@
+"""Exactly-once checks on a run folder, shared by the fault tests and the soak benchmark.
+
+Each transition an actor sends carries its actor life's unique episode id and its step in that episode. So in a
+replay: a key (episode id, step) seen twice is a duplicate, and an episode whose steps are not 0..n-1 lost a
+transition in its middle. A run that was stopped cleanly has nothing left in its spools: the checkpoint holds
+everything the actors flushed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+from robot_rl.replay.store import load_buffer
+from robot_rl.runtime.checkpoint import latest_checkpoint
+from robot_rl.runtime.transport.names import run_key
+
+CLI = [sys.executable, "-m", "robot_rl.cli"]
+
+
+def replay_keys(run: Path) -> tuple[Counter, dict]:
+    """(episode id, step) of every online transition in the latest checkpoint's replay, counted; and its counters."""
+    ckpt = latest_checkpoint(run)
+    online = load_buffer(ckpt / "replay.zarr").partitions["online"]
+    a = {k: v[: online.size] for k, v in online.arrays.items()}
+    valid = a["valid"]
+    keys = Counter(zip(a["episode_id"][valid].tolist(), a["step"][valid].tolist()))
+    return keys, json.loads((ckpt / "counters.json").read_text())
+
+
+def assert_exactly_once(run: Path) -> int:
+    """No transition twice, no gap inside any episode, the counters agree with the replay; returns the count."""
+    keys, counters = replay_keys(run)
+    dup = [k for k, n in keys.items() if n > 1]
+    assert not dup, f"{len(dup)} transitions delivered twice, e.g. {dup[:3]}"
+    steps: dict[int, list[int]] = {}
+    for ep, step in keys:
+        steps.setdefault(ep, []).append(step)
+    gaps = {ep: sorted(s) for ep, s in steps.items() if sorted(s) != list(range(len(s)))}
+    assert not gaps, f"{len(gaps)} episodes miss transitions, e.g. {list(gaps.items())[:1]}"
+    assert counters["env_steps"] == sum(keys.values()), (counters["env_steps"], sum(keys.values()))
+    return sum(keys.values())
+
+
+def spooled_chunks(run: Path) -> int:
+    return sum(1 for _ in (run / "spool").glob("*/*.safetensors")) if (run / "spool").is_dir() else 0
+
+
+def shm_left(run: Path) -> list[str]:
+    """This run's shared-memory segments still in /dev/shm."""
+    return [p.name for p in Path("/dev/shm").glob(f"rrl_{run_key(run)}_*")]
+
+
+def status(run: Path) -> dict:
+    try:
+        return json.loads((run / "status.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def start_train(config: Path, *args: str, log: Path) -> subprocess.Popen:
+    """``robot-rl train CONFIG ARGS`` in a session of its own (a kill of its process group is a power cut of
+    that run only), stdout and stderr to ``log`` (not a terminal)."""
+    out = open(log, "ab")  # noqa: SIM115 - handed to the child
+    return subprocess.Popen([*CLI, "train", str(config), *args], stdout=out, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None, log: Path | None = None):
+    deadline = time.monotonic() + timeout
+    while not (got := predicate()):
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"train exited ({proc.returncode}) before {what}: "
+                                 f"{log.read_text()[-3000:] if log else ''}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}: {log.read_text()[-3000:] if log else ''}")
+        time.sleep(0.1)
+    return got
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (from /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.wait(timeout=30)
+
+
+def episodes_of(run: Path) -> np.ndarray:
+    keys, _ = replay_keys(run)
+    return np.unique([ep for ep, _ in keys])

@@ -1,0 +1,207 @@
+"""Nothing lost at any instant: ``robot-rl train`` as real processes, hit by a power cut before the first
+checkpoint, a closed terminal or a scheduler's SIGTERM, a hung (SIGSTOPped) learner or actor, a spent restart
+budget, a full disk, the supervisor's own death, and a log that is not a terminal. Every case ends in a run that
+resumes and holds every transition exactly once (tests/runtime/delivery.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from robot_rl.config import replace, save_yaml
+from robot_rl.runtime.transport import shm
+from robot_rl.runtime.transport.names import board_name
+
+from .delivery import (
+    CLI,
+    alive,
+    assert_exactly_once,
+    children,
+    kill_group,
+    shm_left,
+    spooled_chunks,
+    start_train,
+    wait_for,
+)
+from .test_processes import tiny
+
+
+def config(tmp_path: Path, name: str, overrides: dict | None = None, **runtime) -> Path:
+    cfg = tiny(tmp_path, name, **runtime)
+    cfg = replace(cfg, {"checkpoint_every": 0, "checkpoint_every_s": 0.0, **(overrides or {})})
+    path = tmp_path / f"{name}.yaml"
+    save_yaml(cfg, path)
+    return path
+
+
+def resume(run: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, "train", "--resume", str(run), *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def env_steps(run: Path) -> int:
+    board = shm.peek_learner_status(board_name(run))
+    return board.env_steps if board else 0
+
+
+@pytest.mark.timeout(400)
+def test_power_cut_before_the_first_checkpoint_resumes_from_the_spools(tmp_path):
+    cfg = config(tmp_path, "cut", {"total_env_steps": 100_000}, control_hz=300.0)
+    run, log = tmp_path / "cut", tmp_path / "cut.log"
+    proc = start_train(cfg, log=log)
+    try:
+        wait_for(lambda: env_steps(run) >= 400, 180, "400 env steps", proc, log)
+    finally:
+        kill_group(proc)  # learner, actor and supervisor at once, mid-run: no checkpoint was ever written
+    assert not (run / "checkpoints" / "latest").exists()
+    spooled = spooled_chunks(run)
+    assert spooled >= 400 // 16, spooled
+    done = resume(run, "--total-env-steps", "800")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "no checkpoint yet" in done.stderr
+    # every transition spooled before the cut (400 or more) and those after it, each once
+    assert assert_exactly_once(run) >= 800
+    assert not shm_left(run)
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
+def test_a_closed_terminal_or_sigterm_stops_with_a_final_checkpoint_and_resumes(tmp_path, sig):
+    cfg = config(tmp_path, "sig", {"total_env_steps": 100_000}, control_hz=300.0)
+    run, log = tmp_path / "sig", tmp_path / "sig.log"
+    proc = start_train(cfg, log=log)
+    try:
+        wait_for(lambda: env_steps(run) >= 400, 180, "400 env steps", proc, log)
+        kids = children(proc.pid)
+        assert len(kids) >= 2, kids  # learner, actor (and Python's shared-memory resource tracker)
+        proc.send_signal(sig)
+        assert proc.wait(timeout=120) == 128 + sig
+        wait_for(lambda: not [k for k in kids if alive(k)], 10, "every child to exit")
+    finally:
+        kill_group(proc)
+    assert not shm_left(run)
+    # the actors flushed their last chunks, the learner took everything in: nothing waits in a spool
+    assert spooled_chunks(run) == 0
+    stopped = assert_exactly_once(run)
+    assert stopped >= 400
+    assert "stopped: checkpoint at" in log.read_text()
+    done = resume(run, "--total-env-steps", str(stopped + 300))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert assert_exactly_once(run) >= stopped + 300
+
+
+@pytest.mark.timeout(500)
+def test_a_hung_learner_is_replaced_and_a_spent_restart_budget_ends_the_run_with_one_message(tmp_path):
+    # one restart per window: the hung learner uses it, the next death ends the run
+    cfg = config(tmp_path, "hung", {"total_env_steps": 100_000, "checkpoint_every": 300}, control_hz=300.0,
+                 heartbeat_timeout=3.0, learner_restarts=1, restart_backoff_s=0.2)
+    run, log = tmp_path / "hung", tmp_path / "hung.log"
+    proc = start_train(cfg, log=log)
+    try:
+        wait_for(lambda: (run / "checkpoints" / "latest").is_file(), 180, "a first checkpoint", proc, log)
+        first = shm.peek_learner_status(board_name(run)).pid
+        os.kill(first, signal.SIGSTOP)  # a deadlock, as the supervisor sees it: alive, silent
+        second = wait_for(lambda: (s := shm.peek_learner_status(board_name(run))) and s.pid != first and s.pid,
+                          120, "a replacement learner", proc, log)
+        assert not alive(first)
+        assert "is hung: no heartbeat for" in log.read_text()
+        steps = env_steps(run)
+        wait_for(lambda: env_steps(run) > steps + 100, 120, "the replacement learning", proc, log)
+        os.kill(second, signal.SIGKILL)
+        assert proc.wait(timeout=120) == 1
+    finally:
+        kill_group(proc)
+    text = log.read_text()
+    assert "1 restarts within 600 s used up (runtime.learner_restarts)" in text
+    assert "Traceback" not in text
+    assert not shm_left(run)
+    before = assert_exactly_once(run)
+    done = resume(run, "--total-env-steps", str(before + 600))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert assert_exactly_once(run) >= before + 600
+
+
+@pytest.mark.timeout(400)
+def test_a_hung_actor_is_replaced(tmp_path):
+    cfg = config(tmp_path, "hung_actor", {"total_env_steps": 1500}, control_hz=300.0, heartbeat_timeout=3.0,
+                 restart_backoff_s=0.2)
+    run, log = tmp_path / "hung_actor", tmp_path / "hung_actor.log"
+    proc = start_train(cfg, log=log)
+    try:
+        wait_for(lambda: env_steps(run) >= 300, 180, "300 env steps", proc, log)
+        actor = next(json.loads(p.read_text())["pid"] for p in (run / "actors").glob("*.json"))
+        os.kill(actor, signal.SIGSTOP)
+        assert proc.wait(timeout=300) == 0
+    finally:
+        kill_group(proc)
+    assert f"actor 0 (pid {actor}) is hung" in log.read_text()
+    assert assert_exactly_once(run) >= 1500
+
+
+@pytest.mark.timeout(400)
+def test_a_full_disk_stops_the_run_with_one_message_the_last_checkpoint_intact(tmp_path):
+    cfg = config(tmp_path, "full", {"total_env_steps": 100_000, "checkpoint_every": 300, "log_every": 50},
+                 control_hz=300.0)
+    run, log = tmp_path / "full", tmp_path / "full.log"
+    proc = start_train(cfg, log=log)
+    try:
+        wait_for(lambda: (run / "checkpoints" / "latest").is_file(), 180, "a first checkpoint", proc, log)
+        learner = shm.peek_learner_status(board_name(run)).pid
+        # the learner's next write past 4 KB fails as on a full disk (EFBIG, the same path as ENOSPC)
+        resource.prlimit(learner, resource.RLIMIT_FSIZE, (4096, 4096))
+        assert proc.wait(timeout=120) == 1
+    finally:
+        kill_group(proc)
+    text = log.read_text()
+    assert "stopped, the disk is full (" in text and "File too large" in text, text[-3000:]
+    assert "stopped on a full disk" in text and "Traceback" not in text
+    assert not list((run / "checkpoints").glob(".*"))  # nothing torn left behind
+    before = assert_exactly_once(run)  # the last checkpoint loads and is whole
+    done = resume(run, "--total-env-steps", str(before + 300))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert assert_exactly_once(run) >= before + 300
+
+
+@pytest.mark.timeout(300)
+def test_children_stop_with_a_final_checkpoint_when_the_supervisor_is_killed(tmp_path):
+    cfg = config(tmp_path, "orphan", {"total_env_steps": 100_000}, control_hz=300.0)
+    run, log = tmp_path / "orphan", tmp_path / "orphan.log"
+    proc = start_train(cfg, log=log)
+    try:
+        wait_for(lambda: env_steps(run) >= 300, 180, "300 env steps", proc, log)
+        kids = children(proc.pid)
+        proc.kill()  # the supervisor alone, however it dies: its children get SIGTERM (no orphans)
+        proc.wait(timeout=30)
+        wait_for(lambda: not [k for k in kids if alive(k)], 120, "the children to exit")
+    finally:
+        kill_group(proc)
+    assert (run / "checkpoints" / "latest").is_file()  # the learner's final checkpoint on its way out
+    assert assert_exactly_once(run) >= 300
+
+
+@pytest.mark.timeout(300)
+def test_plain_progress_lines_and_time_checkpoints_when_not_a_terminal(tmp_path):
+    cfg = config(tmp_path, "plain", {"total_env_steps": 3000, "checkpoint_every_s": 3.0, "keep_policies": True,
+                                     "progress": True, "progress_every_s": 2.0}, control_hz=200.0)
+    run, log = tmp_path / "plain", tmp_path / "plain.log"
+    proc = start_train(cfg, log=log)
+    t0 = time.monotonic()
+    try:
+        assert proc.wait(timeout=240) == 0, log.read_text()[-3000:]
+    finally:
+        kill_group(proc)
+    took = time.monotonic() - t0
+    lines = [ln for ln in log.read_text().splitlines() if "[robot_rl.progress] train " in ln]
+    # one line per progress_every_s (startup of ~10 s included in `took`), the last at the end, uncut
+    assert len(lines) >= (took - 15) / 2.0 * 0.5, (took, lines)
+    assert "train 3000/3000 (100%)" in lines[-1] and "| updates " in lines[-1], lines[-1]
+    assert "left" in lines[len(lines) // 2]
+    # by time, not by steps (checkpoint_every 0): more checkpoints than the final one
+    assert len(list((run / "checkpoints" / "policies").glob("*.safetensors"))) >= 3
