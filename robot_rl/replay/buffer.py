@@ -102,6 +102,10 @@ class ReplayBuffer:
     def __len__(self) -> int:
         return sum(p.num_transitions for p in self.partitions.values())
 
+    def filled_bytes(self) -> int:
+        """Bytes of the rows written so far (the arrays are preallocated: memory is touched as rows fill)."""
+        return sum(int(p.size) * sum(a[0].nbytes for a in p.arrays.values()) for p in self.partitions.values())
+
     def sizes(self) -> dict[str, int]:
         return {name: p.num_transitions for name, p in self.partitions.items()}
 

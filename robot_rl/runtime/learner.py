@@ -327,7 +327,8 @@ class Learner:
     def _write_status(self, metrics: dict[str, float] | None = None) -> None:
         """``status.json``: a small summary the supervisor's progress line reads."""
         c = self.counters
-        status = {"env_steps": c.env_steps, "updates": c.updates, "version": c.version}
+        status = {"env_steps": c.env_steps, "updates": c.updates, "version": c.version,
+                  "replay_size": len(self.replay), "replay_mb": self.replay.filled_bytes() / 2**20}
         if metrics:
             status["utd_actual"] = metrics["utd/actual"]
             status["utd_window"] = metrics["utd/window"]

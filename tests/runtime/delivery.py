@@ -36,18 +36,27 @@ def replay_keys(run: Path) -> tuple[Counter, dict]:
     return keys, json.loads((ckpt / "counters.json").read_text())
 
 
-def assert_exactly_once(run: Path) -> int:
-    """No transition twice, no gap inside any episode, the counters agree with the replay; returns the count."""
+def delivery(run: Path) -> dict[str, int]:
+    """What the latest checkpoint holds of the actors' transitions: how many, how many twice, how many episodes
+    (actor-life episode ids) and how many of them miss transitions inside (``gaps``: the missing count)."""
     keys, counters = replay_keys(run)
-    dup = [k for k, n in keys.items() if n > 1]
-    assert not dup, f"{len(dup)} transitions delivered twice, e.g. {dup[:3]}"
     steps: dict[int, list[int]] = {}
     for ep, step in keys:
         steps.setdefault(ep, []).append(step)
-    gaps = {ep: sorted(s) for ep, s in steps.items() if sorted(s) != list(range(len(s)))}
-    assert not gaps, f"{len(gaps)} episodes miss transitions, e.g. {list(gaps.items())[:1]}"
-    assert counters["env_steps"] == sum(keys.values()), (counters["env_steps"], sum(keys.values()))
-    return sum(keys.values())
+    gap_eps = [ep for ep, s in steps.items() if sorted(s) != list(range(len(s)))]
+    return {"transitions": sum(keys.values()), "unique": len(keys),
+            "duplicated": sum(n - 1 for n in keys.values() if n > 1), "episodes": len(steps),
+            "episodes_with_gaps": len(gap_eps), "missing": sum(max(steps[ep]) + 1 - len(steps[ep]) for ep in gap_eps),
+            "counted_env_steps": int(counters["env_steps"])}
+
+
+def assert_exactly_once(run: Path) -> int:
+    """No transition twice, no gap inside any episode, the counters agree with the replay; returns the count."""
+    d = delivery(run)
+    assert d["duplicated"] == 0, d
+    assert d["episodes_with_gaps"] == 0, d
+    assert d["counted_env_steps"] == d["transitions"], d
+    return d["transitions"]
 
 
 def spooled_chunks(run: Path) -> int:
@@ -66,12 +75,12 @@ def status(run: Path) -> dict:
         return {}
 
 
-def start_train(config: Path, *args: str, log: Path) -> subprocess.Popen:
-    """``robot-rl train CONFIG ARGS`` in a session of its own (a kill of its process group is a power cut of
-    that run only), stdout and stderr to ``log`` (not a terminal)."""
-    out = open(log, "ab")  # noqa: SIM115 - handed to the child
-    return subprocess.Popen([*CLI, "train", str(config), *args], stdout=out, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+def start_train(*args: str | Path, log: Path) -> subprocess.Popen:
+    """``robot-rl train ARGS`` in a session of its own (a kill of its process group is a power cut of that run
+    only), stdout and stderr appended to ``log`` (not a terminal)."""
+    with open(log, "ab") as out:
+        return subprocess.Popen([*CLI, "train", *map(str, args)], stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
 
 
 def wait_for(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None, log: Path | None = None):
