@@ -20,6 +20,11 @@
 Every command takes ``--log-level debug|info|warning|error`` (processes it starts inherit it) and ``--help``.
 CONFIG is a YAML file or the name of a bundled task config (robot_rl/configs/<name>.yaml; default: pendulum);
 every field of TrainConfig can be overridden with a flag, e.g. ``--agent.utd 10 --total-env-steps 20000``.
+
+Exit codes of ``robot-rl train``: 0 the run is complete; 1 the supervisor ended it (a restart budget spent, a full
+disk: the message says how to continue); 2 a refused command line or config (nothing started); 129 / 130 / 143
+stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM, with a final checkpoint (continue with ``--resume``). A learner or
+actor that stops on a full disk exits with 3.
 """
 
 from __future__ import annotations

@@ -108,6 +108,7 @@ class Actor:
         self._learner_silent = False
         self._paused_us = 0
         self._rate_limited = False  # the last step() held for the learner (max_update_lag)
+        self._spool_warned = -float("inf")  # when a never-blocked actor last warned of a spool past its bound
         self._stop = threading.Event()
         self._register()
         self.base, self.executors = self._make_executors()
@@ -258,6 +259,9 @@ class Actor:
         self._check_learner(learner)
         bound = self.rt.update_lag_bound()
         self._rate_limited = bool(bound) and self._owed_updates(learner, steps) > bound
+        if self._spool_full(bound):
+            self._rate_limited = True  # held (and counted as paused) until a checkpoint trims the spool
+            return False
         if self._rate_limited:
             # sim: let the learner catch up so the UTD stays what was configured; what it owes updates for must
             # reach it now (a partial chunk held back would leave both waiting for the flush timer)
@@ -297,6 +301,21 @@ class Actor:
         self._flush_if_due()
         return True
 
+    def _spool_full(self, bound: int) -> bool:
+        """At ``runtime.spool_max_mb``: a sim actor (``bound`` > 0) holds; a never-blocked one warns once a minute
+        and goes on (its chunks are still spooled: a dropped chunk would be lost data)."""
+        if self.spool is None or self.spool.nbytes <= self.rt.spool_max_mb * 2**20:
+            return False
+        if bound:
+            return True
+        now = time.monotonic()
+        if now - self._spool_warned > 60.0:
+            self._spool_warned = now
+            log.warning("actor %s: its spool holds %.0f MB, past runtime.spool_max_mb %.0f: no checkpoint has "
+                        "trimmed it (is the learner down?); still spooling until the disk is full", self.uid,
+                        self.spool.nbytes / 2**20, self.rt.spool_max_mb)
+        return False
+
     def _flush_if_due(self) -> None:
         if time.perf_counter() - self._last_flush > self.rt.flush_seconds:
             self._flush()
@@ -331,7 +350,8 @@ class Actor:
                     "base_infer_us": int(np.median(lat) * 1e6) if lat else 0}
         self.ring.report(shm.ActorStats(env_steps=self.steps, version=self.version, jitter_p99_us=jitter,
                                         infer_us=infer, period_us=period, episodes=self.episodes,
-                                        next_seq=self.seq, paused_us=self._paused_us, sent=self._added, **base))
+                                        next_seq=self.seq, paused_us=self._paused_us, sent=self._added,
+                                        spool_kb=self.spool.nbytes // 1024 if self.spool else 0, **base))
         self.ring.beat()
 
     def run(self, max_seconds: float | None = None) -> None:

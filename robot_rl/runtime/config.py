@@ -57,6 +57,10 @@ class RuntimeConfig:
     spool: bool = True
     """Actors also write every chunk to <run>/spool (a write-ahead log): chunks not yet in a learner
     checkpoint survive a learner crash and are delivered on resume (zero transitions lost)."""
+    spool_max_mb: float = 4096.0
+    """Bound on each actor's spool (what no checkpoint holds yet). Near it the learner checkpoints early, which
+    trims the spool; at it a sim actor waits (back-pressure); a robot actor (``max_update_lag`` 0) is never blocked:
+    it keeps spooling and warns once a minute with the size, until a full disk stops the run."""
     heartbeat_timeout: float = 30.0
     """Seconds without a heartbeat after which a peer counts as dead: the supervisor kills a learner or actor whose
     heartbeat stalled this long (a hang, a stuck driver call, SIGSTOP) and replaces it like a dead one. A robot
@@ -106,7 +110,7 @@ class RuntimeConfig:
         if self.max_update_lag < -1:
             raise ValueError(f"runtime.max_update_lag must be >= 0, or -1 (derived), got {self.max_update_lag}")
         for name in ("flush_seconds", "publish_every_seconds", "heartbeat_timeout", "startup_timeout",
-                     "restart_window_s"):
+                     "restart_window_s", "spool_max_mb"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"runtime.{name} must be > 0, got {getattr(self, name)}")
 

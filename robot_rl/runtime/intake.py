@@ -210,6 +210,11 @@ class Intake:
         self.rings.pop(uid)
         self.retired.add(uid)
 
+    def spool_mb(self) -> float:
+        """The largest spool among the live actors, in megabytes (what they report)."""
+        return max((ring.status().stats.spool_kb / 1024 for ring in self.rings.values()
+                    if ring is not None and ring.header is not None), default=0)
+
     def actor_metrics(self) -> dict[str, float]:
         """Per live actor: jitter, inference time, paused time and ring drops (for the logs)."""
         out = {}
@@ -220,6 +225,7 @@ class Intake:
                 out[f"actor/{uid}/inference_ms"] = status.stats.infer_us / 1000
                 out[f"actor/{uid}/paused_s"] = status.stats.paused_us / 1e6
                 out[f"actor/{uid}/dropped_chunks"] = float(status.dropped)
+                out[f"actor/{uid}/spool_mb"] = status.stats.spool_kb / 1024
                 if status.stats.base_infer_us:
                     out[f"actor/{uid}/base_inference_ms"] = status.stats.base_infer_us / 1000
                     out[f"actor/{uid}/base_missed_steps"] = float(status.stats.base_missed)

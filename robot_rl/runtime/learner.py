@@ -50,6 +50,9 @@ from robot_rl.utils.state_io import atomic_write
 
 log = get_logger(__name__)
 
+SPOOL_CHECKPOINT_MIN_S = 5.0
+"""Checkpoints for spool pressure (``runtime.spool_max_mb``) come at most this often."""
+
 
 class Publisher:
     """The learner's side of the weight board: versioned weights, heartbeat and progress for the actors."""
@@ -162,7 +165,7 @@ class Learner:
         self._eval_agent: Any = None  # the agent, with the base policy when it acts on one (first evaluation)
         self.finished = False
         self._stop_signal = 0
-        self._last_checkpoint = time.monotonic()
+        self._last_checkpoint = self._spool_checked = time.monotonic()
         self.publisher.publish()
 
     def _label_demos(self, added: list[tuple[str, np.ndarray]]) -> None:
@@ -282,9 +285,20 @@ class Learner:
             self.log()
         if self._crossed("eval", cfg.eval_every):
             self.evaluate()
-        by_time = cfg.checkpoint_every_s and time.monotonic() - self._last_checkpoint > cfg.checkpoint_every_s
-        if self._crossed("checkpoint", cfg.checkpoint_every) or (by_time and self.counters.env_steps):
+        since = time.monotonic() - self._last_checkpoint
+        by_time = cfg.checkpoint_every_s and since > cfg.checkpoint_every_s
+        if self._crossed("checkpoint", cfg.checkpoint_every) or (by_time and self.counters.env_steps) \
+                or (since > SPOOL_CHECKPOINT_MIN_S and self._spool_pressure()):
             self.checkpoint()
+
+    def _spool_pressure(self) -> bool:
+        """An actor's spool is at 80 % of ``runtime.spool_max_mb`` (checked at most once a second): a checkpoint
+        trims it before a sim actor has to wait."""
+        now = time.monotonic()
+        if now - self._spool_checked < 1.0 or not self.rt.spool:
+            return False
+        self._spool_checked = now
+        return self.intake.spool_mb() >= 0.8 * self.rt.spool_max_mb
 
     def log(self) -> None:
         c, now = self.counters, time.perf_counter()

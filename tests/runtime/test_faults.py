@@ -205,3 +205,27 @@ def test_plain_progress_lines_and_time_checkpoints_when_not_a_terminal(tmp_path)
     assert "left" in lines[len(lines) // 2]
     # by time, not by steps (checkpoint_every 0): more checkpoints than the final one
     assert len(list((run / "checkpoints" / "policies").glob("*.safetensors"))) >= 3
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("robot", [False, True], ids=["sim-waits", "robot-never-blocked"])
+def test_the_spool_bound_checkpoints_early_and_holds_a_sim_actor(tmp_path, robot):
+    # about 120 (sim) / 36 (robot) transitions; no checkpoint by steps or time: only spool pressure writes them
+    steps = 3000 if robot else 1000
+    cfg = config(tmp_path, "bound", {"total_env_steps": steps, "keep_policies": True},
+                 spool_max_mb=0.024 if robot else 0.08, **({"max_update_lag": 0, "control_hz": 200.0} if robot else {}))
+    run, log = tmp_path / "bound", tmp_path / "bound.log"
+    proc = start_train(cfg, log=log)
+    try:
+        assert proc.wait(timeout=240) == 0, log.read_text()[-3000:]
+    finally:
+        kill_group(proc)
+    # early ones (at most one per 5 s) + the final
+    assert len(list((run / "checkpoints" / "policies").glob("*.safetensors"))) >= 3
+    text = log.read_text()
+    assert ("past runtime.spool_max_mb" in text) == robot, text[-2000:]
+    if not robot:  # held while the spool was full
+        paused = [v for k, v in json.loads((run / "metrics.jsonl").read_text().splitlines()[-1]).items()
+                  if k.endswith("/paused_s")]
+        assert paused and paused[0] > 0
+    assert assert_exactly_once(run) >= steps

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -31,6 +32,8 @@ class SpoolWriter:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._queue: queue.Queue[tuple[int, dict[str, np.ndarray]] | None] = queue.Queue()
         self.error: BaseException | None = None
+        self._nbytes = folder_bytes(self.directory)
+        self._counted = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="spool-writer", daemon=True)
         self._thread.start()
 
@@ -47,11 +50,20 @@ class SpoolWriter:
             try:
                 save_file(chunk, str(tmp))
                 os.replace(tmp, final)
+                self._nbytes += final.stat().st_size
             except BaseException as exc:  # noqa: BLE001 - reported to the actor on its next write
                 tmp.unlink(missing_ok=True)  # nothing torn stays behind (a full disk)
                 self.error = exc
             finally:
                 self._queue.task_done()
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes in the folder: grown by each write, recounted when a second old (the learner deletes what a
+        checkpoint holds)."""
+        if time.monotonic() - self._counted > 1.0:
+            self._nbytes, self._counted = folder_bytes(self.directory), time.monotonic()
+        return self._nbytes
 
     def flush(self) -> None:
         """Blocks until every queued chunk is on disk."""
@@ -60,6 +72,18 @@ class SpoolWriter:
     def close(self) -> None:
         self._queue.put(None)
         self._thread.join(timeout=30)
+
+
+def folder_bytes(directory: Path) -> int:
+    """Bytes of the chunk files in ``directory`` (files removed meanwhile are skipped)."""
+    total = 0
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            try:
+                total += entry.stat().st_size
+            except FileNotFoundError:
+                pass
+    return total
 
 
 def read_chunk(directory: str | Path, seq: int) -> dict[str, np.ndarray] | None:

@@ -35,6 +35,9 @@ class ActorStats:
     """Base policy: chunks that arrived after their planned start."""
     base_infer_us: int = 0
     """Base policy: median inference time (launch to chunk), microseconds (0 = no base policy)."""
+    spool_kb: int = 0
+    """Kilobytes in this actor's spool that no checkpoint holds yet (the learner checkpoints early when it nears
+    ``runtime.spool_max_mb``)."""
 
 
     def values(self) -> list[int]:
