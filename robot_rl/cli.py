@@ -85,7 +85,9 @@ def cmd_train(argv: list[str]) -> int:
         argv = argv[:i] + argv[i + 2:]
     description = (f"Train a policy: learner and actors as separate processes.\n\nCONFIG: a YAML file or a bundled "
                    f"task ({', '.join(bundled_configs())}); without CONFIG the bundled '{DEFAULT_CONFIG}' task, "
-                   f"whose values --help shows as defaults. Precedence: dataclass defaults < CONFIG < flags.")
+                   f"whose values --help shows as defaults. Precedence: dataclass defaults < CONFIG < flags.\n\n"
+                   f"--resume RUN_DIR continues a run from its folder (its config.yaml; flags override it), also one "
+                   f"stopped before its first checkpoint.")
     try:
         if argv and not argv[0].startswith("-"):
             config_path, argv = resolve_config(argv[0]), argv[1:]

@@ -24,6 +24,8 @@ HELP = {
                      "--pretrained", "--threads", "--device", "--seed", "--overwrite", "--no-progress"],
     "launch": ["FILE", "NAME:=VALUE", "--print"],
     "ros-index": ["PREFIX"],
+    "train": ["--resume", "--checkpoint-every-s", "--progress-every-s", "--runtime.heartbeat-timeout",
+              "--runtime.spool-max-mb"],
 }
 BAD = {  # command line -> what stderr names
     "record-demos reach --bogus 1": "--bogus",

@@ -178,10 +178,23 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, observations: int
             example = _stack(rows)
         low, high = env_action_bounds(env)
         info = {"run": str(run_dir), "checkpoint": ckpt.name, "env_id": cfg.env.id, "agent": cfg.agent.name,
-                "control_hz": cfg.runtime.control_hz, "action_low": low, "action_high": high}
+                "control_hz": trained_rate(cfg.runtime.control_hz, env), "action_low": low, "action_high": high}
         return export_policy(agent, fmt, out, example, info)
     finally:
         env.close()
+
+
+def trained_rate(actor_hz: float, env: Any) -> float | None:
+    """The control rate the policy was trained at: the actor's (``runtime.control_hz``) when it was paced, else the
+    env's own step rate (a robot_rl sim's ``control_hz``, a gymnasium env's ``1 / dt``); None when unknown."""
+    if actor_hz > 0:
+        return float(actor_hz)
+    base = env.unwrapped
+    own = getattr(getattr(base, "cfg", None), "control_hz", None)
+    if own:
+        return float(own)
+    dt = getattr(base, "dt", None)
+    return 1.0 / float(dt) if dt else None
 
 
 def _stack(rows: list[Mapping[str, Any]]) -> dict[str, Any]:

@@ -32,6 +32,8 @@ FINGERS = ("finger_left", "finger_right")
 
 def _series(reader: Any, topic: str) -> tuple[np.ndarray, list[Any]]:
     conns = [c for c in reader.connections if c.topic.rstrip("/").endswith("/" + topic) or c.topic == topic]
+    if not conns:  # rosbags reads every message for an empty connection list: a topic not in the bag has none
+        return np.zeros(0, np.int64), []
     items = [(t, reader.deserialize(raw, c.msgtype)) for c, t, raw in reader.messages(connections=conns)]
     items.sort(key=lambda x: x[0])
     return np.array([t for t, _ in items], np.int64), [m for _, m in items]

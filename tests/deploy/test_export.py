@@ -61,6 +61,7 @@ def test_exports_match_the_torch_policy_and_the_runner_needs_no_torch(run, tmp_p
     script = export_run(run, "torchscript", tmp_path / "ts")
     for meta in (onnx, script):
         assert meta["check_max_abs_diff"] <= 1e-5 and meta["check_observations"] >= 32
+        assert meta["control_hz"] == pytest.approx(20.0)  # the rate it was trained at (a flat-out sim's own)
         assert meta["inputs"][0]["name"] == "state" and meta["output"]["range"] == [-1.0, 1.0]
     env, observations = env_observations(cfg, 8)
     agent = make_agent(cfg.agent, ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
