@@ -264,6 +264,7 @@ class EvalArgs:
 
 def cmd_eval(argv: list[str]) -> int:
     from robot_rl.config import ConfigError, parse_command
+    from robot_rl.policies.base import PolicyError
     from robot_rl.policies.evaluate import evaluate_base_policy, is_base_policy
     from robot_rl.runtime.evaluation import evaluate_runs
 
@@ -281,6 +282,9 @@ def cmd_eval(argv: list[str]) -> int:
         result = evaluate_runs(list(args.run_dirs), args.episodes, args.video)
     except (ConfigError, ValueError, FileNotFoundError) as exc:
         return fail("eval", exc)
+    except PolicyError as exc:  # a base policy that cannot run: its error, not a 0 % success
+        log.error("eval: %s", exc)
+        return 1
     if len(args.run_dirs) == 1:
         result = result[args.run_dirs[0]]
     print(json.dumps(result, indent=2))

@@ -119,7 +119,13 @@ class ExecutionConfig:
     temporal_ensemble: float = 0.0
     """ACT's temporal ensembling: > 0 averages every chunk's prediction for the current step with weights
     exp(-m * i) (i = 0 the oldest chunk); 0 = off."""
+    max_failed_inferences: int = 10
+    """Inferences failing in a row after which the base policy counts as broken: the actor, ``robot-rl eval`` and
+    ``robot-rl train`` stop with the count and the first error, never a quiet 0 % success. Fewer (a server gone for
+    a moment) hold the robot and are logged."""
 
     def validate(self) -> None:
         if self.execute_steps < 0 or self.lead_steps < -1 or self.temporal_ensemble < 0:
             raise ValueError("execution: execute_steps >= 0, lead_steps >= -1 and temporal_ensemble >= 0 required")
+        if self.max_failed_inferences < 1:
+            raise ValueError(f"execution.max_failed_inferences must be >= 1, got {self.max_failed_inferences}")

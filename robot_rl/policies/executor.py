@@ -86,6 +86,8 @@ class ChunkExecutor:
         self.last_action: np.ndarray | None = None
         self.latencies: deque[float] = deque(maxlen=1000)
         self.inferences = self.missed_steps = self.late_chunks = self.failures = 0
+        self.failed_in_a_row = 0
+        self.first_error: str | None = None
         self._latency_ema = 0.0
         self._cond = threading.Condition()
         self._request: tuple | None = None
@@ -103,6 +105,7 @@ class ChunkExecutor:
         t0 = time.perf_counter()
         chunk = self.policy.infer(obs, instruction, noise)
         latency = time.perf_counter() - t0
+        self.failed_in_a_row = 0
         self.latencies.append(latency)
         self._latency_ema = latency if self.inferences == 0 else 0.8 * self._latency_ema + 0.2 * latency
         self.inferences += 1
@@ -120,13 +123,19 @@ class ChunkExecutor:
             try:
                 chunk: np.ndarray | None = self._infer(obs, instruction)
             except (PolicyError, OSError, RuntimeError, ValueError) as exc:
-                self.failures += 1
-                if self.failures == 1 or self.failures % 100 == 0:
-                    log.warning("base policy inference failed (%d so far): %s", self.failures, exc)
+                self._failed(exc)
                 chunk = None
             with self._cond:
                 self._result = (episode, chunk, start)
                 self._pending = False
+
+    def _failed(self, exc: BaseException) -> None:
+        self.failures += 1
+        self.failed_in_a_row += 1
+        if self.first_error is None:
+            self.first_error = f"{type(exc).__name__}: {exc}"
+        if self.failures == 1 or self.failures % 100 == 0:
+            log.warning("base policy inference failed (%d so far): %s", self.failures, exc)
 
     def lead(self) -> int:
         """Steps before a chunk's end at which the next inference is launched."""
@@ -197,10 +206,14 @@ class ChunkExecutor:
             try:  # the episode's first chunk, or sync mode's next one: the robot waits for it
                 self.chunks.append(_Chunk(self._infer(obs, instruction), self.t))
             except (PolicyError, OSError, RuntimeError, ValueError) as exc:
-                self.failures += 1
-                log.warning("base policy inference failed (%d so far): %s", self.failures, exc)
+                self._failed(exc)
         elif self.cfg.mode != "sync":
             self._launch(obs, instruction)
+        if self.failed_in_a_row >= self.cfg.max_failed_inferences:
+            raise PolicyError(f"base policy: {self.failed_in_a_row} inferences in a row failed "
+                              f"({self.failures} of {self.failures + self.inferences} in all; "
+                              f"execution.max_failed_inferences {self.cfg.max_failed_inferences}); the first: "
+                              f"{self.first_error}")
         selected = self._select()
         if not selected:
             self.missed_steps += 1

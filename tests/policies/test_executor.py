@@ -188,3 +188,17 @@ def test_reset_while_a_request_waits_does_not_stall_later_launches():
     _, steps = run(ex, 12, period_s=0.05)
     ex.close()
     assert not any(s.missed for s in steps[4:]), [s.chunk_index for s in steps]
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_a_policy_whose_every_inference_fails_stops_the_run_with_the_first_error(mode):
+    class Broken(GoalPolicy):
+        def infer(self, obs, instruction="", noise=None):
+            raise RuntimeError("stack expects a non-empty TensorList")
+
+    ex = ChunkExecutor(Broken(horizon=4), ExecutionConfig(mode=mode, lead_steps=1, max_failed_inferences=5),
+                       period_s=0.01)
+    with pytest.raises(PolicyError, match=r"5 inferences in a row failed .*the first: RuntimeError: stack expects"):
+        run(ex, 200, period_s=0.01)
+    ex.close()
+    assert ex.failures == 5 and ex.inferences == 0
