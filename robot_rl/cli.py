@@ -453,6 +453,9 @@ COMMANDS = {"train": cmd_train, "learner": cmd_learner, "actor": cmd_actor, "eva
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
+        # headless: MuJoCo renders offscreen with EGL (any env's, not only robot_rl's sims), unless told otherwise
+        os.environ.setdefault("MUJOCO_GL", "egl")
     try:
         argv, level = pop_log_level(argv)
         setup_logging(level)

@@ -109,3 +109,13 @@ def test_train_help_shows_every_field_and_the_default_task() -> None:
     bc = subprocess.run([sys.executable, "-m", "robot_rl.cli", "train", "--agent.name", "bc", "--help"],
                         capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
     assert "--agent.lr" in bc.stdout and "--agent.num-critics" not in bc.stdout
+
+
+def test_headless_commands_render_mujoco_with_egl_unless_told_otherwise() -> None:
+    probe = "import os; from robot_rl.cli import main; main(['--help']); print('GL=' + os.environ['MUJOCO_GL'])"
+    env = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "DISPLAY", "WAYLAND_DISPLAY")}
+    out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert "GL=egl" in out.stdout, out.stderr[-2000:]
+    out = subprocess.run([sys.executable, "-c", probe], env={**env, "MUJOCO_GL": "osmesa"}, capture_output=True,
+                         text=True, cwd=ROOT)
+    assert "GL=osmesa" in out.stdout, out.stderr[-2000:]

@@ -13,9 +13,13 @@ from pathlib import Path
 
 from robot_rl.agents.registry import agent_class, make_agent
 from robot_rl.config import ConfigError
+from robot_rl.envs.config import EnvConfig
 from robot_rl.envs.make import has_expert, make_env
 from robot_rl.runtime.config import TrainConfig
 from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.utils.log import get_logger
+
+log = get_logger(__name__)
 
 
 def check_run(cfg: TrainConfig) -> None:
@@ -37,6 +41,7 @@ def check_run(cfg: TrainConfig) -> None:
         _check_base_policy(cfg, spec, action_dim, env)
         _check_expert_uses(cfg, has_expert(env))
         _check_demos(cfg, spec, action_dim)
+        _check_success_key(cfg, env)
         check_robot = getattr(env.unwrapped, "check_robot", None)  # a robot env checks its profile on the live graph
         if check_robot is not None:
             check_robot()
@@ -123,6 +128,30 @@ def _check_demos(cfg: TrainConfig, spec: ObsSpec, action_dim: int) -> None:
             check_store(Path(entry), spec, action_dim)
         except ReplayStoreError as exc:
             raise ConfigError(f"demos[{i}]: {exc}") from None
+
+
+SUCCESS_PROBE_STEPS = 5
+
+
+def _check_success_key(cfg: TrainConfig, env: object) -> None:
+    """A success key the user named that the env's ``info`` never carries (reset and the first steps, random
+    actions; a robot is never moved here) is said loudly, with the keys it does carry: success would read 0."""
+    key = cfg.env.success_key
+    if key == EnvConfig.success_key or getattr(env.unwrapped, "drives_hardware", False):
+        return
+    _, info = env.reset(seed=0)
+    seen = set(info)
+    for _ in range(SUCCESS_PROBE_STEPS):
+        if key in seen:
+            return
+        _, _, terminated, truncated, info = env.step(env.action_space.sample())
+        seen |= set(info)
+        if terminated or truncated:
+            break
+    if key not in seen:
+        log.warning("env.success_key %r is not in the info of %s's reset or first %d steps (keys seen: %s): "
+                    "success will read 0 unless the env sets it only at an episode's end", key, cfg.env.id,
+                    SUCCESS_PROBE_STEPS, ", ".join(sorted(seen)) or "none")
 
 
 def _check_training_env(cfg: TrainConfig) -> None:

@@ -51,3 +51,20 @@ def test_a_child_that_refuses_its_config_ends_the_run_without_restarts(tmp_path)
         proc = subprocess.run([sys.executable, "-m", "robot_rl.cli", *side, "--run-dir", str(run)],
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 2 and "env.id: cannot make 'NoSuchEnv-v0'" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_success_key_the_env_never_reports_is_said_with_the_keys_it_does(caplog) -> None:
+    import logging
+
+    from robot_rl.config import replace
+    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.runtime.preflight import check_run
+
+    cfg = replace(TrainConfig(), {"env.id": "robot_rl/Reach-v0", "env.success_key": "succes"})
+    with caplog.at_level(logging.WARNING, logger="robot_rl"):
+        check_run(cfg)
+    assert "env.success_key 'succes' is not in the info" in caplog.text and "is_success" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="robot_rl"):
+        check_run(replace(cfg, {"env.success_key": "is_success"}))
+    assert "success_key" not in caplog.text
