@@ -38,7 +38,18 @@ PACKAGE_XML = """<?xml version="1.0"?>
   <export><build_type>ament_python</build_type></export>
 </package>
 """
-LAUNCH_DIR = Path(__file__).resolve().parents[2] / "launch"
+def launch_dir() -> Path:
+    """The launch files: this checkout's ``launch/``, or where an installed wheel put them (``robot_rl_launch``)."""
+    checkout = Path(__file__).resolve().parents[2] / "launch"
+    if checkout.is_dir():
+        return checkout
+    from importlib.util import find_spec
+
+    spec = find_spec("robot_rl_launch")  # a folder of data, no __init__.py (a namespace package)
+    return Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else checkout
+
+
+LAUNCH_DIR = launch_dir()
 
 
 def write_index(prefix: str | Path, launch_dir: Path = LAUNCH_DIR) -> Path:
