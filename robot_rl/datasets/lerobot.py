@@ -235,8 +235,7 @@ def write_lerobot(episodes: Iterable[Episode], spec: ObsSpec, action_dim: int, o
     (out / "meta/episodes/chunk-000").mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(episode_rows), str(out / EPISODES_PATH.format(chunk_index=0, file_index=0)),
                    compression="snappy")
-    pq.write_table(pa.table({"task": list(tasks), "task_index": pa.array(list(tasks.values()), pa.int64())}),
-                   str(out / "meta/tasks.parquet"))
+    write_tasks(tasks, out / "meta/tasks.parquet")
     stats = {feat: {k: v.tolist() for k, v in _merge_stats([p[feat] for p in stats_parts]).items()}
              for feat in stats_parts[0]}
     (out / "meta/stats.json").write_text(json.dumps(stats))
@@ -264,12 +263,11 @@ def read_lerobot(folder: str | Path) -> tuple[ObsSpec, int, dict[str, Any], Iter
     if "observation.state" not in features or "action" not in features:
         raise ValueError(f"{folder}: needs observation.state and action features")
     cams = {k.rsplit(".", 1)[1]: k for k, f in features.items()
-            if k.startswith("observation.images.") and f["dtype"] == "video"}
+            if k.startswith("observation.images.") and f["dtype"] in ("video", "image")}
     spec = ObsSpec(int(features["observation.state"]["shape"][0]),
                    {c: tuple(features[k]["shape"]) for c, k in sorted(cams.items())})
     action_dim = int(features["action"]["shape"][0])
-    tasks = pq.read_table(str(folder / "meta/tasks.parquet")).to_pydict()
-    task_of = dict(zip(tasks["task_index"], tasks["task"]))
+    task_of = read_tasks(folder / "meta/tasks.parquet")
     episodes = sorted((r for f in sorted((folder / "meta/episodes").rglob("*.parquet"))
                        for r in pq.read_table(str(f)).to_pylist()), key=lambda r: r["episode_index"])
 
@@ -299,6 +297,9 @@ def _episode(folder: Path, info: dict[str, Any], cams: dict[str, str], task_of: 
 
     obs = {"state": d["observation.state"][sel].astype(np.float32)}
     for cam, key in cams.items():
+        if info["features"][key]["dtype"] == "image":  # frames stored in the data files (PNG / JPEG bytes)
+            obs[f"pixels/{cam}"] = np.stack([_image(item, folder) for item in d[key][sel]])
+            continue
         video = folder / info["video_path"].format(video_key=key, chunk_index=row[f"videos/{key}/chunk_index"],
                                                    file_index=row[f"videos/{key}/file_index"])
         obs[f"pixels/{cam}"] = _decode(video, row[f"videos/{key}/from_timestamp"], len(sel), info["fps"])
@@ -317,6 +318,48 @@ def _episode(folder: Path, info: dict[str, Any], cams: dict[str, str], task_of: 
                    intervened=col("intervened", False).astype(bool)[:t],
                    source=[SOURCES[int(s)] for s in col("source", SOURCE_CODE["demo"])[:t]],
                    success=bool(success.any()), instruction=str(task_of.get(int(d["task_index"][sel][0]), "")))
+
+
+def _image(item: Any, folder: Path) -> np.ndarray:
+    """An ``image`` feature's cell (HF datasets' ``{"bytes", "path"}``) as RGB uint8 ``[H, W, 3]``."""
+    import cv2
+
+    raw = item.get("bytes") if isinstance(item, dict) else item
+    if raw is None:
+        raw = (folder / item["path"]).read_bytes()
+    bgr = cv2.imdecode(np.frombuffer(raw, np.uint8), cv2.IMREAD_COLOR)
+    if bgr is None:
+        raise ValueError(f"{folder}: an image frame that does not decode")
+    return bgr[..., ::-1].copy()
+
+
+def write_tasks(tasks: dict[str, int], path: Path) -> None:
+    """``meta/tasks.parquet`` as LeRobot writes it (a pandas DataFrame indexed by the task string, one
+    ``task_index`` column), so ``pd.read_parquet`` gives LeRobot the index it looks tasks up in."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"task_index": pa.array(list(tasks.values()), pa.int64()), "task": pa.array(list(tasks))})
+    pandas = {"index_columns": ["task"], "column_indexes": [{"name": None, "field_name": None, "pandas_type":
+              "unicode", "numpy_type": "object", "metadata": {"encoding": "UTF-8"}}],
+              "columns": [{"name": "task_index", "field_name": "task_index", "pandas_type": "int64",
+                           "numpy_type": "int64", "metadata": None},
+                          {"name": "task", "field_name": "task", "pandas_type": "unicode", "numpy_type": "object",
+                           "metadata": None}],
+              "creator": {"library": "pyarrow", "version": pa.__version__}, "pandas_version": "2.2.3"}
+    pq.write_table(table.replace_schema_metadata({"pandas": json.dumps(pandas)}), str(path))
+
+
+def read_tasks(path: Path) -> dict[int, str]:
+    """``task_index -> task`` from ``meta/tasks.parquet``: the task strings as the pandas index (LeRobot's layout,
+    named ``task`` or unnamed ``__index_level_0__``) or as a ``task`` column."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(str(path))
+    names = [c for c in ("task", "__index_level_0__") if c in table.column_names]
+    if not names or "task_index" not in table.column_names:
+        raise ValueError(f"{path}: no task strings (columns {table.column_names})")
+    return dict(zip(table.column("task_index").to_pylist(), map(str, table.column(names[0]).to_pylist())))
 
 
 def _decode(path: Path, start_s: float, frames: int, fps: int) -> np.ndarray:

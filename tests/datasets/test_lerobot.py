@@ -150,3 +150,68 @@ def test_a_runs_replay_exports_with_its_sources(tmp_path):
     assert info["robot_type"] == "robot_rl/Reach-v0" and info["fps"] == 20
     meta = import_dataset(tmp_path / "le", tmp_path / "back.zarr")
     assert len(meta["episodes"]) == info["total_episodes"] >= 4
+
+
+def test_tasks_are_indexed_by_their_string_as_lerobot_reads_them(dataset, tmp_path):
+    """LeRobot reads meta/tasks.parquet with pandas and looks a task up by its string (``tasks.loc[task]``)."""
+    pd = pytest.importorskip("pandas")
+    root = tmp_path / "le"
+    export_dataset(dataset, root)
+    tasks = pd.read_parquet(root / "meta/tasks.parquet")
+    data = pq.read_table(root / "data/chunk-000/file-000.parquet").to_pydict()
+    _, _, episodes = read_episodes(dataset)
+    for ep in episodes:
+        assert ep.instruction  # PickColor says which cube
+        index = int(tasks.loc[ep.instruction].task_index)
+        assert index in data["task_index"]
+
+
+@pytest.mark.parametrize("named_index", [False, True], ids=["lerobot-0.4", "lerobot-0.6"])
+def test_a_dataset_in_lerobots_layout_with_image_cameras_imports(tmp_path, named_index):
+    """Written the way LeRobot's writer lays it out: an ``image`` camera (PNG bytes in the data file, not a
+    video), tasks.parquet from a pandas DataFrame indexed by the task (unnamed in 0.4.x, named ``task`` in 0.6.x)."""
+    import cv2
+
+    pd = pytest.importorskip("pandas")
+    root = tmp_path / "ds"
+    (root / "meta/episodes/chunk-000").mkdir(parents=True)
+    (root / "data/chunk-000").mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    lengths, rows, frames = [3, 4], [], []
+    for ep, n in enumerate(lengths):
+        for k in range(n):
+            img = rng.integers(0, 256, (8, 8, 3), np.uint8)
+            frames.append(img)
+            rows.append({"observation.state": rng.normal(size=3).astype(np.float32).tolist(),
+                         "action": rng.normal(size=2).astype(np.float32).tolist(),
+                         "observation.images.top": {"bytes": cv2.imencode(".png", img[..., ::-1])[1].tobytes(),
+                                                    "path": None},
+                         "timestamp": k / 10, "frame_index": k, "episode_index": ep, "index": len(rows),
+                         "task_index": 0})
+    pq.write_table(pa.Table.from_pylist(rows), root / "data/chunk-000/file-000.parquet")
+    starts = np.cumsum([0, *lengths])
+    pq.write_table(pa.Table.from_pylist([
+        {"episode_index": e, "tasks": ["stack the blocks"], "length": n, "data/chunk_index": 0,
+         "data/file_index": 0, "dataset_from_index": int(starts[e]), "dataset_to_index": int(starts[e + 1])}
+        for e, n in enumerate(lengths)]), root / "meta/episodes/chunk-000/file-000.parquet")
+    index = pd.Index(["stack the blocks"], name="task" if named_index else None)
+    pd.DataFrame({"task_index": [0]}, index=index).to_parquet(root / "meta/tasks.parquet")
+    scalar = {"shape": [1], "names": None}
+    (root / "meta/info.json").write_text(json.dumps({
+        "codebase_version": "v3.0", "fps": 10, "total_episodes": 2, "total_frames": len(rows), "total_tasks": 1,
+        "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet", "video_path": None,
+        "features": {"observation.state": {"dtype": "float32", "shape": [3], "names": None},
+                     "action": {"dtype": "float32", "shape": [2], "names": None},
+                     "observation.images.top": {"dtype": "image", "shape": [8, 8, 3],
+                                                "names": ["height", "width", "channels"]},
+                     "timestamp": {"dtype": "float32", **scalar}, "frame_index": {"dtype": "int64", **scalar},
+                     "episode_index": {"dtype": "int64", **scalar}, "index": {"dtype": "int64", **scalar},
+                     "task_index": {"dtype": "int64", **scalar}}}))
+    import_dataset(root, tmp_path / "back.zarr")
+    spec, action_dim, episodes = read_episodes(tmp_path / "back.zarr")
+    assert spec.cameras == {"top": (8, 8, 3)} and action_dim == 2
+    episodes = list(episodes)
+    assert [ep.length + 1 for ep in episodes] == lengths
+    got = np.concatenate([ep.observations["pixels/top"] for ep in episodes])
+    np.testing.assert_array_equal(got, np.stack(frames))  # PNG: lossless
+    assert all(ep.instruction == "stack the blocks" for ep in episodes)
