@@ -4,6 +4,7 @@ copy this file and the export folder to a robot PC.
     from runner import OnnxPolicy
     policy = OnnxPolicy("exported/")
     action = policy.act({"state": state, "pixels": {"front": frame}})      # in [-1, 1]
+    action = policy.act({..., "instruction": "pick up the red cube"})      # a language policy: the text
     command = policy.to_env_units(action)                                  # in the env's action units
 
 This module must not import torch or anything else from robot_rl (a test checks).
@@ -37,6 +38,8 @@ class OnnxPolicy:
         self.session = ort.InferenceSession(str(folder / self.meta["file"]), options,
                                             providers=["CPUExecutionProvider"])
         self.inputs = self.meta["inputs"]
+        self.instructions = {t: np.asarray(v, np.float32) for t, v in self.meta.get("instructions", {}).items()}
+        """A language policy's instructions (text -> the embedding it was trained with), from the export."""
         low, high = self.meta.get("action_low"), self.meta.get("action_high")
         self.low = None if low is None else np.asarray(low, np.float32)
         self.high = None if high is None else np.asarray(high, np.float32)
@@ -46,15 +49,34 @@ class OnnxPolicy:
         feeds = {}
         for spec in self.inputs:
             name = spec["name"]
-            value = obs["pixels"][name.split(".", 1)[1]] if name.startswith("pixels.") else obs[name]
+            if name == "instruction":
+                value = self.embedding(obs.get("instruction"))
+            else:
+                value = obs["pixels"][name.split(".", 1)[1]] if name.startswith("pixels.") else obs[name]
             array = np.asarray(value, dtype=spec["dtype"])
             if single:
                 array = array[None]
+            elif name == "instruction" and array.ndim == 1:  # one instruction for the whole batch
+                array = np.broadcast_to(array, (len(obs["state"]), *array.shape))
             if list(array.shape[1:]) != spec["shape"]:
                 raise ValueError(f"observation {name!r} has shape {list(array.shape[1:])}, the policy takes "
                                  f"{spec['shape']}")
             feeds[name] = np.ascontiguousarray(array)
         return feeds, single
+
+    def embedding(self, instruction: Any) -> np.ndarray:
+        """The instruction input: an embedding as given, or the text's from the export's table (the only one when
+        the policy knows a single instruction and none is given)."""
+        if instruction is None and len(self.instructions) == 1:
+            return next(iter(self.instructions.values()))
+        if isinstance(instruction, str):
+            if instruction not in self.instructions:
+                raise ValueError(f"instruction {instruction!r} is not one this policy was trained on: "
+                                 f"{sorted(self.instructions)}")
+            return self.instructions[instruction]
+        if instruction is None:
+            raise ValueError(f"this policy takes an instruction: one of {sorted(self.instructions)}")
+        return np.asarray(instruction, np.float32)
 
     def act(self, obs: Mapping[str, Any]) -> np.ndarray:
         """The deterministic action for one observation (``state [D]``) or a batch (``state [N, D]``)."""

@@ -46,6 +46,10 @@ def run(request, tmp_path_factory):
     return run_dir
 
 
+def cfg_instruction_dim(meta: dict) -> int:
+    return next(i["shape"][0] for i in meta["inputs"] if i["name"] == "instruction")
+
+
 def env_observations(cfg: TrainConfig, n: int) -> tuple[object, list[dict]]:
     env = make_env(cfg.env)
     obs = [env.reset(seed=100 + i)[0] for i in range(n)]
@@ -76,6 +80,14 @@ def test_exports_match_the_torch_policy_and_the_runner_needs_no_torch(run, tmp_p
             inputs.append(torch.as_tensor(obs["instruction"])[None])
         with torch.no_grad():
             np.testing.assert_allclose(scripted(*inputs)[0].numpy(), expected, atol=1e-5)
+    if "instruction" in observations[0]:  # a language policy: the runner takes the text (the export's table)
+        assert set(onnx["instructions"]) and all(len(v) == cfg_instruction_dim(onnx) for v in
+                                                 onnx["instructions"].values())
+        for obs in observations:
+            text = next(t for t, v in onnx["instructions"].items() if np.allclose(v, obs["instruction"]))
+            np.testing.assert_allclose(policy.act({**obs, "instruction": text}), policy.act(obs), atol=1e-6)
+        with pytest.raises(ValueError, match="not one this policy was trained on"):
+            policy.act({**observations[0], "instruction": "dance"})
     low, high = np.asarray(onnx["action_low"]), np.asarray(onnx["action_high"])
     np.testing.assert_allclose(policy.to_env_units(np.ones(len(low))), high, rtol=1e-6)
     env.close()
