@@ -244,7 +244,8 @@ class EvalArgs:
     bootstrap 95 % CI) or of a base policy (a saved policy folder or a ws:// policy server) per task."""
 
     run_dirs: Annotated[tuple[str, ...], tyro.conf.Positional]
-    """Run folders (their latest checkpoint's policy), or one base policy: a folder with policy.json or ws://HOST:PORT."""
+    """Run folders (their latest checkpoint's policy), or one base policy: a folder with policy.json, ws://HOST:PORT
+    or lerobot:<type>:<folder>."""
     episodes: int = 10
     """Episodes per run (the same placements for every run) or per task."""
     video: str | None = None

@@ -76,8 +76,10 @@ class BasePolicyConfig:
     """Which base (generalist) policy the actor runs, and where it lives."""
 
     path: str = ""
-    """A saved policy folder (``policy.json`` + ``model.safetensors``, e.g. ``robot-rl train-bc``'s output), or
-    ``ws://HOST:PORT`` of a policy server (openpi's protocol; ``robot-rl serve-policy`` speaks it). Empty = none."""
+    """A saved policy folder (``policy.json`` + ``model.safetensors``, e.g. ``robot-rl train-bc``'s output),
+    ``ws://HOST:PORT`` of a policy server (openpi's protocol; ``robot-rl serve-policy`` speaks it), or
+    ``lerobot:<type>:<folder>`` (a LeRobot policy saved with ``save_pretrained``; needs lerobot installed).
+    Empty = none."""
     token_env: str = "ROBOT_RL_POLICY_TOKEN"
     """Environment variable holding the server's token (sent as ``Authorization: Api-Key <token>``); unset = none.
     Tokens never go into configs or run folders."""
