@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -78,3 +79,14 @@ def test_the_docs_site_builds_strictly(tmp_path):
     assert (tmp_path / "site/index.html").is_file() and (tmp_path / "site/guides/ros2/index.html").is_file()
     api = (tmp_path / "site/reference/api/index.html").read_text()
     assert "ReplayBuffer" in api and "doc-heading" in api
+    # what a reader would see as broken: a Sphinx role or an RST literal left raw, a table row rendered as text
+    role = re.compile(r":(?:class|meth|func|mod|attr|data|exc|obj):")
+    row_as_text = re.compile(r"<p>(?:(?!</p>).)*?^\| .* \|$", re.S | re.M)
+    faults = []
+    for page in sorted((tmp_path / "site").rglob("*.html")):
+        html = page.read_text()
+        name = str(page.relative_to(tmp_path / "site"))
+        faults += [f"{name}: raw Sphinx role {m.group(0)}" for m in role.finditer(html)][:3]
+        faults += [f"{name}: raw ``literal``" for _ in re.finditer("``", html)][:1]
+        faults += [f"{name}: a table row as text" for _ in row_as_text.finditer(html)][:1]
+    assert not faults, faults[:20]
