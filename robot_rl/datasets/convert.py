@@ -30,7 +30,7 @@ def resolve_store(path: str | Path) -> tuple[Path, dict[str, Any]]:
 
         cfg = load_yaml(TrainConfig, path / "config.yaml")
         return latest_checkpoint(path) / "replay.zarr", {"env_id": cfg.env.id, "fps": cfg.runtime.control_hz or 20,
-                                                         "instruction": cfg.env.instruction}
+                                                         "instruction": cfg.env.instruction, "run": True}
     if not (path / "commit.json").is_file():
         raise FileNotFoundError(f"{path} is neither a demo dataset, a replay store nor a run folder")
     meta = read_meta(path) or {}
@@ -41,10 +41,27 @@ def export_dataset(path: str | Path, out: str | Path, partitions: list[str] | No
                    robot_type: str | None = None) -> dict[str, Any]:
     """Writes the store at ``path`` (see :func:`resolve_store`) as a LeRobotDataset v3.0 at ``out``."""
     store, known = resolve_store(path)
-    spec, action_dim, episodes = read_episodes(store, partitions)
+    spec, action_dim, _ = read_episodes(store, partitions)
+    texts = _run_instructions(Path(path)) if spec.instruction_dim and known.get("run") else None
+    spec, action_dim, episodes = read_episodes(store, partitions, texts)
     fps = int(round(float(known["fps"])))
     return write_lerobot(episodes, spec, action_dim, out, fps, robot_type=robot_type or known["env_id"] or None,
                          default_task=known["instruction"])
+
+
+def _run_instructions(run: Path) -> dict[str, np.ndarray]:
+    """A run's instructions with their embeddings (its env, as configured), so exported episodes carry the text."""
+    from robot_rl.config import load_yaml
+    from robot_rl.envs.instructions import instruction_table
+    from robot_rl.envs.make import make_env
+    from robot_rl.runtime.config import TrainConfig
+
+    cfg = load_yaml(TrainConfig, run / "config.yaml")
+    env = make_env(cfg.env)
+    try:
+        return instruction_table(cfg.env, env)
+    finally:
+        env.close()
 
 
 def import_dataset(folder: str | Path, out: str | Path, instruction_encoder: str = "hash",

@@ -44,10 +44,12 @@ def store_partitions(path: str | Path) -> list[str]:
     return [name for name, c in commit["partitions"].items() if int(c.get("size", 0)) > 0]
 
 
-def read_episodes(path: str | Path, partitions: list[str] | None = None) -> tuple[ObsSpec, int, Iterator[Episode]]:
+def read_episodes(path: str | Path, partitions: list[str] | None = None,
+                  instructions: dict[str, np.ndarray] | None = None) -> tuple[ObsSpec, int, Iterator[Episode]]:
     """``(spec, action_dim, episodes)`` of a store: every complete chain of rows per (partition, episode id), in
     the order they were recorded. Success labels and instructions come from a demo dataset's metadata when it has
-    them; otherwise success is the last step's ``terminated`` (robot_rl's tasks terminate on success)."""
+    them; otherwise success is the last step's ``terminated`` (robot_rl's tasks terminate on success), and the
+    instruction the text whose embedding ``instructions`` (text -> embedding) gives."""
     from robot_rl.datasets.record import read_meta
     from robot_rl.replay.store import load_transitions
 
@@ -58,7 +60,8 @@ def read_episodes(path: str | Path, partitions: list[str] | None = None) -> tupl
     spec, action_dim, _ = load_transitions(path, names[0]) if names else load_transitions(path)
 
     def episodes() -> Iterator[Episode]:
-        texts: dict[bytes, str] = {}  # instruction embedding -> its text, learnt from the labelled episodes
+        # instruction embedding -> its text: given, and learnt from the labelled episodes
+        texts = {np.asarray(v, np.float32).tobytes(): t for t, v in (instructions or {}).items()}
         for name in names:
             _, _, a = load_transitions(path, name)
             valid = np.flatnonzero(a["valid"])

@@ -180,29 +180,12 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, observations: int
         info = {"run": str(run_dir), "checkpoint": ckpt.name, "env_id": cfg.env.id, "agent": cfg.agent.name,
                 "control_hz": trained_rate(cfg.runtime.control_hz, env), "action_low": low, "action_high": high}
         if agent.obs_spec.instruction_dim:  # a robot PC without robot_rl looks the embedding up by its text
-            info["instructions"] = instruction_table(cfg.env, env)
+            from robot_rl.envs.instructions import instruction_table
+
+            info["instructions"] = {t: v.astype(float).tolist() for t, v in instruction_table(cfg.env, env).items()}
         return export_policy(agent, fmt, out, example, info)
     finally:
         env.close()
-
-
-INSTRUCTION_PROBE_RESETS = 32
-
-
-def instruction_table(env_cfg: Any, env: Any) -> dict[str, list[float]]:
-    """Instruction text -> its embedding, for every instruction the policy was trained on: the config's fixed
-    ``env.instruction``, or those a sim's resets draw (``INSTRUCTION_PROBE_RESETS`` seeds; a robot is never reset
-    here). The exported runner takes the text and looks its embedding up (it has no text encoder)."""
-    from robot_rl.text import make_text_encoder
-
-    texts = {env_cfg.instruction} if env_cfg.instruction else set()
-    if not texts and not getattr(env.unwrapped, "drives_hardware", False):
-        for seed in range(INSTRUCTION_PROBE_RESETS):
-            text = env.reset(seed=seed)[1].get("instruction")
-            if text:
-                texts.add(str(text))
-    encoder = make_text_encoder(env_cfg.instruction_encoder)
-    return {t: encoder.encode(t).astype(float).tolist() for t in sorted(texts)}
 
 
 def trained_rate(actor_hz: float, env: Any) -> float | None:

@@ -141,13 +141,17 @@ def test_a_runs_replay_exports_with_its_sources(tmp_path):
     cfg = from_dict(TrainConfig, {
         "name": "r", "runs_dir": str(tmp_path), "total_env_steps": 120, "random_steps": 60, "learning_starts": 60,
         "eval_every": 0, "eval_episodes": 1, "checkpoint_every": 120, "progress": False, "demos": ["scripted:2"],
-        "env": {"id": "robot_rl/Reach-v0", "max_episode_steps": 30}, "runtime": {"processes": False},
+        "env": {"id": "robot_rl/Reach-v0", "max_episode_steps": 30, "kwargs": {"instruction": True}},
+        "runtime": {"processes": False},
         "agent": {"num_critics": 2, "utd": 1, "batch_size": 16, "hidden_dims": [16]}})
     run_dir, _ = train(cfg)
     info = export_dataset(run_dir, tmp_path / "le")
     table = pq.read_table(tmp_path / "le" / info["data_path"].format(chunk_index=0, file_index=0)).to_pydict()
     assert set(table["source"]) == {0, 1}  # online and demo rows
     assert info["robot_type"] == "robot_rl/Reach-v0" and info["fps"] == 20
+    # the online episodes carry their instruction's text too (the replay holds only its embedding)
+    tasks = pq.read_table(tmp_path / "le" / "meta/tasks.parquet").column("task").to_pylist()
+    assert tasks == ["move the gripper to the green ball"]
     meta = import_dataset(tmp_path / "le", tmp_path / "back.zarr")
     assert len(meta["episodes"]) == info["total_episodes"] >= 4
 
