@@ -204,18 +204,23 @@ class Supervisor:
         return RunAborted(f"{what} stopped on a full disk (its message is above): the last checkpoint is intact; "
                             f"free space, then continue with --resume {self.run_dir}")
 
+    def _restart_delay(self, what: str, code: int, budget: RestartBudget, field: str) -> float:
+        """Spends one restart of ``budget``: its backoff, or RunAborted naming ``runtime.<field>`` when spent."""
+        delay = budget.take()
+        if delay is None:
+            rt = self.cfg.runtime
+            raise RunAborted(f"{what} exited with code {code}: {getattr(rt, field)} restarts within "
+                             f"{rt.restart_window_s:g} s used up (runtime.{field}). Its log is above; continue "
+                             f"with --resume {self.run_dir}")
+        return delay
+
     def _learner_died(self, code: int) -> None:
         if code == CONFIG_ERROR:
             raise ConfigError("the learner refused the run's config (its message is above)")
         if code == DISK_FULL:
             raise self._disk_full("the learner")
         self.learner = None
-        delay = self.learner_budget.take()
-        rt = self.cfg.runtime
-        if delay is None:
-            raise RunAborted(f"learner exited with code {code}: {rt.learner_restarts} restarts within "
-                               f"{rt.restart_window_s:g} s used up (runtime.learner_restarts). Its log is above; "
-                               f"continue with --resume {self.run_dir}")
+        delay = self._restart_delay("learner", code, self.learner_budget, "learner_restarts")
         self.restarts["learner"] += 1
         resume = (self.run_dir / "checkpoints" / "latest").is_file()
         log.warning("learner exited with code %d; restarting it in %.0f s (%s)", code, delay,
@@ -229,12 +234,7 @@ class Supervisor:
             raise self._disk_full(f"actor {index}")
         self.launcher.check_actor_death(index, code)
         self.actors[index] = None  # type: ignore[assignment]
-        delay = self.actor_budget.take()
-        rt = self.cfg.runtime
-        if delay is None:
-            raise RunAborted(f"actor {index} exited with code {code}: {rt.actor_restarts} restarts within "
-                               f"{rt.restart_window_s:g} s used up (runtime.actor_restarts). Its log is above; "
-                               f"continue with --resume {self.run_dir}")
+        delay = self._restart_delay(f"actor {index}", code, self.actor_budget, "actor_restarts")
         self.restarts["actor"] += 1
         self.incarnations[index] += 1
         log.warning("actor %d exited with code %d; starting a replacement in %.0f s", index, code, delay)
