@@ -103,10 +103,18 @@ class Soak:
             rss = rss_mb(pid)
             if rss is not None:
                 self.memory.append((now, role, rss))
+                self._keep(now, role, rss)
         try:  # the replay's filled rows: learner memory that grows by design
-            self.memory.append((now, "replay", json.loads((self.run / "status.json").read_text())["replay_mb"]))
+            replay_mb = json.loads((self.run / "status.json").read_text())["replay_mb"]
         except (OSError, ValueError, KeyError):
-            pass
+            return
+        self.memory.append((now, "replay", replay_mb))
+        self._keep(now, "replay", replay_mb)
+
+    def _keep(self, t: float, role: str, mb: float) -> None:
+        """Each sample also goes to ``memory.jsonl`` beside the log at once: a harness that fails later keeps them."""
+        with open(self.log.parent / "memory.jsonl", "a") as f:
+            f.write(json.dumps([round(t, 1), role, round(mb, 1)]) + "\n")
 
     # ----------------------------------------------------------------- faults
     def inject(self, kind: str, rng: random.Random) -> dict:
@@ -140,6 +148,8 @@ class Soak:
             entry["skipped"] = "no such process at the moment"
         entry["survived"] = entry.get("recovered_s") is not None
         print(json.dumps(entry), flush=True)
+        with open(self.log.parent / "faults.jsonl", "a") as f:
+            f.write(json.dumps(entry) + "\n")
         return entry
 
     def fill_disk(self) -> dict:

@@ -28,8 +28,12 @@ CLI = [sys.executable, "-m", "robot_rl.cli"]
 
 def replay_keys(run: Path) -> tuple[Counter, dict]:
     """(episode id, step) of every online transition in the latest checkpoint's replay, counted; and its counters."""
+    from robot_rl.config import load_yaml
+    from robot_rl.runtime.config import TrainConfig
+
     ckpt = latest_checkpoint(run)
-    online = load_buffer(ckpt / "replay.zarr").partitions["online"]
+    cfg = load_yaml(TrainConfig, run / "config.yaml")  # its capacities: the defaults would not fit pixel rows in RAM
+    online = load_buffer(ckpt / "replay.zarr", cfg.replay).partitions["online"]
     a = {k: v[: online.size] for k, v in online.arrays.items()}
     valid = a["valid"]
     keys = Counter(zip(a["episode_id"][valid].tolist(), a["step"][valid].tolist()))
