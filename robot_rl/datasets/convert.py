@@ -15,6 +15,7 @@ import numpy as np
 
 from robot_rl.datasets.episodes import read_episodes
 from robot_rl.datasets.lerobot import read_lerobot, write_lerobot
+from robot_rl.replay.store import store_spec
 from robot_rl.spaces import ObsSpec, obs_row
 
 
@@ -41,7 +42,7 @@ def export_dataset(path: str | Path, out: str | Path, partitions: list[str] | No
                    robot_type: str | None = None) -> dict[str, Any]:
     """Writes the store at ``path`` (see :func:`resolve_store`) as a LeRobotDataset v3.0 at ``out``."""
     store, known = resolve_store(path)
-    spec, action_dim, _ = read_episodes(store, partitions)
+    spec, _ = store_spec(store)
     texts = _run_instructions(Path(path)) if spec.instruction_dim and known.get("run") else None
     spec, action_dim, episodes = read_episodes(store, partitions, texts)
     fps = int(round(float(known["fps"])))

@@ -51,13 +51,13 @@ def read_episodes(path: str | Path, partitions: list[str] | None = None,
     them; otherwise success is the last step's ``terminated`` (robot_rl's tasks terminate on success), and the
     instruction the text whose embedding ``instructions`` (text -> embedding) gives."""
     from robot_rl.datasets.record import read_meta
-    from robot_rl.replay.store import load_transitions
+    from robot_rl.replay.store import load_transitions, store_spec
 
     path = Path(path)
     meta = read_meta(path) or {}
     labels = {int(e["episode_id"]): e for e in meta.get("episodes", [])}
     names = partitions or store_partitions(path)
-    spec, action_dim, _ = load_transitions(path, names[0]) if names else load_transitions(path)
+    spec, action_dim = store_spec(path)
 
     def episodes() -> Iterator[Episode]:
         # instruction embedding -> its text: given, and learnt from the labelled episodes

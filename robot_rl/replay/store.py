@@ -168,6 +168,12 @@ def load_buffer(path: str | Path, cfg: ReplayConfig | None = None, expected_spec
     return buffer
 
 
+def store_spec(path: str | Path) -> tuple[ObsSpec, int]:
+    """``(spec, action_dim)`` of a store, from its attributes (no rows read)."""
+    _, _, spec, action_dim = _open(Path(path))
+    return spec, action_dim
+
+
 def load_transitions(path: str | Path, partition: str | None = None, expected_spec: ObsSpec | None = None,
                      expected_action_dim: int | None = None) -> tuple[ObsSpec, int, dict[str, np.ndarray]]:
     """All committed rows of a store (one partition, or every partition concatenated), validated.

@@ -54,6 +54,11 @@ def save_checkpoint(run_dir: str | Path, agent: Agent, replay: ReplayBuffer | No
     return final
 
 
+def has_checkpoint(run_dir: str | Path) -> bool:
+    """Whether the run has a complete checkpoint (``checkpoints/latest`` is written last)."""
+    return (Path(run_dir) / "checkpoints" / "latest").is_file()
+
+
 def latest_checkpoint(run_dir: str | Path) -> Path:
     root = Path(run_dir) / "checkpoints"
     pointer = root / "latest"

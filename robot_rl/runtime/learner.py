@@ -35,7 +35,7 @@ from robot_rl.agents.registry import make_agent, uses_base
 from robot_rl.envs.make import make_env
 from robot_rl.policies.evaluate import evaluation_agent
 from robot_rl.replay.buffer import ReplayBuffer
-from robot_rl.runtime.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from robot_rl.runtime.checkpoint import has_checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
 from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.evaluation import evaluate
 from robot_rl.runtime.intake import Intake, LearnerCounters
@@ -128,7 +128,7 @@ class Learner:
         self.agent = make_agent(cfg.agent, self.spec, self.action_dim, seed=seeds.agent())
         self.sampling = type(self.agent).sampling(cfg.agent)
         self.counters = LearnerCounters()
-        if resume and not (self.run_dir / "checkpoints" / "latest").is_file():
+        if resume and not has_checkpoint(self.run_dir):
             log.info("no checkpoint yet: the agent starts fresh; the actors' spools rebuild the replay")
             resume = False
         if resume:

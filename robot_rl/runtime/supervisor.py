@@ -16,6 +16,7 @@ from datetime import datetime
 from pathlib import Path
 
 from robot_rl.config import ConfigError, save_yaml
+from robot_rl.runtime.checkpoint import has_checkpoint
 from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.launchers import CONFIG_ERROR, Launcher, LocalLauncher, Process
 from robot_rl.runtime.liveness import Heartbeats, RestartBudget
@@ -35,7 +36,7 @@ def prepare_run(cfg: TrainConfig, resume_dir: str | Path | None) -> Path:
         run_dir = Path(resume_dir)
         if not (run_dir / "config.yaml").is_file():
             raise FileNotFoundError(f"cannot resume {run_dir}: not a run folder (no config.yaml)")
-        if not (run_dir / "checkpoints" / "latest").is_file():
+        if not has_checkpoint(run_dir):
             log.info("resuming %s: no checkpoint yet; the agent starts fresh and the replay is rebuilt from the "
                      "actors' spools", run_dir)
     else:
@@ -105,8 +106,9 @@ class Supervisor:
     LEARNER_STOP_S = 300.0
     """How long a stopping learner may take for its final checkpoint before it is killed."""
 
-    def __init__(self, cfg: TrainConfig, run_dir: Path, resume: bool, launcher: Launcher | None = None) -> None:
-        self.cfg, self.run_dir, self.resume = cfg, run_dir, resume
+    def __init__(self, cfg: TrainConfig, run_dir: Path, launcher: Launcher | None = None) -> None:
+        """The learner resumes whenever the run folder holds a checkpoint (``--resume`` or a restart)."""
+        self.cfg, self.run_dir = cfg, run_dir
         rt = cfg.runtime
         self.launcher = launcher or LocalLauncher(run_dir)
         self.learner: Process | None = None
@@ -117,7 +119,6 @@ class Supervisor:
         self.heartbeats = Heartbeats(run_dir, rt.heartbeat_timeout, rt.startup_timeout)
         self.pending: dict[str, float] = {}
         """Restarts waiting out their backoff: "learner" or "actor<i>" -> when (``time.monotonic``)."""
-        self.restarts: dict[str, int] = {"learner": 0, "actor": 0, "hung": 0}
         self._last_watch = 0.0
 
     def _watch(self, proc: Process) -> Process:
@@ -129,8 +130,7 @@ class Supervisor:
         self.actors[index] = self._watch(self.launcher.start_actor(index, self.incarnations[index]))
 
     def start_learner(self) -> None:
-        resume = (self.run_dir / "checkpoints" / "latest").is_file()
-        self.learner = self._watch(self.launcher.start_learner(resume))
+        self.learner = self._watch(self.launcher.start_learner(has_checkpoint(self.run_dir)))
 
     def run(self) -> dict[str, float]:
         # SIGTERM (a job scheduler) and SIGHUP (a closed terminal, a dropped SSH session) end the run like Ctrl-C.
@@ -197,7 +197,6 @@ class Supervisor:
             return None
         log.warning("%s (pid %d) is hung: %s; killing it", what, pid, reason)
         proc.kill()  # SIGKILL also ends a stopped (SIGSTOP) process
-        self.restarts["hung"] += 1
         return proc.wait(timeout=30)
 
     def _disk_full(self, what: str) -> RunAborted:
@@ -221,10 +220,8 @@ class Supervisor:
             raise self._disk_full("the learner")
         self.learner = None
         delay = self._restart_delay("learner", code, self.learner_budget, "learner_restarts")
-        self.restarts["learner"] += 1
-        resume = (self.run_dir / "checkpoints" / "latest").is_file()
         log.warning("learner exited with code %d; restarting it in %.0f s (%s)", code, delay,
-                    "from the latest checkpoint" if resume else "fresh, replaying the spools")
+                    "from the latest checkpoint" if has_checkpoint(self.run_dir) else "fresh, replaying the spools")
         self.pending["learner"] = time.monotonic() + delay
 
     def _actor_died(self, index: int, code: int) -> None:
@@ -235,7 +232,6 @@ class Supervisor:
         self.launcher.check_actor_death(index, code)
         self.actors[index] = None  # type: ignore[assignment]
         delay = self._restart_delay(f"actor {index}", code, self.actor_budget, "actor_restarts")
-        self.restarts["actor"] += 1
         self.incarnations[index] += 1
         log.warning("actor %d exited with code %d; starting a replacement in %.0f s", index, code, delay)
         self.pending[f"actor{index}"] = time.monotonic() + delay
@@ -294,4 +290,4 @@ def train(cfg: TrainConfig, resume_dir: str | Path | None = None) -> tuple[Path,
         launcher = RayLauncher(cfg, run_dir)
     elif not cfg.runtime.processes:
         return run_dir, run_inprocess(cfg, run_dir, resume=resume)
-    return run_dir, Supervisor(cfg, run_dir, resume=resume, launcher=launcher).run()
+    return run_dir, Supervisor(cfg, run_dir, launcher=launcher).run()

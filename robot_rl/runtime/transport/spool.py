@@ -19,6 +19,9 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
+RECOUNT_S = 1.0
+"""How often the writer thread recounts the spool folder's bytes."""
+
 
 def spool_file(directory: Path, seq: int) -> Path:
     return directory / f"{seq:012d}.safetensors"
@@ -32,7 +35,9 @@ class SpoolWriter:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._queue: queue.Queue[tuple[int, dict[str, np.ndarray]] | None] = queue.Queue()
         self.error: BaseException | None = None
-        self._nbytes = folder_bytes(self.directory)
+        self.nbytes = folder_bytes(self.directory)
+        """Bytes in the folder: grown by each write and recounted by the writer thread at least once a second (the
+        learner deletes what a checkpoint holds), so the control loop only reads a number."""
         self._counted = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="spool-writer", daemon=True)
         self._thread.start()
@@ -43,27 +48,27 @@ class SpoolWriter:
         self._queue.put((seq, {k: np.ascontiguousarray(v).copy() for k, v in chunk.items()}))
 
     def _run(self) -> None:
-        while (item := self._queue.get()) is not None:
+        while True:
+            if time.monotonic() - self._counted > RECOUNT_S:
+                self.nbytes, self._counted = folder_bytes(self.directory), time.monotonic()
+            try:
+                item = self._queue.get(timeout=RECOUNT_S)
+            except queue.Empty:
+                continue  # idle (a held actor writes nothing): still recount
+            if item is None:
+                return
             seq, chunk = item
             final = spool_file(self.directory, seq)
             tmp = final.with_name(f".{final.name}.tmp")
             try:
                 save_file(chunk, str(tmp))
                 os.replace(tmp, final)
-                self._nbytes += final.stat().st_size
+                self.nbytes += final.stat().st_size
             except BaseException as exc:  # noqa: BLE001 - reported to the actor on its next write
                 tmp.unlink(missing_ok=True)  # nothing torn stays behind (a full disk)
                 self.error = exc
             finally:
                 self._queue.task_done()
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes in the folder: grown by each write, recounted when a second old (the learner deletes what a
-        checkpoint holds)."""
-        if time.monotonic() - self._counted > 1.0:
-            self._nbytes, self._counted = folder_bytes(self.directory), time.monotonic()
-        return self._nbytes
 
     def flush(self) -> None:
         """Blocks until every queued chunk is on disk."""
@@ -75,8 +80,10 @@ class SpoolWriter:
 
 
 def folder_bytes(directory: Path) -> int:
-    """Bytes of the chunk files in ``directory`` (files removed meanwhile are skipped)."""
+    """Bytes of the chunk files in ``directory`` (files removed meanwhile are skipped; no folder: 0)."""
     total = 0
+    if not directory.is_dir():
+        return 0
     with os.scandir(directory) as entries:
         for entry in entries:
             try:
