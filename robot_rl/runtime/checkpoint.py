@@ -20,6 +20,7 @@ from robot_rl.agents.base import Agent
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
 from robot_rl.replay.store import load_buffer
 from robot_rl.spaces import ObsSpec
+from robot_rl.utils.failpoint import failpoint
 from robot_rl.utils.state_io import atomic_write, load_state, save_state
 
 
@@ -39,12 +40,14 @@ def save_checkpoint(run_dir: str | Path, agent: Agent, replay: ReplayBuffer | No
         save_file(agent.policy_state(), str(tmp / "policy.safetensors"))
         if replay is not None:
             replay.save(str(tmp / "replay.zarr"))
+        failpoint("checkpoint.replay_written")
         atomic_write(tmp / "counters.json", lambda f: f.write_text(json.dumps(counters)))
     except BaseException:  # e.g. a full disk: nothing half-written stays behind; ``latest`` still names the last
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     shutil.rmtree(final, ignore_errors=True)
     os.replace(tmp, final)
+    failpoint("checkpoint.renamed")
     atomic_write(root / "latest", lambda f: f.write_text(final.name))
     if keep_policies:
         (root / "policies").mkdir(exist_ok=True)

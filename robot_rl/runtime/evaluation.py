@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 
 from robot_rl.runtime.stats import bootstrap_ci, iqm_ci
+from robot_rl.utils.failpoint import failpoint
 
 
 def rollout(agent: Any, env: gym.Env, episodes: int, seed: int = 10_000,
@@ -36,6 +37,7 @@ def rollout(agent: Any, env: gym.Env, episodes: int, seed: int = 10_000,
         returns.append(ret)
         lengths.append(length)
         successes.append(float(info["is_success"]) if "is_success" in info else np.nan)
+        failpoint("evaluation.episode")
     return {"returns": np.array(returns), "lengths": np.array(lengths), "successes": np.array(successes)}
 
 

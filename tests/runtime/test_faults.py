@@ -18,6 +18,7 @@ import pytest
 from robot_rl.config import replace, save_yaml
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.names import board_name
+from robot_rl.utils.failpoint import ENV
 
 from .delivery import (
     CLI,
@@ -229,3 +230,39 @@ def test_the_spool_bound_checkpoints_early_and_holds_a_sim_actor(tmp_path, robot
                   if k.endswith("/paused_s")]
         assert paused and paused[0] > 0
     assert assert_exactly_once(run) >= steps
+
+
+@pytest.mark.timeout(500)
+@pytest.mark.parametrize("point", ["checkpoint.replay_written:2", "checkpoint.renamed:2", "spool.trim:2",
+                                   "evaluation.episode:2"])
+def test_a_power_cut_at_the_worst_instant_resumes_with_every_transition_once(tmp_path, monkeypatch, point):
+    """The whole run SIGKILLed at one exact instant (robot_rl.utils.failpoint): half-way through writing a
+    checkpoint, with a complete checkpoint not yet named ``latest``, half-way through trimming a spool, and in the
+    middle of an evaluation. The previous checkpoint stays the one resumed; nothing is delivered twice or lost."""
+    cfg = config(tmp_path, "instant", {"total_env_steps": 100_000, "checkpoint_every": 200, "eval_every": 300,
+                                       "eval_episodes": 2}, control_hz=300.0)
+    run, log = tmp_path / "instant", tmp_path / "instant.log"
+    monkeypatch.setenv(ENV, point)
+    proc = start_train(cfg, log=log)
+    try:
+        assert proc.wait(timeout=300) == -signal.SIGKILL, log.read_text()[-3000:]
+    finally:
+        kill_group(proc)
+    monkeypatch.delenv(ENV)
+    root = run / "checkpoints"
+    named = (root / "latest").read_text().strip()
+    assert (root / named / "counters.json").is_file()  # the previous checkpoint, complete
+    torn = list(root.glob(".*.tmp*"))
+    newer = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and p.name > named)
+    if point.startswith("checkpoint.replay_written"):
+        assert torn and not (torn[0] / "counters.json").exists()
+    if point.startswith("checkpoint.renamed"):
+        assert newer, list(root.iterdir())  # complete, renamed into place, but never named by `latest`
+    if point.startswith("spool.trim"):  # chunks the latest checkpoint holds are still on disk
+        assert spooled_chunks(run) > 0
+    stopped = int(json.loads((root / named / "counters.json").read_text())["env_steps"])
+    done = resume(run, "--total-env-steps", str(stopped + 600))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert assert_exactly_once(run) >= stopped + 600
+    assert not list(root.glob(".*.tmp*"))  # a torn checkpoint is cleaned by the next one
+    assert not shm_left(run)

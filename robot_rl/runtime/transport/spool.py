@@ -19,6 +19,8 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import load_file, save_file
 
+from robot_rl.utils.failpoint import failpoint
+
 RECOUNT_S = 1.0
 """How often the writer thread recounts the spool folder's bytes."""
 
@@ -115,4 +117,5 @@ def trim(directory: str | Path, upto_seq: int) -> int:
             break
         spool_file(Path(directory), seq).unlink(missing_ok=True)
         removed += 1
+        failpoint("spool.trim")
     return removed
