@@ -140,6 +140,20 @@ def check_chunk(actions: Any, meta: PolicyMetadata, where: str) -> np.ndarray:
     return meta.to_normalised(arr)
 
 
+def misfit(meta: PolicyMetadata, state_dim: int, cameras: Mapping[str, Any], action_dim: int) -> str | None:
+    """Why a policy with ``meta`` cannot act in an env with this state size, these cameras and this action size
+    (one sentence), or None when it fits. Frames of another size fit: the policy resizes them."""
+    if meta.action_dim != action_dim:
+        return f"acts in {meta.action_dim} dimensions, the env in {action_dim}"
+    missing = sorted(set(meta.cameras) - set(cameras))
+    if missing:
+        return (f"needs camera(s) {missing}; the env has {sorted(cameras) or 'none'} (env.kwargs image_size / "
+                "cameras)")
+    if meta.state_dim and meta.state_dim != state_dim:
+        return f"takes a state of {meta.state_dim}, the env gives {state_dim} (e.g. env.kwargs object_state: false)"
+    return None
+
+
 def check_noise(noise: np.ndarray | None, meta: PolicyMetadata, where: str) -> np.ndarray | None:
     if noise is None:
         return None

@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from robot_rl.envs.contract import INSTRUCTION
-from robot_rl.policies.base import BasePolicy
+from robot_rl.policies.base import BasePolicy, misfit
 from robot_rl.policies.config import ExecutionConfig
 from robot_rl.policies.executor import ChunkExecutor
+from robot_rl.spaces import ObsSpec, action_dim_of
 
 
 def state_predictor(env: Any) -> Any:
@@ -87,6 +88,11 @@ def evaluate_policy(policy: BasePolicy, env_id: str, env_kwargs: Mapping[str, An
 
     env = make_env(EnvConfig(id=env_id, kwargs=dict(env_kwargs), instruction=instruction),
                    render_mode="rgb_array" if video else None)
+    spec = ObsSpec.from_space(env.observation_space)
+    why = misfit(policy.metadata, spec.state_dim, spec.cameras, action_dim_of(env.action_space))
+    if why:
+        env.close()
+        raise ValueError(f"policy {policy.metadata.name!r} {why} (env {env_id!r})")
     agent = ExecutorAgent(policy, execution or ExecutionConfig(mode="sync"), env)
     frames: list[np.ndarray] | None = [] if video else None
     try:

@@ -1,24 +1,31 @@
 """LeRobot policies (ACT, Diffusion, SmolVLA, pi0, ...) as base policies, for users who have ``lerobot`` installed.
 
-robot_rl does not depend on lerobot (it cannot be installed beside this project's torch here), so the adapter is
-duck-typed on LeRobot's policy interface and written from its documented shape:
+robot_rl does not depend on lerobot (an optional neighbour: it installs beside robot_rl, see the lowest-versions CI
+leg), so the adapter is duck-typed on LeRobot's policy interface:
 
 * the policy: ``predict_action_chunk(batch) -> Tensor [B, H, A]`` (or only ``select_action(batch) -> [B, A]``,
   then the chunk has one action), ``reset()``, and a ``config`` with ``image_features`` (name -> feature with
   ``shape`` ``(3, H, W)``), ``robot_state_feature`` and ``action_feature`` (features with ``shape``) and
   ``chunk_size`` / ``n_action_steps``;
+* a policy that conditions on a history of observations (``config.n_obs_steps`` > 1: Diffusion, VQ-BeT) keeps it
+  in queues that only ``select_action`` fills, once per control step: such a policy is stepped as LeRobot's own
+  loop steps it, one ``select_action`` per observation (a chunk of one action; the policy replays its own
+  action queue in between);
 * the processors from ``lerobot.policies.factory.make_pre_post_processors(policy.config, path)``: the
   preprocessor takes the observation frame (``observation.state`` float [1, D], ``observation.images.<cam>`` float
   [1, 3, H, W] in [0, 1], ``task`` [text]) and returns the policy's batch (normalised, on its device); the
   postprocessor un-normalises the actions.
 
-Actions come back in the robot's units: give their bounds (``action_low`` / ``action_high`` metadata) so they map
-to robot_rl's [-1, 1]. Tested against a stand-in class with this interface (tests/policies/test_lerobot.py),
-not against lerobot itself.
+Frames of another size than the policy's image features are resized (bilinear, antialiased). Actions come back in
+the robot's units: give their bounds (``action_low`` / ``action_high`` metadata) so they map to robot_rl's
+[-1, 1]. Tested against a stand-in class with this interface (tests/policies/test_lerobot.py) and against
+LeRobot's own ACT and Diffusion classes where lerobot is installed (tests/policies/test_lerobot_classes.py).
 """
 
 from __future__ import annotations
 
+import contextlib
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -53,9 +60,9 @@ class LeRobotPolicy:
         action = getattr(cfg, "action_feature", None)
         if action is None:
             raise ValueError("LeRobot policy config has no action_feature")
-        horizon = int(getattr(cfg, "n_action_steps", 0) or getattr(cfg, "chunk_size", 0) or 1)
-        if not hasattr(policy, "predict_action_chunk"):
-            horizon = 1
+        # stepped through select_action: policies with an observation history, or without chunk prediction
+        self.stepped = int(getattr(cfg, "n_obs_steps", 1) or 1) > 1 or not hasattr(policy, "predict_action_chunk")
+        horizon = 1 if self.stepped else int(getattr(cfg, "n_action_steps", 0) or getattr(cfg, "chunk_size", 0) or 1)
         base = {"action_dim": _shape(action)[0], "chunk_length": horizon,
                 "state_dim": _shape(state)[0] if state is not None else 0,
                 "cameras": {name: (images[key][1], images[key][2], images[key][0])
@@ -70,8 +77,12 @@ class LeRobotPolicy:
         if self.metadata.state_dim:
             frame["observation.state"] = torch.as_tensor(np.asarray(obs["state"], np.float32))[None]
         for name, key in self.camera_map.items():
-            img = torch.as_tensor(np.ascontiguousarray(obs["pixels"][name]))
-            frame[key] = img.permute(2, 0, 1).float().div(255.0)[None]
+            img = torch.as_tensor(np.ascontiguousarray(obs["pixels"][name])).permute(2, 0, 1).float().div(255.0)[None]
+            size = self.metadata.cameras[name][:2]
+            if tuple(img.shape[-2:]) != size:
+                img = torch.nn.functional.interpolate(img, size=size, mode="bilinear", antialias=True,
+                                                      align_corners=False).clamp_(0.0, 1.0)
+            frame[key] = img
         return frame
 
     @torch.no_grad()
@@ -79,10 +90,10 @@ class LeRobotPolicy:
         batch = self._frame(obs, instruction)
         batch = self.pre(batch) if self.pre is not None else {
             k: v.to(self.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-        if hasattr(self.policy, "predict_action_chunk"):
-            actions = self.policy.predict_action_chunk(batch)[:, : self.metadata.chunk_length]
-        else:
+        if self.stepped:
             actions = self.policy.select_action(batch)[:, None]
+        else:
+            actions = self.policy.predict_action_chunk(batch)[:, : self.metadata.chunk_length]
         if self.post is not None:
             actions = self.post(actions)
         return check_chunk(torch.as_tensor(actions).float().cpu().numpy(), self.metadata, self.metadata.name)
@@ -104,7 +115,9 @@ def load_lerobot_policy(path: str, policy_type: str, metadata: Mapping[str, Any]
     except ImportError:
         raise ValueError("base_policy.path names a LeRobot policy but lerobot is not installed (pip install lerobot "
                          "in an environment of its own, or serve the policy and use ws://)") from None
-    policy = get_policy_class(policy_type).from_pretrained(path).to(device).eval()
-    pre, post = make_pre_post_processors(policy.config, path,
-                                         preprocessor_overrides={"device_processor": {"device": device}})
+    # LeRobot prints while loading: keep stdout for what robot_rl's commands print there (eval's JSON)
+    with contextlib.redirect_stdout(sys.stderr):
+        policy = get_policy_class(policy_type).from_pretrained(path).to(device).eval()
+        pre, post = make_pre_post_processors(policy.config, path,
+                                             preprocessor_overrides={"device_processor": {"device": device}})
     return LeRobotPolicy(policy, pre, post, metadata=metadata)

@@ -76,7 +76,7 @@ def _check_base_policy(cfg: TrainConfig, spec: ObsSpec, action_dim: int, env: ob
     """The base policy loads (a server answers) and fits this env: action size, cameras, state size."""
     if not cfg.base_policy.path:
         return
-    from robot_rl.policies.base import PolicyError
+    from robot_rl.policies.base import PolicyError, misfit
     from robot_rl.policies.evaluate import state_predictor
     from robot_rl.policies.loader import load_policy
 
@@ -86,16 +86,9 @@ def _check_base_policy(cfg: TrainConfig, spec: ObsSpec, action_dim: int, env: ob
         raise ConfigError(f"base_policy.path: {exc}") from None
     meta = policy.metadata
     policy.close()
-    where = f"base_policy.path: {cfg.base_policy.path}"
-    if meta.action_dim != action_dim:
-        raise ConfigError(f"{where} acts in {meta.action_dim} dimensions, env {cfg.env.id!r} in {action_dim}")
-    missing = sorted(set(meta.cameras) - set(spec.cameras))
-    if missing:
-        raise ConfigError(f"{where} needs camera(s) {missing}; env {cfg.env.id!r} has {sorted(spec.cameras) or 'none'} "
-                          "(env.kwargs image_size / cameras)")
-    if meta.state_dim and meta.state_dim != spec.state_dim:
-        raise ConfigError(f"{where} takes a state of {meta.state_dim}, env {cfg.env.id!r} gives {spec.state_dim} "
-                          "(e.g. env.kwargs object_state: false)")
+    why = misfit(meta, spec.state_dim, spec.cameras, action_dim)
+    if why:
+        raise ConfigError(f"base_policy.path: {cfg.base_policy.path} {why} (env {cfg.env.id!r})")
     if cfg.execution.mode == "future" and state_predictor(env) is None:
         raise ConfigError(f"execution.mode: 'future' needs the env to predict its state (predict_state); env "
                           f"{cfg.env.id!r} has none: use 'async'")

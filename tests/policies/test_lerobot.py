@@ -1,5 +1,5 @@
-"""The LeRobot adapter against a stand-in with LeRobot's policy and processor interface (lerobot itself cannot be
-installed beside this project's torch, so this is the interface as LeRobot documents it, not lerobot's code)."""
+"""The LeRobot adapter against a stand-in with LeRobot's policy and processor interface, in every environment (the
+main suite has no lerobot); LeRobot's own classes are in test_lerobot_classes.py (the lowest-versions leg)."""
 
 from __future__ import annotations
 
