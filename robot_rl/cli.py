@@ -316,25 +316,13 @@ class ServePolicyArgs:
 
 def cmd_serve_policy(argv: list[str]) -> int:
     from robot_rl.config import parse_command
-    from robot_rl.policies.client import token_from_env
-    from robot_rl.policies.loader import load_policy
-    from robot_rl.policies.server import PolicyServer
+    from robot_rl.policies.serve import serve
 
     args = parse_command(ServePolicyArgs, argv, "robot-rl serve-policy")
     try:
-        policy = load_policy(BasePolicyConfig(path=args.policy, device=args.device))
+        serve(args.policy, args.host, args.port, args.token_env, args.max_message_mb, args.device)
     except (ValueError, OSError) as exc:
         return fail("serve-policy", exc)
-    token = token_from_env(args.token_env)
-    if args.host not in ("127.0.0.1", "localhost", "::1") and not token:
-        log.warning("serving on %s without a token: anyone who can reach the port can drive this policy", args.host)
-    server = PolicyServer(policy, args.host, args.port, token, max_message_bytes=int(args.max_message_mb * 2**20))
-    log.info("serving %s on ws://%s:%d (health: http://%s:%d/healthz)%s", policy.metadata.name or args.policy,
-             args.host, args.port, args.host, args.port, " with a token" if token else "")
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

@@ -9,7 +9,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from robot_rl.config import JsonDict
+try:  # tyro reads the field as JSON on robot-rl's command line
+    from robot_rl.config import JsonDict
+except ImportError:  # an environment without robot_rl's dependencies (python -m robot_rl.policies.serve): no CLI
+    JsonDict = dict[str, Any]  # type: ignore[misc]
 
 
 @dataclass(frozen=True)

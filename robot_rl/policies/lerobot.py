@@ -25,6 +25,7 @@ LeRobot's own ACT and Diffusion classes where lerobot is installed (tests/polici
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -112,9 +113,12 @@ def load_lerobot_policy(path: str, policy_type: str, metadata: Mapping[str, Any]
     Needs ``lerobot`` installed."""
     try:
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
-    except ImportError:
+    except ImportError as exc:
+        if importlib.util.find_spec("lerobot") is not None:
+            raise ValueError(f"lerobot is installed but does not import here: {exc}") from None
         raise ValueError("base_policy.path names a LeRobot policy but lerobot is not installed (pip install lerobot "
-                         "in an environment of its own, or serve the policy and use ws://)") from None
+                         "here, or in an environment of its own with `python -m robot_rl.policies.serve "
+                         "lerobot:<type>:<folder>` there and base_policy.path ws://HOST:PORT here)") from None
     # LeRobot prints while loading: keep stdout for what robot_rl's commands print there (eval's JSON)
     with contextlib.redirect_stdout(sys.stderr):
         policy = get_policy_class(policy_type).from_pretrained(path).to(device).eval()

@@ -12,8 +12,10 @@ import logging
 import os
 import sys
 from functools import cache
+from typing import TYPE_CHECKING
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 ENV_VAR = "ROBOT_RL_LOG_LEVEL"
 LEVELS = ("debug", "info", "warning", "error")
@@ -22,6 +24,8 @@ LEVELS = ("debug", "info", "warning", "error")
 @cache
 def console() -> Console:
     """The terminal console of robot_rl's progress bars and log lines: stderr, so stdout carries only results."""
+    from rich.console import Console
+
     return Console(stderr=True)
 
 
@@ -52,7 +56,7 @@ def setup_logging(level: str | None = None) -> None:
     root.setLevel(level.upper())
     if any(getattr(h, "_robot_rl", False) for h in root.handlers):
         return
-    if sys.stderr.isatty():
+    if sys.stderr.isatty() and _has_rich():
         from rich.logging import RichHandler
 
         handler: logging.Handler = RichHandler(console=console(), show_path=False, rich_tracebacks=False,
@@ -64,6 +68,13 @@ def setup_logging(level: str | None = None) -> None:
     handler._robot_rl = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.propagate = False
+
+
+def _has_rich() -> bool:
+    """rich is one of robot_rl's dependencies; a LeRobot-only policy server may run without it."""
+    import importlib.util
+
+    return importlib.util.find_spec("rich") is not None
 
 
 def pop_log_level(argv: list[str]) -> tuple[list[str], str | None]:

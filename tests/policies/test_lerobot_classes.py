@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ pytest.importorskip("lerobot")
 
 from robot_rl.cli import main as cli_main  # noqa: E402
 from robot_rl.policies.lerobot import load_lerobot_policy  # noqa: E402
+from tests.policies.lerobot_only import isolated_python, lerobot_only_site  # noqa: E402
 
 STATE, ACTION, SIDE = 14, 4, 64  # PickCube's state and action; the policies see 64-px frames of camera "front"
 ENV_KWARGS = {"image_size": 32}  # the env renders 32 px: the adapter resizes
@@ -115,3 +117,31 @@ def test_residual_fine_tuning_on_a_lerobot_act_base(saved, tmp_path):
     checkpoints = tmp_path / "res" / "checkpoints"
     counters = json.loads((checkpoints / (checkpoints / "latest").read_text().strip() / "counters.json").read_text())
     assert counters["env_steps"] >= 200 and counters["updates"] > 0, counters
+
+
+@pytest.mark.timeout(300)
+def test_served_from_an_environment_that_has_only_lerobot(saved, tmp_path):
+    """``python -m robot_rl.policies.serve`` where only LeRobot's dependencies and the wire's are installed: robot_rl's
+    own (mujoco, zarr, tyro, rich, ...) are absent there, and a client in robot_rl's environment drives it."""
+    from robot_rl.policies.client import RemotePolicy, wait_for_server
+
+    site = lerobot_only_site(tmp_path / "site")
+    for absent in ("mujoco", "zarr", "tyro", "rich"):
+        probe = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path.insert(0, {str(site)!r}); "
+                                f"import {absent}"], capture_output=True, text=True, timeout=60)
+        assert probe.returncode != 0 and "ModuleNotFoundError" in probe.stderr, (absent, probe.stderr[-500:])
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([*isolated_python(site), saved["diffusion"], "--port", str(port)],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for_server(f"ws://127.0.0.1:{port}", 120)
+        remote = RemotePolicy(f"ws://127.0.0.1:{port}")
+        assert remote.metadata.name == "DiffusionPolicy" and remote.metadata.cameras == {"front": (SIDE, SIDE, 3)}
+        assert remote.infer(obs(0.3), "pick up the cube").shape == (1, ACTION)
+        remote.close()
+    finally:
+        server.terminate()
+        out = server.communicate(timeout=30)[0]
+    assert "serving DiffusionPolicy" in out, out[-2000:]
