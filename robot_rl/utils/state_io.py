@@ -54,12 +54,17 @@ def _decode(node: Any, tensors: dict[str, torch.Tensor]) -> Any:
 
 
 def atomic_write(path: Path, write: Any) -> None:
-    """Calls ``write(tmp_path)``, fsyncs, then renames over ``path`` so readers see old or new, never half."""
+    """Calls ``write(tmp_path)``, fsyncs, then renames over ``path`` so readers see old or new, never half (also
+    after a power loss); a failed write (e.g. a full disk) leaves no temporary file behind."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    write(tmp)
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     os.replace(tmp, path)
     dir_fd = os.open(path.parent, os.O_RDONLY)
     try:

@@ -144,10 +144,8 @@ class Gateway:
             if rows > peer["ring"].rows:
                 raise ValueError(f"chunk {seq} from {uid} rejected: {rows} rows, a chunk holds at most "
                                  f"{peer['ring'].rows}")
-            final = spool_file(peer["spool"], seq)  # the spool first: a chunk the learner reads is always spooled
-            tmp = final.with_name(f".{final.name}.tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, final)
+            # the spool first, fsynced: a chunk the learner reads, or the peer saw acknowledged, is on disk
+            atomic_write(spool_file(peer["spool"], seq), lambda tmp: tmp.write_bytes(data))
             peer["ring"].put(chunk, seq)  # full ring: counted as dropped, the learner reads the spool instead
             peer["acked"] = seq + 1
             return peer["acked"]

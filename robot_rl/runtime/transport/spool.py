@@ -20,6 +20,7 @@ import numpy as np
 from safetensors.numpy import load_file, save_file
 
 from robot_rl.utils.failpoint import failpoint
+from robot_rl.utils.state_io import atomic_write
 
 RECOUNT_S = 1.0
 """How often the writer thread recounts the spool folder's bytes."""
@@ -61,14 +62,11 @@ class SpoolWriter:
                 return
             seq, chunk = item
             final = spool_file(self.directory, seq)
-            tmp = final.with_name(f".{final.name}.tmp")
-            try:
-                save_file(chunk, str(tmp))
-                os.replace(tmp, final)
+            try:  # fsynced: a chunk on disk survives a power loss, not only a killed process
+                atomic_write(final, lambda tmp, chunk=chunk: save_file(chunk, str(tmp)))
                 self.nbytes += final.stat().st_size
             except BaseException as exc:  # noqa: BLE001 - reported to the actor on its next write
-                tmp.unlink(missing_ok=True)  # nothing torn stays behind (a full disk)
-                self.error = exc
+                self.error = exc  # nothing torn stays behind (atomic_write removes its temporary file)
             finally:
                 self._queue.task_done()
 
