@@ -2,29 +2,31 @@
 # CI leg 2 (.ci/run calls it after scripts/test.sh): robot_rl with the lowest torch it declares, installed beside
 # LeRobot (the newest release that installs on this Python), in .venv-lowest/ (git-ignored). Runs the LeRobot
 # interop tests (LeRobot's own dataset reader and writer) and the agent and learner tests. Extra arguments go to
-# pytest.
+# pytest. The same leg on Python 3.12 with LeRobot 0.6 (not on CI machines, which have Python 3.11 only):
+#   PYTHON=python3.12 TORCH_LOWEST= LEROBOT="lerobot[dataset,diffusion]==0.6.1" VENV=.venv-py312 bash scripts/test_lowest.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TORCH_LOWEST="2.7.1"  # pyproject.toml: torch>=2.7
-LEROBOT="0.4.4"       # the newest lerobot for Python 3.11 (0.5+ needs Python >= 3.12)
+TORCH_LOWEST="${TORCH_LOWEST-2.7.1}"     # pyproject.toml: torch>=2.7 (empty: the torch lerobot resolves)
+LEROBOT="${LEROBOT:-lerobot==0.4.4}"     # the newest lerobot for Python 3.11 (0.5+ needs Python >= 3.12)
+VENV="${VENV:-.venv-lowest}"
 PYTHON="${PYTHON:-python3}"
 bash scripts/setup.sh >/dev/null  # the apt packages (EGL, ...) the tests need
-[ -x .venv-lowest/bin/python ] || "$PYTHON" -m venv .venv-lowest
-stamp=.venv-lowest/.robot_rl-installed
-want="$(cat pyproject.toml scripts/test_lowest.sh | sha256sum | cut -d' ' -f1)"
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+stamp="$VENV/.robot_rl-installed"
+want="$(cat pyproject.toml scripts/test_lowest.sh | sha256sum | cut -d' ' -f1) $TORCH_LOWEST $LEROBOT"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "[test_lowest] installing torch $TORCH_LOWEST, lerobot $LEROBOT and robot_rl into .venv-lowest"
-  .venv-lowest/bin/python -m pip install -q --upgrade pip
+  echo "[test_lowest] installing torch ${TORCH_LOWEST:-as lerobot resolves}, $LEROBOT and robot_rl into $VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
   # one pip call, so the resolver has to find one environment for all of them (stable-baselines3, a dev extra
   # for benchmarks, needs torch >= 2.8: not installed here)
-  .venv-lowest/bin/python -m pip install -q "torch==$TORCH_LOWEST" "lerobot==$LEROBOT" \
+  "$VENV/bin/python" -m pip install -q ${TORCH_LOWEST:+"torch==$TORCH_LOWEST"} "$LEROBOT" \
     -e ".[data,export,robots,cameras]" "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6" "pandas>=2"
   echo "$want" > "$stamp"
 fi
-.venv-lowest/bin/python -c 'import torch, lerobot; print("[test_lowest] torch", torch.__version__, "lerobot", lerobot.__version__)'
+"$VENV/bin/python" -c 'import torch, lerobot; print("[test_lowest] torch", torch.__version__, "lerobot", lerobot.__version__)'
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
 # the SAC/RLPD agent (its fast path's private-op probes included), the agent contract, training runs as processes,
 # every dataset test (LeRobot's reader and writer among them), LeRobot's ACT and Diffusion classes as base policies
-exec .venv-lowest/bin/python -m pytest -q tests/agents/test_sac_agent.py tests/agents/test_torch_compat.py \
+exec "$VENV/bin/python" -m pytest -q tests/agents/test_sac_agent.py tests/agents/test_torch_compat.py \
   tests/agents/test_contract.py tests/runtime/test_train.py tests/datasets tests/policies/test_lerobot.py \
   tests/policies/test_lerobot_classes.py "$@"

@@ -1,57 +1,75 @@
-"""A LeRobot-only environment carved out of the current one: a folder of links to the installed distributions
-LeRobot needs (its requirements, followed transitively) plus the wire's two (msgpack, websockets) and robot_rl's
-own package, for a ``python -S`` child whose ``sys.path`` is only the standard library and that folder. What is not
-linked is absent there, as it would be in an environment where only lerobot was installed."""
+"""A LeRobot-only environment carved out of the current one: a child interpreter (``python -S``, only the standard
+library and this environment's site-packages on its path) whose import system finds only the top-level modules of
+the distributions LeRobot needs (its requirements, followed transitively), the wire's two (msgpack, websockets)
+and robot_rl's own package. Anything else is absent there exactly as if it were not installed (``import`` raises
+ModuleNotFoundError, ``importlib.util.find_spec`` answers None)."""
 
 from __future__ import annotations
 
 import importlib.metadata as md
-import re
+import json
+import site
 import sys
 from pathlib import Path
 
-import robot_rl
-
 WIRE = ("msgpack", "websockets")
 
+FILTER = """
+import importlib.machinery, json, sys
+allowed = set(json.load(open({allowed!r})))
+sys.path[:0] = {paths!r}
+class OnlyAllowed(importlib.machinery.PathFinder):
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        spec = super().find_spec(name, path, target)
+        if path is None and name not in allowed and spec is not None and "-packages" in str(spec.origin):
+            return None  # an installed distribution LeRobot does not need: absent here (the stdlib stays)
+        return spec
+sys.meta_path[:] = [OnlyAllowed if f is importlib.machinery.PathFinder else f for f in sys.meta_path]
+"""
 
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
+def requirement_closure(root: str, extras: tuple[str, ...] = ()) -> set[str]:
+    """Distribution names ``root[extras]`` needs on this platform, itself included."""
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
 
-def requirement_closure(root: str) -> set[str]:
-    """Distribution names ``root`` needs, itself included (extras' requirements left out)."""
-    seen: set[str] = set()
-    todo = [root]
+    seen: dict[str, set[str]] = {}  # distribution -> its extras followed ("" = its plain requirements)
+    todo = [Requirement(f"{root}[{','.join(extras)}]" if extras else root)]
     while todo:
-        name = _norm(re.split(r"[ ;<>=!~\[(]", todo.pop().strip(), maxsplit=1)[0])
-        if name in seen:
+        req = todo.pop()
+        name = canonicalize_name(req.name)
+        new = {"", *req.extras} - seen.get(name, set())
+        if not new:
             continue
         try:
             dist = md.distribution(name)
         except md.PackageNotFoundError:
             continue
-        seen.add(name)
-        todo += [req for req in dist.requires or [] if "extra ==" not in req]
-    return seen
+        seen.setdefault(name, set()).update(new)
+        for text in dist.requires or []:  # an extra may name the distribution itself (lerobot[diffusers-dep])
+            sub = Requirement(text)
+            if sub.marker is None or any(sub.marker.evaluate({"extra": e}) for e in new):
+                todo.append(sub)
+    return set(seen)
 
 
-def lerobot_only_site(folder: Path) -> Path:
-    """Links the top-level entries (packages, modules, .libs, .dist-info) of LeRobot's closure + the wire into
-    ``folder``, and robot_rl's package; returns ``folder``."""
+def allowed_modules(extras: tuple[str, ...] = ()) -> list[str]:
+    """Top-level module names of ``lerobot[extras]``'s closure, the wire's packages and robot_rl."""
+    from packaging.utils import canonicalize_name
+
+    wanted = requirement_closure("lerobot", extras) | set(WIRE)
+    names = {m for m, dists in md.packages_distributions().items()
+             if any(canonicalize_name(d) in wanted for d in dists)}
+    return sorted(names | {"robot_rl"})
+
+
+def isolated_python(folder: Path, module: str, extras: tuple[str, ...] = ()) -> list[str]:
+    """A command that runs ``python -m module ARGS...`` (append the args) in the LeRobot-only view."""
     folder.mkdir(parents=True, exist_ok=True)
-    for name in requirement_closure("lerobot") | set(WIRE):
-        dist = md.distribution(name)
-        base = Path(dist.locate_file(""))
-        for top in {Path(str(f)).parts[0] for f in dist.files or []}:
-            source = base / top
-            if top not in ("..", "robot_rl") and source.exists() and not (folder / top).exists():
-                (folder / top).symlink_to(source)
-    (folder / "robot_rl").symlink_to(Path(robot_rl.__file__).parent)
-    return folder
-
-
-def isolated_python(site: Path) -> list[str]:
-    """A command prefix: this interpreter without site-packages, with only ``site`` on its path."""
-    return [sys.executable, "-S", "-c", f"import sys, runpy; sys.path.insert(0, {str(site)!r}); "
-            "sys.argv[0] = 'serve'; runpy.run_module('robot_rl.policies.serve', run_name='__main__')"]
+    allowed = folder / "allowed.json"
+    allowed.write_text(json.dumps(allowed_modules(extras)))
+    repo = str(Path(__file__).resolve().parents[2])  # robot_rl's package (an editable install's source)
+    code = FILTER.format(allowed=str(allowed), paths=[repo, *site.getsitepackages()])
+    return [sys.executable, "-S", "-c", code + f"import runpy; sys.argv[0] = {module!r}; "
+            f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"]

@@ -20,7 +20,7 @@ pytest.importorskip("lerobot")
 
 from robot_rl.cli import main as cli_main  # noqa: E402
 from robot_rl.policies.lerobot import load_lerobot_policy  # noqa: E402
-from tests.policies.lerobot_only import isolated_python, lerobot_only_site  # noqa: E402
+from tests.policies.lerobot_only import isolated_python  # noqa: E402
 
 STATE, ACTION, SIDE = 14, 4, 64  # PickCube's state and action; the policies see 64-px frames of camera "front"
 ENV_KWARGS = {"image_size": 32}  # the env renders 32 px: the adapter resizes
@@ -125,18 +125,23 @@ def test_served_from_an_environment_that_has_only_lerobot(saved, tmp_path):
     own (mujoco, zarr, tyro, rich, ...) are absent there, and a client in robot_rl's environment drives it."""
     from robot_rl.policies.client import RemotePolicy, wait_for_server
 
-    site = lerobot_only_site(tmp_path / "site")
-    for absent in ("mujoco", "zarr", "tyro", "rich"):
-        probe = subprocess.run([sys.executable, "-S", "-c", f"import sys; sys.path.insert(0, {str(site)!r}); "
-                                f"import {absent}"], capture_output=True, text=True, timeout=60)
-        assert probe.returncode != 0 and "ModuleNotFoundError" in probe.stderr, (absent, probe.stderr[-500:])
+    extras = ("diffusion",)  # lerobot >= 0.5: Diffusion's dependencies are an extra
+    for absent in ("mujoco", "zarr", "tyro", "rich"):  # robot_rl's dependencies, not LeRobot's
+        probe = subprocess.run([*isolated_python(tmp_path, absent, extras)], capture_output=True, text=True,
+                               timeout=60)
+        assert probe.returncode != 0 and f"No module named {absent}" in probe.stderr, (absent, probe.stderr[-500:])
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([*isolated_python(site), saved["diffusion"], "--port", str(port)],
+    server = subprocess.Popen([*isolated_python(tmp_path, "robot_rl.policies.serve", extras), saved["diffusion"],
+                               "--port", str(port)],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for_server(f"ws://127.0.0.1:{port}", 120)
+        try:
+            wait_for_server(f"ws://127.0.0.1:{port}", 120)
+        except Exception:
+            server.kill()
+            raise AssertionError(server.communicate(timeout=30)[0][-3000:]) from None
         remote = RemotePolicy(f"ws://127.0.0.1:{port}")
         assert remote.metadata.name == "DiffusionPolicy" and remote.metadata.cameras == {"front": (SIDE, SIDE, 3)}
         assert remote.infer(obs(0.3), "pick up the cube").shape == (1, ACTION)
