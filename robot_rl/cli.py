@@ -24,7 +24,8 @@ every field of TrainConfig can be overridden with a flag, e.g. ``--agent.utd 10 
 Exit codes of ``robot-rl train``: 0 the run is complete; 1 the supervisor ended it (a restart budget spent, a full
 disk: the message says how to continue); 2 a refused command line or config (nothing started); 129 / 130 / 143
 stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM, with a final checkpoint (continue with ``--resume``). A learner or
-actor that stops on a full disk exits with 3.
+actor that stops on a full disk exits with 3, as does any other command that runs out of space (one message
+naming the file; what it was writing is not left half-written).
 """
 
 from __future__ import annotations
@@ -159,20 +160,31 @@ def _disk_full(side: str, exc: BaseException, run_dir: str) -> int | None:
 
 def _errors_not_signals() -> None:
     """A file-size limit (``ulimit -f``) gives an error the process reports (EFBIG), not a core-dumping SIGXFSZ;
-    a writer thread that hits a full disk (TensorBoard's) leaves the one message to the main thread."""
+    a writer thread that hits a full disk (TensorBoard's), or a writer's ``__del__`` retrying its flush (imageio's),
+    leaves the one message to the main thread."""
     import threading
 
     from robot_rl.utils.disk import disk_full_error
 
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    default = threading.excepthook
+    if getattr(sys.unraisablehook, "_robot_rl", False):  # once per process
+        return
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    default, default_unraisable = threading.excepthook, sys.unraisablehook
 
     def hook(args: threading.ExceptHookArgs) -> None:
         if disk_full_error(args.exc_value) is None:
             default(args)
         else:
             log.debug("thread %s: %s", args.thread.name if args.thread else "?", args.exc_value)
-    threading.excepthook = hook
+
+    def unraisable(args) -> None:  # noqa: ANN001 - sys.UnraisableHookArgs
+        if disk_full_error(args.exc_value) is None:
+            default_unraisable(args)
+        else:
+            log.debug("%s: %s", args.object, args.exc_value)
+    unraisable._robot_rl = True  # type: ignore[attr-defined]
+    threading.excepthook, sys.unraisablehook = hook, unraisable
 
 
 def cmd_learner(argv: list[str]) -> int:
@@ -454,7 +466,17 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] in ("-h", "--help") or argv[0] not in COMMANDS:
         print(__doc__)
         return 0 if not argv or argv[0] in ("-h", "--help") else CONFIG_ERROR
-    return COMMANDS[argv[0]](argv[1:])
+    _errors_not_signals()
+    try:
+        return COMMANDS[argv[0]](argv[1:])
+    except Exception as exc:
+        from robot_rl.utils.disk import DISK_FULL, describe, disk_full_error
+
+        err = disk_full_error(exc)
+        if err is None:
+            raise
+        log.error("%s stopped, the disk is full (%s)", argv[0], describe(err))
+        return DISK_FULL
 
 
 if __name__ == "__main__":

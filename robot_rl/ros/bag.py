@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import shutil
 import struct
 import sys
 import threading
@@ -131,6 +132,16 @@ class BagWriter:
             self._first = t_ns if self._first is None else min(self._first, t_ns)
             self._last = t_ns if self._last is None else max(self._last, t_ns)
 
+    def abort(self) -> None:
+        """Drops the bag: its folder is removed (a bag that could not be finished, e.g. on a full disk)."""
+        with self._lock:
+            self.closed = True
+            try:
+                self._stream.close()
+            except OSError:
+                pass
+        shutil.rmtree(self.folder, ignore_errors=True)
+
     def close(self, custom: dict[str, str] | None = None) -> Path:
         with self._lock:
             if self.closed:
@@ -161,7 +172,9 @@ class BagRecorder:
 
     ``start_episode()`` opens ``episode_<k>`` (k = 0, 1, ... continuing an existing folder) and
     ``end_episode(**info)`` closes it and appends a line to ``episodes.jsonl``. Messages arrive as serialised
-    bytes (raw subscriptions: nothing is deserialised to record them)."""
+    bytes (raw subscriptions: nothing is deserialised to record them). A full disk pauses the recording with one
+    message: the episode's unfinished bag is removed (the finished ones stay whole) and the next
+    ``start_episode()`` records again once there is space."""
 
     def __init__(self, node: Any, topics: dict[str, type], folder: str | Path, qos: Any = None,
                  compress: tuple[str, ...] = (), jpeg_quality: int = 90) -> None:
@@ -203,7 +216,8 @@ class BagRecorder:
             self.node.get_logger().info(f"first message on {self.node.resolve_topic_name(topic)}")
         bag = self.bag
         if bag is not None:
-            bag.write(self.node.resolve_topic_name(topic), type_name, data, t_ns or time.time_ns())
+            if not self._write(bag, self.node.resolve_topic_name(topic), type_name, data, t_ns or time.time_ns()):
+                return
             if topic in self._noted:
                 self._seen[topic] = max(self._seen.get(topic, 0), _header_stamp_ns(data))
 
@@ -225,8 +239,9 @@ class BagRecorder:
         out = t["sensor_msgs/msg/CompressedImage"](header=header, format="rgb8; jpeg compressed bgr8",
                                                   data=np.frombuffer(jpeg.tobytes(), np.uint8))
         cdr = store.serialize_cdr(out, "sensor_msgs/msg/CompressedImage")
-        bag.write(self.node.resolve_topic_name(topic) + "/compressed", "sensor_msgs/msg/CompressedImage", bytes(cdr),
-                  time.time_ns())
+        if not self._write(bag, self.node.resolve_topic_name(topic) + "/compressed",
+                           "sensor_msgs/msg/CompressedImage", bytes(cdr), time.time_ns()):
+            return
         self._seen[topic] = max(self._seen.get(topic, 0), stamp_ns(msg.header.stamp))
 
     def note_observation(self, stamps_ns: dict[str, int]) -> None:
@@ -240,7 +255,30 @@ class BagRecorder:
         store = _typestore()
         msg = store.types["std_msgs/msg/String"](data=json.dumps(stamps_ns, sort_keys=True))
         cdr = store.serialize_cdr(msg, "std_msgs/msg/String")
-        bag.write(self.node.resolve_topic_name(OBSERVATION_TOPIC), "std_msgs/msg/String", bytes(cdr), time.time_ns())
+        self._write(bag, self.node.resolve_topic_name(OBSERVATION_TOPIC), "std_msgs/msg/String", bytes(cdr),
+                    time.time_ns())
+
+    def _write(self, bag: BagWriter, *message: Any) -> bool:
+        """``bag.write(*message)``; on a full disk the recording pauses (see the class) and False comes back."""
+        try:
+            bag.write(*message)
+            return True
+        except OSError as exc:
+            self._disk_full(exc, bag)
+            return False
+
+    def _disk_full(self, exc: BaseException, bag: BagWriter | None) -> None:
+        from robot_rl.utils.disk import describe, disk_full_error
+
+        err = disk_full_error(exc)
+        if err is None:
+            raise exc
+        if bag is not None and self.bag is bag:
+            self.bag = None
+            bag.abort()
+        self.node.get_logger().error(f"recording paused: the disk is full ({describe(err)}); the unfinished bag of "
+                                     "this episode was removed, the finished ones are whole; the next episode "
+                                     "records again once there is space")
 
     def drain(self) -> int:
         """Logs the messages still queued in the subscriptions (at the end of a session the executor has stopped;
@@ -258,7 +296,11 @@ class BagRecorder:
         if self.bag is not None:
             self.end_episode(aborted=True)
         k = self.next_episode
-        self.bag = BagWriter(self.folder / f"episode_{k:06d}")
+        try:
+            self.bag = BagWriter(self.folder / f"episode_{k:06d}")
+        except OSError as exc:
+            shutil.rmtree(self.folder / f"episode_{k:06d}", ignore_errors=True)
+            self._disk_full(exc, None)
         self._episode, self._started, self.steps = k, time.time_ns(), 0
         self.next_episode += 1
         return k
@@ -276,7 +318,12 @@ class BagRecorder:
         bag, self.bag = self.bag, None
         if bag is None:
             return
-        bag.close({"robot_rl.episode": str(self._episode)})
+        try:
+            bag.close({"robot_rl.episode": str(self._episode)})
+        except OSError as exc:
+            self.bag = bag
+            self._disk_full(exc, bag)
+            return
         line = {"episode": self._episode, "bag": bag.folder.name, "start_ns": self._started, "end_ns": time.time_ns(),
                 "steps": self.steps, **info}
         with open(self.index, "a") as f:
@@ -353,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
             packed = tuple(f"camera/{c}/image_raw" for c in cams) if mode == "compressed" else ()
             self.recorder = BagRecorder(self, arm_topics(raw), folder, compress=packed)
             self.recorder.start_episode()
-            self.get_logger().info(f"recording {self.get_namespace()} into {self.recorder.bag.folder}")
+            if self.recorder.bag is not None:  # else: paused on a full disk (one message said so)
+                self.get_logger().info(f"recording {self.get_namespace()} into {self.recorder.bag.folder}")
 
         def close(self) -> None:  # run_node: after the spin loop stopped, before rclpy shuts down
             self.recorder.end_episode(session=True)  # with what is still queued (it drains)

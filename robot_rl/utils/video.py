@@ -1,8 +1,9 @@
 """Episode videos: ``write_video(frames, path, fps)`` writes an animated GIF or an H.264 MP4, chosen by suffix.
 
-GIF goes through Pillow (via imageio); MP4 through PyAV, whose wheels bundle FFmpeg with libx264, so no system
-package is needed. Frames are uint8 ``[T, H, W, 3]`` (or ``[T, H, W]`` grey). The file appears atomically: it is
-written under a temporary name beside ``path`` and renamed when complete.
+GIF goes through Pillow (via imageio); MP4 through PyAV directly, whose wheels bundle FFmpeg with libx264, so no
+system package is needed; an MP4 is encoded in memory, then written by Python, so a full disk is an error, never a
+cut file. Frames are uint8 ``[T, H, W, 3]`` (or ``[T, H, W]`` grey). The file appears atomically: it is written
+under a temporary name beside ``path`` and renamed when complete.
 
 Format notes: GIF frame delays have a 10 ms resolution (20 fps = 50 ms is exact), and Pillow merges identical
 consecutive frames into one longer frame, so a GIF can hold fewer frames than written while playing for the
@@ -12,6 +13,7 @@ same time. MP4 (yuv420p, for browsers and players) needs even sides: odd frames 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -58,13 +60,40 @@ def write_video(frames: Sequence[np.ndarray] | np.ndarray, path: str | Path, fps
             pad_h, pad_w = arr.shape[1] % 2, arr.shape[2] % 2
             if pad_h or pad_w:
                 arr = np.pad(arr, ((0, 0), (0, pad_h), (0, pad_w), (0, 0)), mode="edge")
-            iio.imwrite(tmp, arr, plugin="pyav", codec="libx264", fps=fps, in_pixel_format="rgb24",
-                        out_pixel_format="yuv420p")
+            _write_mp4(arr, tmp, fps)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:  # say which file could not be written
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
     return path
+
+
+def _write_mp4(arr: np.ndarray, path: Path, fps: float) -> None:
+    """H.264 (libx264, yuv420p) at ``fps``, encoded in memory and then written by Python: FFmpeg's own file writes
+    drop errors (a full disk would leave a cut file that looks complete)."""
+    import io
+    from fractions import Fraction
+
+    import av
+
+    buffer = io.BytesIO()
+    container = av.open(buffer, "w", format="mp4")
+    try:
+        stream = container.add_stream("libx264", rate=Fraction(fps).limit_denominator(1001))
+        stream.width, stream.height, stream.pix_fmt = arr.shape[2], arr.shape[1], "yuv420p"
+        for frame in arr:
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        container.mux(stream.encode())  # flush the encoder
+    finally:
+        try:
+            container.close()
+        except Exception:  # noqa: BLE001 - the write's own error is the one to report
+            if sys.exc_info()[0] is None:
+                raise
+    with open(path, "wb") as f:
+        f.write(buffer.getbuffer())
 
 
 def read_video(path: str | Path) -> np.ndarray:

@@ -239,3 +239,21 @@ def test_cli_record_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     printed = capsys.readouterr().out
     assert "success 100 %" in printed and "re-simulated" in printed and video.is_file()
     assert cli_main(["demos", "show", str(tmp_path / "missing.zarr")]) == 2
+
+
+def test_a_full_disk_while_writing_a_video_is_one_message_and_no_file(tmp_path: Path) -> None:
+    """``demos show --video`` (the video path of ``eval --video`` too) under a file-size limit, the path a full
+    disk takes: exit 3, one message naming the file, no traceback, neither the video nor its temporary file left."""
+    import resource
+
+    out = tmp_path / "d.zarr"
+    assert cli_main(["record-demos", "reach", "-n", "1", "--out", str(out), "--no-progress"]) == 0
+    video = tmp_path / "v.mp4"
+    limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))  # noqa: E731 - the child's own limit
+    done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "demos", "show", str(out), "--episode", "0",
+                           "--video", str(video), "--size", "256"], capture_output=True, text=True, timeout=300,
+                          preexec_fn=limit, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "demos stopped, the disk is full (" in done.stderr and "File too large" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert list(tmp_path.glob("*.mp4")) == [] and list(tmp_path.glob(".*")) == []

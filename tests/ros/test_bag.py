@@ -222,3 +222,68 @@ def test_the_recorder_node_records_a_session_that_becomes_demos(graph, tmp_path)
     assert counts["/ee_pose"] > counts["/policy/target_pose"], (counts, graph.log("bag_recorder"))  # 100 Hz
     demos = import_dataset(tmp_path / "bags", tmp_path / "demos.zarr", fmt="rosbag")
     assert demos["episodes"][0]["length"] == counts["/policy/target_pose"]
+
+
+@pytest.mark.timeout(120)
+def test_a_full_disk_pauses_the_recording_with_one_message_and_the_next_episode_records(domain, tmp_path):
+    """The recorder's file-size limit lowered mid-episode (EFBIG, the path a full disk takes): one message, the
+    unfinished episode's bag removed, the finished one whole; with the space back, the next episode records."""
+    import resource
+
+    import rclpy
+    from rclpy.node import Node
+    from rosbags.highlevel import AnyReader
+    from sensor_msgs.msg import Image
+
+    from robot_rl.ros.bag import BagRecorder
+
+    rng = np.random.default_rng(0)
+
+    def frame() -> Image:  # random pixels: a chunk compresses to about its raw size
+        return Image(height=64, width=64, encoding="rgb8", step=192,
+                     data=rng.integers(0, 256, 64 * 64 * 3, dtype=np.uint8).tobytes())
+
+    rclpy.init()
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    try:
+        node = Node("bag_full_test")
+        errors: list[str] = []
+        recorder = BagRecorder(node, {"camera/front/image_raw": Image}, tmp_path / "bags")
+        node.get_logger().error = errors.append  # the recorder's one message, captured
+        pub = node.create_publisher(Image, "camera/front/image_raw", 10)
+        deadline = time.monotonic() + 20
+        while node.count_subscribers("camera/front/image_raw") == 0 and time.monotonic() < deadline:
+            rclpy.spin_once(node, timeout_sec=0.05)
+
+        def record(frames: int) -> None:
+            for _ in range(frames):
+                pub.publish(frame())
+                rclpy.spin_once(node, timeout_sec=0.01)
+            recorder.drain()
+
+        recorder.start_episode()
+        record(20)
+        recorder.end_episode(ok=True)  # episode 0: finished, whole
+        recorder.start_episode()
+        resource.setrlimit(resource.RLIMIT_FSIZE, (256 * 1024, hard))  # episode 1's first chunk (~1 MB) cannot fit
+        try:
+            record(200)
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        assert recorder.bag is None and len(errors) == 1, errors
+        assert "recording paused: the disk is full (" in errors[0] and "File too large" in errors[0], errors
+        assert not (tmp_path / "bags" / "episode_000001").exists()
+        recorder.end_episode()  # nothing to close: no line in the index
+        recorder.start_episode()  # the space is back: episode 2 records
+        record(20)
+        recorder.end_episode(ok=True)
+        recorder.close()
+        node.destroy_node()
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+        rclpy.shutdown()
+    index = [json.loads(line) for line in (tmp_path / "bags" / "episodes.jsonl").read_text().splitlines()]
+    assert [e["episode"] for e in index] == [0, 2]
+    for name in ("episode_000000", "episode_000002"):
+        with AnyReader([tmp_path / "bags" / name]) as reader:
+            assert sum(1 for _ in reader.messages()) >= 15, name
