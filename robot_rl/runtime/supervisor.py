@@ -8,6 +8,7 @@ crashes only. With ``runtime.processes: false`` the same actor and learner alter
 from __future__ import annotations
 
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -54,8 +55,11 @@ def status_line(run_dir: Path) -> str:
         s = json.loads((run_dir / "status.json").read_text())
     except (OSError, ValueError):
         return ""
-    line = (f"updates {s.get('updates', 0)} | utd {s.get('utd_window', float('nan')):.2f} "
-            f"(run {s.get('utd_actual', float('nan')):.2f})")
+    def ratio(key: str) -> str:  # none yet (before learning starts, or no env step in the window): "-"
+        value = s.get(key)
+        return "-" if value is None or math.isnan(value) else f"{value:.2f}"
+
+    line = f"updates {s.get('updates', 0)} | utd {ratio('utd_window')} (run {ratio('utd_actual')})"
     if "policy_lag_steps" in s:
         line += f" | lag {s['policy_lag_steps']:.0f} steps"
     if "eval_return" in s:
