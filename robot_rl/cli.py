@@ -66,7 +66,8 @@ def resolve_config(name: str) -> Path:
 
 
 def fail(command: str, message: object) -> int:
-    """A refused command line or config: one message, exit code 2 (never a restart or a resume hint)."""
+    """A refused command line or config: one message, exit code 2 (never a restart or a resume hint); a full
+    disk: one message, exit code 3."""
     from robot_rl.utils.command import command_error
 
     return command_error(f"robot-rl {command}", message)
@@ -324,6 +325,8 @@ class ServePolicyArgs:
     """Largest request accepted (MB); a larger one closes its connection."""
     device: str = "cpu"
     """Torch device of a local policy."""
+    metadata: JsonDict = field(default_factory=dict)
+    """Policy metadata fields to set (a LeRobot policy's action_low / action_high, control_hz)."""
 
 
 def cmd_serve_policy(argv: list[str]) -> int:
@@ -332,7 +335,7 @@ def cmd_serve_policy(argv: list[str]) -> int:
 
     args = parse_command(ServePolicyArgs, argv, "robot-rl serve-policy")
     try:
-        serve(args.policy, args.host, args.port, args.token_env, args.max_message_mb, args.device)
+        serve(args.policy, args.host, args.port, args.token_env, args.max_message_mb, args.device, args.metadata)
     except (ValueError, OSError) as exc:
         return fail("serve-policy", exc)
     return 0

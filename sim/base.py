@@ -81,6 +81,9 @@ class MujocoTaskEnv(gym.Env):
         if self.with_instruction:
             spaces["instruction"] = gym.spaces.Text(max_length=256, charset=TEXT_CHARSET)
         self.observation_space = gym.spaces.Dict(spaces)
+        self.time_limit: int | None = None
+        """Set by robot_rl's make_env from ``env.max_episode_steps``: replaces ``cfg.max_episode_steps`` (so a
+        config's limit, longer or shorter, is the one the task counts; a person recording demos lifts it)."""
         self.steps = 0
         self.rejected_actions = 0
 
@@ -106,7 +109,7 @@ class MujocoTaskEnv(gym.Env):
         self.steps += 1
         reward, success, failure = self._evaluate()
         terminated = bool(failure or (success and self.cfg.terminate_on_success))
-        truncated = bool(self.steps >= self.cfg.max_episode_steps and not terminated)
+        truncated = bool(self.steps >= (self.time_limit or self.cfg.max_episode_steps) and not terminated)
         info = {"is_success": bool(success), "rejected_actions": self.rejected_actions}
         return self._obs(), float(reward), terminated, truncated, info
 

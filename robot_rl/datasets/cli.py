@@ -60,6 +60,12 @@ class RecordDemosArgs:
     """Which device: a terminal path, a joystick index, a hidraw path or vendor:product."""
     rate: Annotated[float | None, derived("HZ", "the env's")] = None
     """Control rate in Hz for human devices (0: unpaced)."""
+    countdown: Annotated[float | None, derived("S", "wait for the ready key")] = None
+    """Human devices: each attempt starts S seconds after the previous one ended (the ready key starts it earlier);
+    0 starts at once; unset waits for the ready key or button (keyboard g, gamepad B, or the success key)."""
+    episode_seconds: Annotated[float | None, derived("S", "no limit")] = None
+    """Human devices: an attempt ends (truncated) after S seconds, shown as time left; unset, only your labels
+    and the task's own end stop it (the task's step limit does not apply to a person)."""
     overwrite: bool = False
     """Replace an existing dataset at --out."""
     progress: Annotated[bool, arg(help_behavior_hint="")] = True
@@ -113,7 +119,8 @@ def record_main(argv: list[str]) -> int:
             device=args.device)
         stats = record_demos(env_id, args.episodes, out, noise=args.noise, seed=args.seed,
                              only_successes=not args.keep_failures, env_kwargs=kwargs, progress=args.progress,
-                             device=args.device, overwrite=args.overwrite, teleop=teleop, rate_hz=args.rate)
+                             device=args.device, overwrite=args.overwrite, teleop=teleop, rate_hz=args.rate,
+                             start=args.countdown, episode_seconds=args.episode_seconds)
     except (ValueError, FileExistsError, RuntimeError, OSError) as exc:
         return command_error("robot-rl record-demos", exc)
     except KeyboardInterrupt:

@@ -8,11 +8,15 @@ return, success label). It loads with ``load_transitions`` or ``ReplayBuffer.add
 Devices produce the actions (:mod:`robot_rl.datasets.sources`): ``scripted`` is the task's privileged-state
 expert (``env.unwrapped.expert_action(noise)``) with Gaussian action noise, so demos are not identical;
 ``keyboard``, ``gamepad``, ``spacemouse`` and ``ros`` are a person on a teleop device (:mod:`robot_rl.teleop`),
-paced at the env's control rate. The operator labels an attempt with a key or button (success / failure; it
-ends there), discards it (reset) or pauses (the sim stands still, a robot is held; nothing is recorded). An
-attempt the env ends itself is labelled by the env's ``is_success``. Ctrl-C keeps the demos recorded so far.
+paced at the env's control rate. Each attempt starts when the operator is ready (the ready or success key /
+button, or an optional countdown), with the robot held until then; the task's own step limit does not apply, a
+person sets one in seconds if they want one (shown as time left). The operator labels an attempt with a key or
+button (success / failure; it ends there), records it again (reset: discarded, the same placement again), pauses
+(the sim stands still, a robot is held; nothing is recorded) or stops the session. An attempt the env ends itself
+is labelled by the env's ``is_success``. Stop or Ctrl-C keeps the demos recorded so far.
 
-Reproducibility: attempt ``k`` of a recording resets the env with ``episode_seed(seed, k)``, and the expert's
+Reproducibility: the ``k``-th placement of a recording resets the env with ``episode_seed(seed, k)`` (an attempt the
+operator records again keeps its placement), and the expert's
 noise comes from the env's own generator, so the same seed, task and kwargs give the same dataset (on the same
 MuJoCo build). The reset seed of every kept episode is stored, so a state-only episode can be re-simulated.
 
@@ -57,6 +61,8 @@ log = get_logger(__name__)
 DEMO_PARTITION = "demos"
 META_FILE = "dataset.json"
 META_FORMAT, META_VERSION = "robot_rl.demos", 1
+NO_STEP_LIMIT = 10**9
+"""A person's recording env: the task's step limit lifted (their own limit is in seconds)."""
 EventHook = Callable[[str, dict[str, Any]], None]
 
 
@@ -164,7 +170,8 @@ def record_demos(env_id: str, n: int, out_path: str | Path, noise: float = DEFAU
                  only_successes: bool = True, env_kwargs: Mapping[str, Any] | None = None, progress: bool = True,
                  *, device: Any = "scripted", max_attempts: int | None = None, overwrite: bool = False,
                  teleop: TeleopConfig | None = None, rate_hz: float | None = None, success_reward: float = 1.0,
-                 on_event: EventHook | None = None) -> RecordStats:
+                 on_event: EventHook | None = None, start: float | None = None,
+                 episode_seconds: float | None = None) -> RecordStats:
     """Records ``n`` episodes of ``device`` acting in ``env_id`` into a new dataset at ``out_path``.
 
     With ``only_successes`` failed episodes are discarded (and counted) until ``n`` succeed or ``max_attempts``
@@ -176,12 +183,18 @@ def record_demos(env_id: str, n: int, out_path: str | Path, noise: float = DEFAU
     e.g. a policy: robot_rl.vla.distill.PolicyDevice).
     Human devices (``keyboard | gamepad | spacemouse | ros``, configured by ``teleop``) are paced at ``rate_hz``
     (default: the env's control rate; 0 = as fast as possible); a success label sets the last reward to
-    ``success_reward``. ``on_event(kind, info)`` is told ``episode_start``, ``episode_end``, ``hold`` and
-    ``resume``. Ctrl-C while recording from a human keeps the episodes already kept (``interrupted`` in the
-    metadata).
+    ``success_reward``. A person's attempt starts (``start``) on their ready event (None), at once (0) or after a
+    countdown of that many seconds; ``episode_seconds`` limits it (None: no limit but the task's own end and the
+    operator's labels). ``on_event(kind, info)`` is told ``waiting``, ``countdown``, ``episode_start``, ``tick``,
+    ``episode_end``, ``hold`` and ``resume``. The stop event or Ctrl-C while recording from a human keeps the
+    episodes already kept (``stopped`` / ``interrupted`` in the metadata).
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
+    if start is not None and start < 0:
+        raise ValueError(f"start (countdown seconds) must be >= 0 or None (wait for the ready key), got {start}")
+    if episode_seconds is not None and episode_seconds <= 0:
+        raise ValueError(f"episode_seconds must be > 0 or None (no limit), got {episode_seconds}")
     dev = make_device(device, noise, teleop) if isinstance(device, str) else device
     env_id = resolve_env_id(env_id)
     kwargs = _kwargs_json(env_kwargs)
@@ -195,7 +208,7 @@ def record_demos(env_id: str, n: int, out_path: str | Path, noise: float = DEFAU
         max_attempts = 2 * n + 10
     try:
         stats = _record(dev, env_id, kwargs, n, tmp, noise, seed, only_successes, progress, max_attempts,
-                        rate_hz, success_reward, on_event or (lambda kind, info: None))
+                        rate_hz, success_reward, on_event or (lambda kind, info: None), start, episode_seconds)
         publish(tmp, out, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -206,14 +219,16 @@ def record_demos(env_id: str, n: int, out_path: str | Path, noise: float = DEFAU
 
 def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, Any], n: int, tmp: Path,
             noise: float, seed: int, only_successes: bool, progress: bool, max_attempts: int | None,
-            rate_hz: float | None, success_reward: float, hook: EventHook) -> RecordStats:
+            rate_hz: float | None, success_reward: float, hook: EventHook, start: float | None,
+            episode_seconds: float | None) -> RecordStats:
     from robot_rl import __version__ as robot_rl_version
     from robot_rl.envs.make import EnvConfig, make_env
     from robot_rl.replay.store import EpisodeWriter
     from robot_rl.spaces import ObsSpec, action_dim_of
 
-    start = time.perf_counter()
-    env = make_env(EnvConfig(id=env_id, kwargs=dict(kwargs)))
+    began = time.perf_counter()
+    # a person's attempt ends when they say so (or at their own limit in seconds), not at the task's step limit
+    env = make_env(EnvConfig(id=env_id, kwargs=dict(kwargs), max_episode_steps=NO_STEP_LIMIT if dev.human else None))
     try:
         dev.start(env)
         spec = ObsSpec.from_space(env.observation_space)
@@ -229,16 +244,32 @@ def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, An
         if dev.human:
             env.reset(seed=episode_seed(seed, 0))  # first steps compile/load kernels: not while a person steers
             env.step(hold_action(env))
-            meta.update(rate_hz=rate, teleop={k: v for k, v in asdict(dev.cfg).items() if k != "scripted"})
-        attempts = discarded = transitions = 0
+            meta.update(rate_hz=rate, teleop={k: v for k, v in asdict(dev.cfg).items() if k != "scripted"},
+                        start="ready" if start is None else start, episode_seconds=episode_seconds)
+        limit = int(np.ceil(episode_seconds * rate)) if dev.human and episode_seconds and rate else None
+        attempts = discarded = transitions = placement = 0
         with progress_bar(progress, info=True) as bar:
             # A person at the device gets prompts; a scripted recording stays quiet but for the bar.
             say: Callable[[str], None] = log.info if dev.human else (lambda msg: None)
             task = bar.add_task(f"recording {env_id.split('/')[-1]} ({dev.name})", total=n, info="")
             if dev.human:
-                say(f"{dev.name}: {dev.controls()}; Ctrl-C stops and keeps the demos so far")
+                say(f"{dev.name}: {dev.controls()}; stop or Ctrl-C ends the session and keeps the demos so far")
+                if limit:
+                    say(f"each attempt may last {episode_seconds:g} s ({limit} steps)")
 
             def notify(kind: str, info: dict[str, Any]) -> None:
+                if kind == "started":
+                    kind, info = "episode_start", {"attempt": attempts - 1, "kept": len(meta["episodes"])}
+                    say(f"attempt {attempts - 1}: go ({len(meta['episodes'])}/{n} kept)")
+                elif kind == "waiting":
+                    info = {**info, "attempt": attempts - 1}
+                    count = info["countdown"]
+                    when = f"ready? press {dev.ready_keys()}" if count is None else f"starts in {count:g} s"
+                    say(f"attempt {attempts - 1}: {when} ({len(meta['episodes'])}/{n} kept)")
+                elif kind == "countdown":
+                    say(f"{info['seconds']}")
+                elif kind == "tick":
+                    bar.update(task, info=f"{attempts} attempts, {discarded} discarded | {info['seconds_left']} s left")
                 hook(kind, info)
                 if kind == "hold" and not info["connected"]:
                     log.warning("%s disconnected: the robot is held until it is back", dev.name)
@@ -252,12 +283,18 @@ def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, An
                         raise RuntimeError(
                             f"{env_id}: only {len(meta['episodes'])} of {n} demos succeeded in {attempts} "
                             f"attempts (noise {noise}); lower the noise or keep failures")
-                    reset_seed = episode_seed(seed, attempts)
-                    hook("episode_start", {"attempt": attempts, "kept": len(meta["episodes"])})
-                    say(f"attempt {attempts}: go ({len(meta['episodes'])}/{n} kept)")
+                    reset_seed = episode_seed(seed, placement)
                     attempts += 1
                     t0 = time.monotonic()
-                    ep = run_episode(dev, env, reset_seed, 1.0 / rate if rate else 0.0, success_reward, notify)
+                    ep = run_episode(dev, env, reset_seed, 1.0 / rate if rate else 0.0, success_reward, notify,
+                                     start=start if dev.human else 0.0, limit_steps=limit)
+                    if ep.stopped:
+                        attempts -= 1  # the attempt the operator stopped in is not one
+                        meta["stopped"] = True
+                        say("stopped by the operator")
+                        break
+                    if not ep.discarded:  # recorded again: the same placement
+                        placement += 1
                     keep = not ep.discarded and bool(ep.actions) and (ep.success or not only_successes)
                     if keep:
                         k = len(meta["episodes"])
@@ -275,7 +312,7 @@ def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, An
                         bar.advance(task)
                     else:
                         discarded += 1
-                    outcome = "discarded" if ep.discarded else ("success" if ep.success else "failure")
+                    outcome = "to record again" if ep.discarded else ("success" if ep.success else "failure")
                     say(f"attempt {attempts - 1}: {outcome} ({ep.label}), {len(ep.actions)} steps, "
                         f"{'kept' if keep else 'not kept'}")
                     hook("episode_end", {"attempt": attempts - 1, "kept": keep, "success": ep.success,
@@ -293,7 +330,7 @@ def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, An
         dev.close()
         env.close()
     return RecordStats(path=tmp, env_id=env_id, episodes=len(meta["episodes"]), attempts=attempts,
-                       discarded=discarded, transitions=transitions, seconds=time.perf_counter() - start,
+                       discarded=discarded, transitions=transitions, seconds=time.perf_counter() - began,
                        bytes=dir_bytes(tmp), successes=sum(e["success"] for e in meta["episodes"]),
                        returns=[e["return"] for e in meta["episodes"]])
 

@@ -1,8 +1,9 @@
 """Where a recording's actions come from: the scripted expert, or a person on a teleop device.
 
 Every source answers ``step(env) -> Step`` once per control period: the action to run, the operator's events
-(success / failure label, reset = discard the attempt, pause) and ``hold`` (paused or device disconnected: the
-robot is held and nothing is recorded).
+(success / failure label, reset = discard the attempt and record it again, pause, ready, stop) and ``hold`` (paused
+or device disconnected: the robot is held and nothing is recorded). A person's attempt starts when they are ready
+(the ready or success key / button, or a countdown) and may have a time limit in seconds.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from robot_rl.teleop.config import TeleopConfig
 DEFAULT_NOISE = 0.1
 DEVICES = ("scripted", "spacemouse", "gamepad", "keyboard", "ros")
 HUMAN_DEVICES = DEVICES[1:]
-FUNCTION_ORDER = ("gripper", "gripper_close", "gripper_open", "success", "failure", "reset", "pause", "takeover")
+FUNCTION_ORDER = ("gripper", "gripper_close", "gripper_open", "ready", "success", "failure", "reset", "pause", "stop",
+                  "takeover")
 
 
 class DeviceUnavailableError(ValueError):
@@ -88,6 +90,14 @@ class HumanDevice:
         if self.device.action_dim != dim:
             raise ValueError(f"{self.name}: device gives {self.device.action_dim}-D actions, the env takes {dim}-D")
 
+    def _bindings(self) -> dict[str, list[str]]:
+        """Function -> the buttons / keys bound to it."""
+        found: dict[str, list[str]] = {}
+        for dev in (self.device, getattr(self.device, "device", None), getattr(self.device, "keyboard", None)):
+            for button, function in getattr(getattr(dev, "map", None), "buttons", {}).items():
+                found.setdefault(function, []).append(button)
+        return found
+
     def reset(self) -> None:
         self.paused = False
         if hasattr(self.device, "reset"):
@@ -106,14 +116,16 @@ class HumanDevice:
         return Step(np.clip(action, -1.0, 1.0), reading.events)
 
     def controls(self) -> str:
-        """The device's bindings for the operator, e.g. ``w/up: +x; ...; enter: success; backspace: discard``."""
-        found: dict[str, list[str]] = {}
-        for dev in (self.device, getattr(self.device, "device", None), getattr(self.device, "keyboard", None)):
-            for button, function in getattr(getattr(dev, "map", None), "buttons", {}).items():
-                found.setdefault(function, []).append(button)
-        names = {"reset": "discard"}
+        """The device's bindings for the operator, e.g. ``w/up: +x; ...; enter: success; backspace: record again``."""
+        found = self._bindings()
+        names = {"reset": "record again", "ready": "start the episode"}
         order = sorted(found, key=lambda f: (f[:1] not in "+-", FUNCTION_ORDER.index(f) if f in FUNCTION_ORDER else 0))
         return "; ".join(f"{'/'.join(found[f])}: {names.get(f, f)}" for f in order) or "no bindings listed"
+
+    def ready_keys(self) -> str:
+        """The keys / buttons that start an episode (ready, or success for devices with few buttons)."""
+        found = self._bindings()
+        return " or ".join("/".join(found[f]) for f in ("ready", "success") if f in found) or "the ready button"
 
     def close(self) -> None:
         if self.device is not None:
@@ -161,24 +173,39 @@ class Episode:
     discarded: bool = False
     held_steps: int = 0
     instruction: str = ""
+    stopped: bool = False
+    """The operator ended the session (the attempt is discarded)."""
 
 
 def run_episode(dev: ScriptedDevice | HumanDevice, env: Any, reset_seed: int, period: float,
-                success_reward: float, hook: Callable[[str, dict[str, Any]], None]) -> Episode:
-    """One attempt: the device steps the env until the env ends it or the operator labels / discards it."""
+                success_reward: float, hook: Callable[[str, dict[str, Any]], None], start: float | None = 0.0,
+                limit_steps: int | None = None) -> Episode:
+    """One attempt: the device steps the env until the env ends it, the operator labels / discards it, or
+    ``limit_steps`` steps were recorded (truncated). ``start``: None waits for the operator's ready (or success)
+    event, 0 starts at once, ``s > 0`` counts ``s`` seconds down (ready starts earlier); stop while waiting or
+    acting ends the session. ``hook`` is told ``waiting``, ``countdown`` (seconds left), ``started``, ``tick``
+    (seconds left of the limit, once a second), ``hold`` and ``resume``."""
     obs, info = env.reset(seed=reset_seed)
     dev.reset()
+    ep = Episode([copy_obs(obs)], instruction=str(info.get(INSTRUCTION, "")))
+    hardware = bool(getattr(env.unwrapped, "drives_hardware", False))
+    if start != 0 and not _ready(dev, env, ep, period, start, hook, hardware):
+        ep.discarded = ep.stopped = True
+        return ep
+    hook("started", {})
     observe = getattr(dev, "observe", None)  # sources that act on observations (a policy)
     if observe is not None:
         observe(obs, info, True)
-    ep = Episode([copy_obs(obs)], instruction=str(info.get(INSTRUCTION, "")))
-    hardware = bool(getattr(env.unwrapped, "drives_hardware", False))
     holding, tick = False, time.monotonic()
+    said_left = None
     while True:
         if period:  # a person needs real time; a late step does not make the next ones hurry
             tick = max(tick + period, time.monotonic() - period)
             time.sleep(max(0.0, tick - time.monotonic()))
         step = dev.step(env)
+        if "stop" in step.events:
+            ep.discarded = ep.stopped = True
+            return ep
         if step.hold != holding:
             holding = step.hold
             hook("hold" if holding else "resume", {"paused": getattr(dev, "paused", False),
@@ -212,5 +239,35 @@ def run_episode(dev: ScriptedDevice | HumanDevice, env: Any, reset_seed: int, pe
             if ep.success:
                 ep.rewards[-1] = float(success_reward)
             return ep
+        if limit_steps is not None and not step.hold:
+            left = int(np.ceil((limit_steps - len(ep.actions)) * period)) if period else None
+            if left is not None and left != said_left:
+                said_left = left
+                hook("tick", {"seconds_left": left})
+            if len(ep.actions) >= limit_steps and not (ep.terminated[-1] or ep.truncated[-1]):
+                ep.truncated[-1], ep.label = True, "time"  # the operator's time limit
         if ep.actions and (ep.terminated[-1] or ep.truncated[-1]) and not step.hold:
             return ep
+
+
+def _ready(dev: Any, env: Any, ep: Episode, period: float, start: float | None,
+           hook: Callable[[str, dict[str, Any]], None], hardware: bool) -> bool:
+    """Waits, the robot held, for the operator's ready (or success) event or the countdown's end: True; stop:
+    False. Nothing is recorded meanwhile (a robot's held state becomes the episode's first observation)."""
+    hook("waiting", {"countdown": start})
+    deadline = None if start is None else time.monotonic() + start
+    said = None
+    while True:
+        time.sleep(period or 0.02)
+        step = dev.step(env)
+        if "stop" in step.events:
+            return False
+        if step.events & {"ready", "success"} or (deadline is not None and time.monotonic() >= deadline):
+            dev.reset()  # what the operator pressed while waiting (pause, the gripper) does not carry over
+            return True
+        if deadline is not None and (left := int(np.ceil(deadline - time.monotonic()))) != said:
+            said = left
+            hook("countdown", {"seconds": left})
+        if hardware:  # a robot must be commanded to hold while the operator gets ready
+            obs, *_ = env.step(hold_action(env))
+            ep.observations[-1] = copy_obs(obs)

@@ -13,6 +13,7 @@ everything else). The flags are ``robot-rl serve-policy``'s.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from robot_rl.policies.client import token_from_env
@@ -26,9 +27,10 @@ LOCAL = ("127.0.0.1", "localhost", "::1")
 
 
 def serve(policy_path: str, host: str = "127.0.0.1", port: int = 8000, token_env: str = "ROBOT_RL_POLICY_TOKEN",
-          max_message_mb: float = 64.0, device: str = "cpu") -> None:
-    """Loads the policy and serves it until interrupted; ValueError / OSError when it cannot be loaded."""
-    policy = load_policy(BasePolicyConfig(path=policy_path, device=device))
+          max_message_mb: float = 64.0, device: str = "cpu", metadata: dict | None = None) -> None:
+    """Loads the policy and serves it until interrupted; ValueError / OSError when it cannot be loaded.
+    ``metadata``: PolicyMetadata fields to set (a LeRobot policy's ``action_low`` / ``action_high``, its rate)."""
+    policy = load_policy(BasePolicyConfig(path=policy_path, device=device, metadata=dict(metadata or {})))
     token = token_from_env(token_env)
     if host not in LOCAL and not token:
         log.warning("serving on %s without a token: anyone who can reach the port can drive this policy", host)
@@ -50,10 +52,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="environment variable holding the token clients must send (unset = no token)")
     parser.add_argument("--max-message-mb", type=float, default=64.0, help="largest request accepted (MB)")
     parser.add_argument("--device", default="cpu", help="torch device of a local policy")
+    parser.add_argument("--metadata", type=json.loads, default={}, metavar="JSON",
+                        help="policy metadata fields to set (a LeRobot policy's action_low / action_high)")
     args = parser.parse_args(argv)
     setup_logging()
     try:
-        serve(args.policy, args.host, args.port, args.token_env, args.max_message_mb, args.device)
+        serve(args.policy, args.host, args.port, args.token_env, args.max_message_mb, args.device, args.metadata)
     except (ValueError, OSError) as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return 2

@@ -20,6 +20,7 @@ checks and other clients' handshakes during a slow inference.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
 import http
 import threading
@@ -47,7 +48,10 @@ class PolicyServer:
         self.policy, self.host, self.port, self.token = policy, host, port, token
         self.keys = keys or RequestKeys()
         self.max_message_bytes = max_message_bytes
-        self.metadata = {"robot_rl": policy.metadata.to_dict(), "protocol": "openpi-websocket"}
+        # a BasePolicy's chunks are already in [-1, 1] (its action bounds applied): sent without bounds, so neither
+        # this server's check nor the client normalises them a second time
+        self.wire_metadata = dataclasses.replace(policy.metadata, action_low=(), action_high=())
+        self.metadata = {"robot_rl": self.wire_metadata.to_dict(), "protocol": "openpi-websocket"}
         self.served = 0
         self.refused = 0
         self._infer_lock = threading.Lock()
@@ -79,7 +83,8 @@ class PolicyServer:
             t0 = time.perf_counter()
             actions = self.policy.infer(obs, instruction, noise)
             infer_ms = (time.perf_counter() - t0) * 1e3
-        return {self.keys.actions: check_chunk(actions, meta, "policy output"), "server_timing": {"infer_ms": infer_ms}}
+        return {self.keys.actions: check_chunk(actions, self.wire_metadata, "policy output"),
+                "server_timing": {"infer_ms": infer_ms}}
 
     async def _handler(self, ws: ServerConnection) -> None:
         await ws.send(packb(self.metadata))

@@ -99,9 +99,13 @@ class BagWriter:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=False)
         self.file = self.folder / f"{self.folder.name}_0.mcap"
-        self._stream = open(self.file, "wb")  # noqa: SIM115 - closed in close()
-        self._writer = Writer(self._stream, compression=CompressionType.ZSTD)
-        self._writer.start(profile="ros2", library="robot_rl")
+        try:
+            self._stream = open(self.file, "wb")  # noqa: SIM115 - closed in close()
+            self._writer = Writer(self._stream, compression=CompressionType.ZSTD)
+            self._writer.start(profile="ros2", library="robot_rl")
+        except BaseException:  # e.g. a full disk: the folder this made goes, nothing half-made stays
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
         self.distro = distro
         self._schemas: dict[str, int] = {}
         self._channels: dict[str, tuple[int, str]] = {}
@@ -185,7 +189,12 @@ class BagRecorder:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.index = self.folder / "episodes.jsonl"
         done = self.index.read_text().splitlines() if self.index.is_file() else []
-        self.next_episode = max((json.loads(line)["episode"] for line in done), default=-1) + 1
+        # past the indexed episodes and any folder a crashed session left (its .mcap stays readable: kept)
+        folders = [int(p.name.split("_")[1]) for p in self.folder.glob("episode_*") if p.name.split("_")[1].isdigit()]
+        self.next_episode = max([json.loads(line)["episode"] for line in done] + folders, default=-1) + 1
+        self.paused = False
+        """Recording paused by a full disk (said once); the next start_episode() tries again."""
+        self._lock = threading.Lock()  # self.bag is swapped by the env's thread and the executor's callbacks
         self.bag: BagWriter | None = None
         self.steps = 0
         self.flush_timeout = 1.0
@@ -273,12 +282,17 @@ class BagRecorder:
         err = disk_full_error(exc)
         if err is None:
             raise exc
-        if bag is not None and self.bag is bag:
-            self.bag = None
-            bag.abort()
-        self.node.get_logger().error(f"recording paused: the disk is full ({describe(err)}); the unfinished bag of "
-                                     "this episode was removed, the finished ones are whole; the next episode "
-                                     "records again once there is space")
+        with self._lock:
+            if bag is not None:
+                if self.bag is not bag:  # the other thread already handled this bag
+                    return
+                self.bag = None
+                bag.abort()
+            said, self.paused = self.paused, True
+        if not said:
+            self.node.get_logger().error(
+                f"recording paused: the disk is full ({describe(err)}); the unfinished bag of this episode was "
+                "removed, the finished ones are whole; the next episode records again once there is space")
 
     def drain(self) -> int:
         """Logs the messages still queued in the subscriptions (at the end of a session the executor has stopped;
@@ -297,10 +311,15 @@ class BagRecorder:
             self.end_episode(aborted=True)
         k = self.next_episode
         try:
-            self.bag = BagWriter(self.folder / f"episode_{k:06d}")
+            bag = BagWriter(self.folder / f"episode_{k:06d}")
         except OSError as exc:
-            shutil.rmtree(self.folder / f"episode_{k:06d}", ignore_errors=True)
-            self._disk_full(exc, None)
+            self._disk_full(exc, None)  # (BagWriter removed the folder it had made)
+        else:
+            with self._lock:
+                self.bag = bag
+            if self.paused:
+                self.paused = False
+                self.node.get_logger().info(f"recording resumed: episode {k}")
         self._episode, self._started, self.steps = k, time.time_ns(), 0
         self.next_episode += 1
         return k
@@ -315,13 +334,15 @@ class BagRecorder:
                 break
             time.sleep(0.002)
         self._noted, self._seen = {}, {}
-        bag, self.bag = self.bag, None
+        with self._lock:
+            bag, self.bag = self.bag, None
         if bag is None:
             return
         try:
             bag.close({"robot_rl.episode": str(self._episode)})
         except OSError as exc:
-            self.bag = bag
+            with self._lock:
+                self.bag = bag
             self._disk_full(exc, bag)
             return
         line = {"episode": self._episode, "bag": bag.folder.name, "start_ns": self._started, "end_ns": time.time_ns(),
@@ -402,6 +423,11 @@ def main(argv: list[str] | None = None) -> int:
             self.recorder.start_episode()
             if self.recorder.bag is not None:  # else: paused on a full disk (one message said so)
                 self.get_logger().info(f"recording {self.get_namespace()} into {self.recorder.bag.folder}")
+            self.create_timer(5.0, self._retry)
+
+        def _retry(self) -> None:  # a session paused by a full disk records again (a new bag) once there is space
+            if self.recorder.bag is None:
+                self.recorder.start_episode()
 
         def close(self) -> None:  # run_node: after the spin loop stopped, before rclpy shuts down
             self.recorder.end_episode(session=True)  # with what is still queued (it drains)

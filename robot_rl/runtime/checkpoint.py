@@ -21,7 +21,7 @@ from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
 from robot_rl.replay.store import load_buffer
 from robot_rl.spaces import ObsSpec
 from robot_rl.utils.failpoint import failpoint
-from robot_rl.utils.state_io import atomic_write, load_state, save_state
+from robot_rl.utils.state_io import atomic_write, fsync_tree, load_state, save_state
 
 
 def save_checkpoint(run_dir: str | Path, agent: Agent, replay: ReplayBuffer | None, counters: dict[str, Any],
@@ -42,6 +42,7 @@ def save_checkpoint(run_dir: str | Path, agent: Agent, replay: ReplayBuffer | No
             replay.save(str(tmp / "replay.zarr"))
         failpoint("checkpoint.replay_written")
         atomic_write(tmp / "counters.json", lambda f: f.write_text(json.dumps(counters)))
+        fsync_tree(tmp)  # the replay's chunks and the policy too, not only what atomic_write synced
     except BaseException:  # e.g. a full disk: nothing half-written stays behind; ``latest`` still names the last
         shutil.rmtree(tmp, ignore_errors=True)
         raise

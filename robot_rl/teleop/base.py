@@ -12,9 +12,11 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-EVENTS = ("success", "failure", "reset", "pause")
-"""Episode events a device can raise: label the episode a success / failure (ends it), reset it (truncates),
-pause (the robot holds still and nothing is recorded while paused; press again to resume)."""
+EVENTS = ("success", "failure", "reset", "pause", "ready", "stop")
+"""Episode events a device can raise: label the episode a success / failure (ends it), reset it (truncates;
+recording demos: discard it and record it again), pause (the robot holds still and nothing is recorded while
+paused; press again to resume), ready (the operator is ready: the next episode starts; a success press counts as
+ready too, for devices with few buttons), stop (end the recording session, keeping what was recorded)."""
 
 
 @dataclass

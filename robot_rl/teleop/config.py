@@ -19,7 +19,8 @@ DEVICES = ("none", "scripted", "keyboard", "gamepad", "spacemouse", "ros")
 TAKEOVER_MODES = ("motion", "deadman", "toggle")
 GRIPPER_MODES = ("toggle", "hold")
 ROS_MESSAGES = ("joy", "twist")
-BUTTON_FUNCTIONS = ("success", "failure", "reset", "pause", "gripper", "gripper_open", "gripper_close", "takeover")
+BUTTON_FUNCTIONS = ("success", "failure", "reset", "pause", "ready", "stop", "gripper", "gripper_open", "gripper_close",
+                    "takeover")
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from robot_rl.teleop.mapping import InputMap, TeleopDeviceError, ThreadedDevice,
 SIX_DOF = ("-a1", "-a0", "-a4", "h0x", "h0y", "-a3")  # left stick: x/y, right stick: z and yaw, hat: roll/pitch
 CAR = ("-a1", "-a3")  # left stick up: forward; right stick left: turn left
 DEFAULT_BUTTONS = {"b0": "gripper", "b7": "success", "b6": "failure", "b3": "reset", "b2": "pause",
-                   "b5": "takeover"}
+                   "b5": "takeover", "b1": "ready", "b8": "stop"}
 POLL_S = 0.01
 
 

@@ -24,8 +24,9 @@ DEFAULT_BUTTONS = {
     "up": "+x", "down": "-x", "left": "+y", "right": "-y",
     "u": "+roll", "o": "-roll", "i": "+pitch", "k": "-pitch", "j": "+yaw", "l": "-yaw",
     "space": "gripper", "enter": "success", "x": "failure", "backspace": "reset", "p": "pause", "t": "takeover",
+    "g": "ready", "q": "stop",
 }
-EVENT_KEYS = {"enter": "success", "x": "failure", "backspace": "reset", "p": "pause"}
+EVENT_KEYS = {"enter": "success", "x": "failure", "backspace": "reset", "p": "pause", "g": "ready", "q": "stop"}
 SEQUENCES = {  # escape sequences of xterm-like terminals (normal and application cursor mode)
     b"\x1b[A": "up", b"\x1b[B": "down", b"\x1b[C": "right", b"\x1b[D": "left",
     b"\x1bOA": "up", b"\x1bOB": "down", b"\x1bOC": "right", b"\x1bOD": "left",

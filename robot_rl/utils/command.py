@@ -14,13 +14,19 @@ log = get_logger(__name__)
 
 
 def command_error(prog: str, message: object) -> int:
-    """Reports ``message`` (an exception or text) for command ``prog`` (``robot-rl demos show``); returns 2.
+    """Reports ``message`` (an exception or text) for command ``prog`` (``robot-rl demos show``); returns 2, or 3
+    (``DISK_FULL``) when the exception is a full disk.
 
     The line goes straight to the current ``sys.stderr`` rather than through a log handler: it is the command's
     answer, shown at any ``--log-level``. An exception's traceback goes to the debug log (``--log-level debug``).
     """
+    from robot_rl.utils.disk import DISK_FULL, describe, disk_full_error
+
     if isinstance(message, BaseException):
         log.debug("%s failed", prog, exc_info=message)
+        if (full := disk_full_error(message)) is not None:
+            print(f"{prog}: stopped, the disk is full ({describe(full)})", file=sys.stderr, flush=True)
+            return DISK_FULL
     print(f"{prog}: error: {message}", file=sys.stderr, flush=True)
     return 2
 

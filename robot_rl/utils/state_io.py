@@ -73,6 +73,23 @@ def atomic_write(path: Path, write: Any) -> None:
         os.close(dir_fd)
 
 
+def fsync_tree(root: Path) -> None:
+    """fsyncs every file and folder under ``root`` (a checkpoint before it is renamed into place: after a power
+    loss, the checkpoint ``latest`` names holds what was written, and the spool chunks it replaced are not needed)."""
+    for folder, _, files in os.walk(root):
+        for name in files:
+            fd = os.open(os.path.join(folder, name), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
 def save_state(path: str | Path, state: Any) -> None:
     """Writes a nested state to ``path`` (safetensors) atomically."""
     tensors: dict[str, torch.Tensor] = {}

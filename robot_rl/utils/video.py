@@ -12,8 +12,8 @@ same time. MP4 (yuv420p, for browsers and players) needs even sides: odd frames 
 
 from __future__ import annotations
 
+import contextlib
 import os
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -64,7 +64,7 @@ def write_video(frames: Sequence[np.ndarray] | np.ndarray, path: str | Path, fps
         os.replace(tmp, path)
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError) and exc.filename is None:  # say which file could not be written
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:  # name the file
             raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
     return path
@@ -86,12 +86,11 @@ def _write_mp4(arr: np.ndarray, path: Path, fps: float) -> None:
         for frame in arr:
             container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
         container.mux(stream.encode())  # flush the encoder
-    finally:
-        try:
+    except BaseException:
+        with contextlib.suppress(Exception):  # the write's own error is the one to report
             container.close()
-        except Exception:  # noqa: BLE001 - the write's own error is the one to report
-            if sys.exc_info()[0] is None:
-                raise
+        raise
+    container.close()  # writes the trailer: its error, if any, is this video's
     with open(path, "wb") as f:
         f.write(buffer.getbuffer())
 

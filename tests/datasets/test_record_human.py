@@ -23,20 +23,24 @@ pytestmark = pytest.mark.timeout(120)
 PICK = "robot_rl/PickCube-v0"
 
 
-def typist(master: int, scripts: dict[int, list]) -> tuple[callable, threading.Thread]:
-    """A person at the terminal: when attempt k starts, types ``scripts[k]`` (bytes, or a float = pause)."""
+def typist(master: int, scripts: dict[int, list], ready: bytes = b"g") -> tuple[callable, threading.Thread]:
+    """A person at the terminal: presses ``ready`` when attempt k waits for it, and when it starts types
+    ``scripts[k]`` (bytes, or a float = pause)."""
     starts: queue.Queue = queue.Queue()
 
     def hook(kind: str, info: dict) -> None:
+        if kind == "waiting":
+            starts.put(("ready", info["attempt"]))
         if kind == "episode_start":
-            starts.put(info["attempt"])
+            starts.put(("go", info["attempt"]))
 
     def run() -> None:
         while True:
-            attempt = starts.get()
-            if attempt is None:
+            item = starts.get()
+            if item is None:
                 return
-            for item in scripts.get(attempt, []):
+            what, attempt = item
+            for item in [ready] if what == "ready" else scripts.get(attempt, []):
                 if isinstance(item, float):
                     time.sleep(item)
                 else:
@@ -189,3 +193,77 @@ def test_pause_on_a_robot_commands_the_hold(pty) -> None:
     assert len(ep.observations) == len(ep.actions) + 1
     np.testing.assert_array_equal(ep.observations[-1]["state"], env.unwrapped._obs()["state"])
     env.close()
+
+
+@pytest.mark.timeout(240)
+def test_a_person_at_the_terminal_starts_labels_records_again_and_stops(pty, tmp_path: Path) -> None:
+    """``robot-rl record-demos`` as a person runs it, its terminal a pty: no attempt starts before the ready key,
+    no time-out the operator did not choose (one attempt runs past the task's 5 s step limit), the labels are the
+    keys pressed, an attempt recorded again leaves no trace (its placement is recorded next), stop keeps the rest."""
+    import subprocess
+    import sys
+
+    from robot_rl.datasets.record import episode_seed
+
+    master, slave = pty
+    out = tmp_path / "person.zarr"
+    proc = subprocess.Popen([sys.executable, "-m", "robot_rl.cli", "record-demos", "pickcube", "--device", "keyboard",
+                             "-n", "10", "--out", str(out), "--keep-failures", "--no-progress"],
+                            stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "MUJOCO_GL": "egl"})
+    lines: queue.Queue = queue.Queue()
+    seen: list[str] = []
+    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()
+
+    def wait_for(text: str, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                seen.append(line := lines.get(timeout=0.5))
+            except queue.Empty:
+                continue
+            if text in line:
+                return
+        raise AssertionError(f"no {text!r} in: {''.join(seen)[-3000:]}")
+
+    def press(*keys: bytes, gap: float = 0.06) -> None:
+        if keys[0] in (b"g", b"q"):  # a terminal sends no key releases: the same key typed again within
+            time.sleep(0.7)  # teleop.key_hold_s (0.6 s) reads as held, not as a second press
+        for key in keys:
+            os.write(master, key)
+            time.sleep(gap)
+
+    try:
+        wait_for("attempt 0: ready? press g")
+        time.sleep(1.5)  # the operator takes their time: nothing starts
+        assert not any("attempt 0: go" in line for line in seen) and lines.empty()
+        press(b"g")
+        wait_for("attempt 0: go")
+        press(*[b"w"] * 6, b"\r")  # success
+        wait_for("attempt 1: ready?")
+        press(b"g")
+        wait_for("attempt 1: go")
+        press(*[b"a"] * 4, b"\x7f")  # Backspace: record this one again
+        wait_for("attempt 2: ready?")
+        press(b"g")
+        wait_for("attempt 2: go")
+        press(*[b"d"] * 4, b"x")  # failure
+        wait_for("attempt 3: ready?")
+        press(b"g")
+        wait_for("attempt 3: go")
+        time.sleep(7.0)  # past PickCube's own limit (100 steps at 20 Hz)
+        press(b"\r")
+        wait_for("attempt 4: ready?")
+        press(b"q")  # stop
+        assert proc.wait(timeout=60) == 0, "".join(seen)[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    meta = read_meta(out)
+    episodes = meta["episodes"]
+    assert [(e["success"], e["label"]) for e in episodes] == [(True, "key"), (False, "key"), (True, "key")]
+    assert [e["reset_seed"] for e in episodes] == [episode_seed(0, k) for k in range(3)]  # no placement skipped
+    assert episodes[2]["length"] > 100 and meta["stopped"] and (meta["attempts"], meta["discarded"]) == (4, 1)
+    _, _, arrays = load_transitions(out)
+    assert sorted(np.unique(arrays["episode_id"][arrays["valid"]])) == [0, 1, 2]
+    assert arrays["valid"].sum() == sum(e["length"] for e in episodes)  # the recorded-again attempt: no rows

@@ -268,3 +268,33 @@ def test_client_speaks_to_an_openpi_style_server_with_its_own_keys_and_metadata(
     assert seen["prompt"] == "put the bowl on the plate"
     assert seen["observation/image"].shape == (224, 224, 3) and seen["observation/wrist_image"].dtype == np.uint8
     assert client.server_metadata == {"policy": "pi05_libero"}
+
+
+def test_a_policy_with_action_bounds_is_normalised_once_across_the_wire():
+    """A local policy's chunk is already in [-1, 1] (its bounds applied by the policy): the server sends it and its
+    metadata without the bounds, so neither side normalises it again (here [0, 10] units: 5 -> 0.0, not -1)."""
+    from robot_rl.policies.base import check_chunk
+
+    class Bounded:
+        metadata = PolicyMetadata(action_dim=2, chunk_length=1, state_dim=3, action_low=(0.0, 0.0),
+                                  action_high=(10.0, 10.0), name="bounded")
+
+        def infer(self, obs, instruction="", noise=None):
+            return check_chunk(np.array([[5.0, 10.0]]), self.metadata, "bounded")  # as a BasePolicy does
+
+        def reset(self):
+            pass
+
+        def close(self):
+            pass
+
+    srv = PolicyServer(Bounded(), port=0)
+    port = srv.start()
+    try:
+        client = RemotePolicy(f"ws://127.0.0.1:{port}")
+        got = client.infer({"state": np.zeros(3, np.float32)})
+        assert np.allclose(got, [[0.0, 1.0]]) and np.allclose(got, Bounded().infer({})), got
+        assert client.metadata.action_low == () and client.metadata.name == "bounded"
+        client.close()
+    finally:
+        srv.stop()
