@@ -256,7 +256,7 @@ class EvalArgs:
     """Deterministic evaluation of trained runs (several runs, i.e. seeds, also get the IQM with a stratified
     bootstrap 95 % CI) or of a base policy (a saved policy folder or a ws:// policy server) per task."""
 
-    run_dirs: Annotated[tuple[str, ...], tyro.conf.Positional]
+    run_dirs: Annotated[tuple[str, ...], tyro.conf.Positional, tyro.conf.arg(metavar="RUN_DIR|POLICY")]
     """Run folders (their latest checkpoint's policy), or one base policy: a folder with policy.json, ws://HOST:PORT
     or lerobot:<type>:<folder>."""
     episodes: int = 10

@@ -13,7 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 HELP = {
-    "record-demos": ["TASK", "--device", "-n", "--episodes", "--out", "--noise", "--seed", "--image-size",
+    "record-demos": ["TASK", "--device", "-n", "--episodes", "--countdown", "--episode-seconds",
+                     "--out", "--noise", "--seed", "--image-size",
                      "--keep-failures", "--teleop-config", "--device-path", "--rate", "--overwrite", "--no-progress"],
     "demos": ["show", "discard"],
     "demos show": ["PATH", "--episode", "--video", "--camera", "--fps", "--scale", "--size"],
@@ -25,7 +26,9 @@ HELP = {
     "launch": ["FILE", "NAME:=VALUE", "--print"],
     "ros-index": ["PREFIX"],
     "train": ["--resume", "--checkpoint-every-s", "--progress-every-s", "--runtime.heartbeat-timeout",
-              "--runtime.spool-max-mb"],
+              "--runtime.spool-max-mb", "lerobot:<type>:<folder>"],
+    "eval": ["RUN_DIR|POLICY", "lerobot:<type>:<folder>", "--base-policy.metadata", "--env-kwargs"],
+    "serve-policy": ["POLICY", "lerobot:<type>:<folder>", "--metadata", "--token-env"],
 }
 BAD = {  # command line -> what stderr names
     "record-demos reach --bogus 1": "--bogus",
