@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from robot_rl.agents.bc import bc_term
+from robot_rl.agents.bc_loss import bc_term
 from robot_rl.agents.torch_compat import Probe, check_close, manual_grad_available
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from robot_rl.agents.base import Sampling, index_tree, keep_global_rng, obs_batch, seeded_generator, utd_batch
-from robot_rl.agents.bc import bc_term
+from robot_rl.agents.bc_loss import bc_term
 from robot_rl.agents.encoders import ObservationEncoder
 from robot_rl.agents.networks import EnsembleCritic, init_parameters, mlp, phase_one_hot, squashed_gaussian
 from robot_rl.agents.residual_config import ResidualConfig

@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from robot_rl.agents.base import Sampling, index_tree, keep_global_rng, obs_batch, seeded_generator, to_torch, utd_batch
-from robot_rl.agents.bc import bc_term
+from robot_rl.agents.bc_loss import bc_term
 from robot_rl.agents.config import SACConfig
 from robot_rl.agents.encoders import ObservationEncoder
 from robot_rl.agents.fused_adam import FusedAdamStep
