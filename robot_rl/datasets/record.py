@@ -264,7 +264,8 @@ def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, An
                 elif kind == "waiting":
                     info = {**info, "attempt": attempts - 1}
                     count = info["countdown"]
-                    when = f"ready? press {dev.ready_keys()}" if count is None else f"starts in {count:g} s"
+                    keys = getattr(dev, "ready_keys", lambda: "the ready button")()  # a device object of one's own
+                    when = f"ready? press {keys}" if count is None else f"starts in {count:g} s"
                     say(f"attempt {attempts - 1}: {when} ({len(meta['episodes'])}/{n} kept)")
                 elif kind == "countdown":
                     say(f"{info['seconds']}")
