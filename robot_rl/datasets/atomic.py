@@ -11,26 +11,11 @@ import uuid
 from pathlib import Path
 
 from robot_rl.utils.process import pid_alive
+from robot_rl.utils.state_io import fsync_tree
 
 
 def dir_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-
-
-def fsync_tree(path: Path) -> None:
-    """Flushes every file and folder under ``path`` (so the rename that publishes it is durable)."""
-    for root, _dirs, files in os.walk(path):
-        for name in files:
-            fd = os.open(os.path.join(root, name), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fd = os.open(root, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def temp_prefix(out: Path) -> str:
