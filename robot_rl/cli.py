@@ -473,13 +473,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[argv[0]](argv[1:])
     except Exception as exc:
-        from robot_rl.utils.disk import DISK_FULL, describe, disk_full_error
+        from robot_rl.utils.disk import disk_full_error
 
-        err = disk_full_error(exc)
-        if err is None:
+        if disk_full_error(exc) is None:
             raise
-        log.error("%s stopped, the disk is full (%s)", argv[0], describe(err))
-        return DISK_FULL
+        return fail(argv[0], exc)  # one message, exit code DISK_FULL
 
 
 if __name__ == "__main__":

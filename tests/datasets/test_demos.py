@@ -254,6 +254,6 @@ def test_a_full_disk_while_writing_a_video_is_one_message_and_no_file(tmp_path: 
                            "--video", str(video), "--size", "256"], capture_output=True, text=True, timeout=300,
                           preexec_fn=limit, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
     assert done.returncode == 3, done.stderr[-2000:]
-    assert f"demos stopped, the disk is full ({video}: File too large)" in done.stderr, done.stderr
+    assert f"robot-rl demos: stopped, the disk is full ({video}: File too large)" in done.stderr, done.stderr
     assert "Traceback" not in done.stderr
     assert list(tmp_path.glob("*.mp4")) == [] and list(tmp_path.glob(".*")) == []
