@@ -1,7 +1,8 @@
 """The actor: steps one env or a batched sim at a fixed rate, acts with the latest published policy and streams
 transitions to the learner in chunks. It never waits for the learner, except that a sim actor pauses while the
 learner owes more than ``runtime.update_lag_bound()`` env steps of updates (``max_update_lag``: the update-to-data
-ratio then holds from the first update on).
+ratio then holds from the first update on), and a robot actor with ``runtime.catch_up_between_episodes`` waits
+after each episode's reset until the learner caught up.
 
 New weights are copied from the weight board and loaded into a standby policy on a background thread; the
 control loop only swaps two references between steps. Every chunk goes to the shared-memory ring and, when
@@ -108,6 +109,7 @@ class Actor:
         self._learner_silent = False
         self._paused_us = 0
         self._rate_limited = False  # the last step() held for the learner (max_update_lag)
+        self._catching_up = False  # an episode ended: hold until the learner caught up (catch_up_between_episodes)
         self._spool_warned = -float("inf")  # when a never-blocked actor last warned of a spool past its bound
         self._stop = threading.Event()
         self._register()
@@ -258,7 +260,11 @@ class Actor:
         learner, steps = self._learner()
         self._check_learner(learner)
         bound = self.rt.update_lag_bound()
-        self._rate_limited = bool(bound) and self._owed_updates(learner, steps) > bound
+        owed = self._owed_updates(learner, steps)
+        self._rate_limited = bool(bound) and owed > bound
+        if self._catching_up:
+            self._catching_up = owed > min(self.rt.chunk_steps, self.rt.publish_every_updates)
+            self._rate_limited |= self._catching_up
         if self._spool_full(bound):
             self._rate_limited = True  # held (and counted as paused) until a checkpoint trims the spool
             return False
@@ -294,6 +300,7 @@ class Actor:
                 self._ep_ids[i], self._ep_step[i] = self._next_ep, 0
                 self._next_ep += 1
                 self.episodes += 1
+                self._catching_up = self.rt.catch_up_between_episodes
             if self.builder.full:
                 self._flush()
         self.obs = b.obs

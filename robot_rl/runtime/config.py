@@ -48,6 +48,11 @@ class RuntimeConfig:
     """Sims: the actor pauses while the learner owes more than this many env steps of updates, which keeps the
     update-to-data ratio from the first update on under asynchrony; 0 = never pause (robots: the actor is never
     blocked, the lag is reported); -1 = derived from the run (:meth:`update_lag_bound`)."""
+    catch_up_between_episodes: bool = False
+    """A never-blocked actor (``max_update_lag`` 0, a robot) waits after each episode's reset, robot at rest, until
+    the learner owes at most ``min(chunk_steps, publish_every_updates)`` env steps of updates: no episode is paused
+    midway and the update-to-data ratio holds over the run, at the cost of the learner's catch-up time per episode
+    (what the operator's reset time often covers)."""
     utd_window: int = 250
     """Env steps over which the windowed update-to-data ratio (``utd/window``) is measured."""
     publish_every_updates: int = 20

@@ -327,7 +327,8 @@ class Learner:
         """A never-blocked actor (a robot, ``max_update_lag`` 0) that outruns the learner: said once, with the
         update rate and the ratio it holds."""
         target, window = metrics["utd/target"], metrics["utd/window"]
-        if self._slow_warned or self.rt.update_lag_bound() or not window < 0.75 * target:
+        if (self._slow_warned or self.rt.update_lag_bound() or self.rt.catch_up_between_episodes
+                or not window < 0.75 * target):
             return
         self._slow_warned = True
         steps_per_s = metrics["perf/env_steps_per_s"]

@@ -49,3 +49,22 @@ def test_a_never_blocked_actor_is_told_once_when_the_learner_cannot_hold_the_rat
     assert proc.returncode == 0, proc.stderr[-3000:]
     said = [line for line in proc.stderr.splitlines() if "cannot hold the update-to-data ratio" in line]
     assert len(said) == 1 and "gradient steps/s" in said[0] and "holds about" in said[0], proc.stderr[-3000:]
+
+
+@pytest.mark.timeout(400)
+def test_a_robot_actor_that_catches_up_between_episodes_keeps_the_owed_updates_within_one_episode(tmp_path) -> None:
+    """max_update_lag 0 with runtime.catch_up_between_episodes: a flat-out actor runs each 200-step Pendulum episode
+    through, then waits at the reset until the learner caught up; so the updates owed never exceed one episode's
+    worth (plus a chunk in flight), where a never-blocked actor leaves the learner a whole run behind."""
+    from tests.runtime.test_processes import logged, tiny, train_cli
+
+    cfg = tiny(tmp_path, "catch_up", control_hz=0.0, max_update_lag=0, catch_up_between_episodes=True)
+    proc = train_cli(cfg, tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "cannot hold the update-to-data ratio" not in proc.stderr
+    episode, utd, chunk = 200, cfg.agent.utd, cfg.runtime.chunk_steps
+    owed = [v for _, v in logged(tmp_path / cfg.name, "utd/owed_updates")]
+    assert owed and max(owed) <= utd * (episode + 2 * chunk), owed
+    rows = [json.loads(line) for line in (tmp_path / cfg.name / "metrics.jsonl").read_text().splitlines()]
+    paused = [v for r in rows for k, v in r.items() if k.startswith("actor/") and k.endswith("/paused_s")]
+    assert paused and max(paused) > 0, paused  # it did wait at the resets
