@@ -8,9 +8,9 @@ efforts (the hardware loop's ``in_loop`` contract: ``(q, qd, t) -> efforts``):
 * :class:`ForwardPositionEmulation` — ros2_control's forward position controller: each command is the new target.
 * :class:`TrajectoryEmulation` — the joint trajectory controller: a trajectory's points are interpolated
   (linearly between positions, as JTC does without velocities) from where the previous command had got to.
-* :class:`ServoEmulation` — MoveIt Servo: every ``period`` the latest twist moves the joint command by the damped
-  pseudo-inverse of the Jacobian at the command, each joint halted at its limit margin; a twist older than
-  ``timeout`` halts it.
+* :class:`ServoEmulation` — MoveIt Servo: every ``period`` the latest twist moves the measured joints by the damped
+  pseudo-inverse of the Jacobian there, each joint halted at its limit margin; a twist older than ``timeout``
+  halts it.
 * :class:`CartesianMotionEmulation` — a Cartesian controller's target pose, tracked by the impedance law the sim
   arm uses (:class:`robot_rl_controllers.impedance.MujocoArmState`).
 
@@ -145,10 +145,12 @@ class TrajectoryEmulation:
 
 
 class ServoEmulation:
-    """MoveIt Servo in speed units: twist ``[vx, vy, vz, wx, wy, wz]`` (base frame) integrated into the joint
-    command every ``period`` s through the damped pseudo-inverse of the Jacobian at the command; a twist whose stamp
-    is ``timeout`` s old or more is stale and halts the command where it is (Servo's ``incoming_command_timeout``,
-    counted from ``header.stamp``: a zero stamp is stale)."""
+    """MoveIt Servo in speed units: every ``period`` s, the next joint command is the measured joints moved by
+    twist ``[vx, vy, vz, wx, wy, wz]`` (base frame) through the damped pseudo-inverse of the Jacobian at the measured
+    joints. Jazzy's Servo with a ``Float64MultiArray`` output starts each cycle from the robot's current state, not
+    from its last command, so a blocked arm does not wind the command up. A twist whose stamp is ``timeout`` s old or
+    more is stale and halts the command where it is (Servo's ``incoming_command_timeout``, counted from
+    ``header.stamp``: a zero stamp is stale)."""
 
     def __init__(self, tracker: JointTracker, model: mujoco.MjModel, period: float = 0.01, timeout: float = 0.1,
                  damping: float = 1e-3, joint_margin: float = 0.05) -> None:
@@ -176,9 +178,9 @@ class ServoEmulation:
         if now >= self.next_tick:
             self.next_tick = now + self.period
             fresh = now - self.stamp < self.timeout
-            if fresh and np.any(self.twist):
+            if fresh:
+                q = tr.measured()
                 self.scratch.qpos[:] = tr.data.qpos
-                self.scratch.qpos[tr.arm.qpos_sl] = tr.q_cmd
                 mujoco.mj_kinematics(self.model, self.scratch)
                 mujoco.mj_comPos(self.model, self.scratch)
                 # mj_jacSite fills translation (jacp) then rotation (jacr): our twist is (linear; angular)
