@@ -2,30 +2,43 @@
 
     robot-rl train [CONFIG] [--resume RUN_DIR] [--field.sub value ...]
     robot-rl eval RUN_DIR [RUN_DIR ...] [--episodes N] [--video out.gif|mp4]
-    robot-rl eval POLICY [--tasks PickColor ...] [--execution.mode sync|async|future]   (a base policy per task)
-    robot-rl learner --run-dir RUN [--resume]       (what `train` starts; run alone on another machine)
-    robot-rl actor --run-dir RUN [--index I]        (likewise)
-    robot-rl record-demos TASK [--device scripted] [-n 20] [--out PATH] [--noise 0.1] [--seed 0] [--image-size 0]
+    robot-rl eval POLICY [--tasks PickColor ...] [--execution.mode sync|async|future]
+        (a base policy per task)
+    robot-rl learner --run-dir RUN [--resume]
+        (what `train` starts; run alone on another machine)
+    robot-rl actor --run-dir RUN [--index I]   (likewise)
+    robot-rl record-demos TASK [--device scripted] [-n 20] [--out PATH] [--noise 0.1]
+        [--seed 0] [--image-size 0]
     robot-rl demos show PATH [--episode K] [--video out.gif|out.mp4]
-    robot-rl datasets export PATH --out DIR [--format lerobot] | import DIR --out PATH   (LeRobotDataset v3.0)
-    robot-rl record-frames TASK [--mode sim|keys] [--episodes 40] [--image-size 64] [--out PATH]  (reward frames)
-    robot-rl train-reward FRAMES [FRAMES ...] [--out DIR] [--epochs N]   (success classifier for a learned reward)
-    robot-rl train-bc [CONFIG] [--datasets ...] [--out DIR] [--steps N]   (the small VLA by behaviour cloning)
-    robot-rl distill [CONFIG] --run RUN [--episodes N] [--out DIR] [--train.datasets ...]   (RL -> generalist)
-    robot-rl serve-policy POLICY [--host 127.0.0.1] [--port 8000]   (openpi's websocket protocol)
-    robot-rl export RUN_DIR [--format onnx|torchscript] [--out DIR]   (a policy for robot PCs; see robot_rl.deploy)
-    robot-rl launch FILE [name:=value ...] [--print]   (ROS 2 YAML launch file, e.g. launch/sim_arm.launch.yaml)
-    robot-rl ros-index PREFIX                        (ament index entries so `ros2 launch robot_rl ...` resolves)
+    robot-rl datasets export PATH --out DIR [--format lerobot] | import DIR --out PATH
+        (LeRobotDataset v3.0)
+    robot-rl record-frames TASK [--mode sim|keys] [--episodes 40] [--image-size 64]
+        [--out PATH]   (reward frames)
+    robot-rl train-reward FRAMES [FRAMES ...] [--out DIR] [--epochs N]
+        (success classifier for a learned reward)
+    robot-rl train-bc [CONFIG] [--datasets ...] [--out DIR] [--steps N]
+        (the small VLA by behaviour cloning)
+    robot-rl distill [CONFIG] --run RUN [--episodes N] [--out DIR] [--train.datasets ...]
+        (RL -> generalist)
+    robot-rl serve-policy POLICY [--host 127.0.0.1] [--port 8000]
+        (openpi's websocket protocol)
+    robot-rl export RUN_DIR [--format onnx|torchscript] [--out DIR]
+        (a policy for robot PCs; see robot_rl.deploy)
+    robot-rl launch FILE [name:=value ...] [--print]
+        (ROS 2 YAML launch file, e.g. launch/sim_arm.launch.yaml)
+    robot-rl ros-index PREFIX   (ament index entries so `ros2 launch robot_rl ...` resolves)
 
-Every command takes ``--log-level debug|info|warning|error`` (processes it starts inherit it) and ``--help``.
-CONFIG is a YAML file or the name of a bundled task config (robot_rl/configs/<name>.yaml; default: pendulum);
-every field of TrainConfig can be overridden with a flag, e.g. ``--agent.utd 10 --total-env-steps 20000``.
+Every command takes ``--log-level debug|info|warning|error`` (processes it starts inherit it)
+and ``--help``. CONFIG is a YAML file or the name of a bundled task config
+(robot_rl/configs/<name>.yaml; default: pendulum); every field of TrainConfig can be overridden
+with a flag, e.g. ``--agent.utd 10 --total-env-steps 20000``.
 
-Exit codes of ``robot-rl train``: 0 the run is complete; 1 the supervisor ended it (a restart budget spent, a full
-disk: the message says how to continue); 2 a refused command line or config (nothing started); 129 / 130 / 143
-stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM, with a final checkpoint (continue with ``--resume``). A learner or
-actor that stops on a full disk exits with 3, as does any other command that runs out of space (one message
-naming the file; what it was writing is not left half-written).
+Exit codes of ``robot-rl train``: 0 the run is complete; 1 the supervisor ended it (a restart
+budget spent, a full disk: the message says how to continue); 2 a refused command line or
+config (nothing started); 129 / 130 / 143 stopped by SIGHUP / SIGINT (Ctrl-C) / SIGTERM, with a
+final checkpoint (continue with ``--resume``). A learner or actor that stops on a full disk
+exits with 3, as does any other command that runs out of space (one message naming the file;
+what it was writing is not left half-written).
 """
 
 from __future__ import annotations

@@ -6,12 +6,15 @@ the field (``agent.num_critics: expected int, got 'ten'``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib
 import inspect
 import json
+import re
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -206,15 +209,56 @@ def _cli_class(default: Any) -> type:
     return dataclasses.make_dataclass(cls.__name__, fields, bases=(cls,), frozen=True)
 
 
+_LIST_ITEM = re.compile(r"(?:[-*•]|\d+[.)])\s")
+
+
+def _help_paragraphs(text: str) -> str:
+    """A docstring as ``--help`` shows it: each paragraph on one line (the terminal wraps it at its width); blank
+    lines, list items and indented lines keep their own lines."""
+    paragraphs = []
+    for block in re.split(r"\n[ \t]*\n", inspect.cleandoc(text)):
+        lines: list[str] = []
+        for line in block.splitlines():
+            own_line = line[:1].isspace() or _LIST_ITEM.match(line) or (lines and lines[-1][:1].isspace())
+            if lines and not own_line:
+                lines[-1] += " " + line.strip()
+            else:
+                lines.append(line.rstrip())
+        paragraphs.append("\n".join(lines))
+    return "\n\n".join(paragraphs).strip()
+
+
+@contextlib.contextmanager
+def _joined_help_lines() -> Iterator[None]:
+    """tyro (1.0) joins a docstring's wrapped lines only when they start with a letter, and dedents after joining,
+    so the indented continuation lines of a field docstring would each break the help mid-sentence; while parsing,
+    its line joiner is ``_help_paragraphs`` (left as it is where tyro has none)."""
+    try:
+        strings = importlib.import_module("tyro._strings")
+    except ImportError:
+        strings = None
+    original = getattr(strings, "remove_single_line_breaks", None)
+    if original is None:
+        yield
+        return
+    strings.remove_single_line_breaks = _help_paragraphs  # type: ignore[union-attr]
+    try:
+        yield
+    finally:
+        strings.remove_single_line_breaks = original  # type: ignore[union-attr]
+
+
 def parse(cls: type[T], yaml_path: str | Path | None, args: list[str], prog: str = "robot-rl",
           description: str | None = None) -> T:
     """Defaults < YAML < CLI flags (``--agent.utd 10``); ``--help`` lists every field with its docstring."""
     default = load_yaml(cls, yaml_path) if yaml_path else cls()
     default = _choice_override(default, args)
-    return tyro.cli(_cli_class(default), default=default, args=args, prog=prog, description=description)
+    with _joined_help_lines():
+        return tyro.cli(_cli_class(default), default=default, args=args, prog=prog, description=description)
 
 
 def parse_command(cls: type[T], argv: list[str], prog: str, description: str | None = None) -> T:
     """The one parser of every ``robot-rl`` subcommand: its options are the fields of dataclass ``cls`` (each with
     a docstring, shown by ``--help``); bad options exit with code 2 and a message naming them."""
-    return tyro.cli(cls, args=argv, prog=prog, description=description or inspect.getdoc(cls))
+    with _joined_help_lines():
+        return tyro.cli(cls, args=argv, prog=prog, description=description or inspect.getdoc(cls))
