@@ -38,7 +38,7 @@ from robot_rl.cameras.config import RigConfig
 from robot_rl.cameras.rig import CameraRig, pixels_space
 from robot_rl.config import from_dict
 from robot_rl.envs.ros_env_config import FINGER_JOINTS, HOME_POS, RosArmEnvConfig  # noqa: F401  (re-exported)
-from robot_rl.policies.future import roll_ee_target
+from robot_rl.robots.future import roll_ee_target
 from robot_rl.safety.limits import ArmLimits, check_action, filter_arm_target
 
 
@@ -293,7 +293,7 @@ class RosArmEnv(gym.Env):
 
     def predict_state(self, state: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """The state expected after ``actions [k, 4]`` from now (future-state-aware chunk execution): the EE
-        position moved as this env's target moves (robot_rl.policies.future)."""
+        position moved as this env's target moves (robot_rl.robots.future)."""
         lim = self.cfg.limits
         return roll_ee_target(state, actions, self.target_pos, lim.max_step, np.asarray(lim.workspace_low),
                               np.asarray(lim.workspace_high), lim.max_target_lead, self.period)
