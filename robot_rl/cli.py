@@ -480,5 +480,16 @@ def main(argv: list[str] | None = None) -> int:
         return fail(argv[0], exc)  # one message, exit code DISK_FULL
 
 
+def ros_actor_main(argv: list[str] | None = None) -> int:
+    """ROS 2 executable ``actor`` (console script ``robot-rl-actor``): ``robot-rl actor`` started from a launch file.
+
+    A launcher appends ``--ros-args ...`` (node name, remaps); the actor is not a node itself (its env makes one), so
+    that tail is dropped and the rest goes to ``robot-rl actor`` (e.g. ``--run-dir RUN --index 0``)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--ros-args" in args:
+        args = args[: args.index("--ros-args")]
+    return main(["actor", *args])
+
+
 if __name__ == "__main__":
     raise SystemExit(main())
