@@ -24,7 +24,7 @@ from robot_rl.agents.encoders import ObservationEncoder
 from robot_rl.agents.fused_adam import FusedAdamStep
 from robot_rl.agents.hl_gauss import HLGauss
 from robot_rl.agents.manual_grad import ManualSACStep, supports
-from robot_rl.agents.networks import EnsembleCritic, TanhGaussianActor, init_parameters
+from robot_rl.agents.networks import EncodedPolicy, EnsembleCritic, TanhGaussianActor, init_parameters
 from robot_rl.agents.torch_compat import foreach_lerp_
 from robot_rl.spaces import ObsSpec
 
@@ -212,8 +212,6 @@ class SACAgent:
     # ------------------------------------------------------------ state / io
     def deterministic_module(self) -> torch.nn.Module:
         """The deterministic action as one module of ``obs -> action`` (for export: robot_rl.deploy)."""
-        from robot_rl.deploy.export import EncodedPolicy
-
         parts = copy.deepcopy((self.encoder, self.actor.net))  # the agent's own modules stay where they are
         return EncodedPolicy(*parts, self.action_dim).float().cpu().eval()
 

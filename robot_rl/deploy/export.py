@@ -25,18 +25,6 @@ FORMATS = ("onnx", "torchscript")
 FILES = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
 
 
-class EncodedPolicy(nn.Module):
-    """``tanh(head(encoder(obs)))`` for heads that output the pre-squash mean first (SAC's Gaussian actor outputs
-    ``[mean, log_std]``: only the mean is kept)."""
-
-    def __init__(self, encoder: nn.Module, head: nn.Module, action_dim: int) -> None:
-        super().__init__()
-        self.encoder, self.head, self.action_dim = encoder, head, action_dim
-
-    def forward(self, obs: dict[str, Any]) -> torch.Tensor:
-        return torch.tanh(self.head(self.encoder(obs))[..., : self.action_dim])
-
-
 class DeterministicPolicy(nn.Module):
     """An agent's deterministic action with positional tensor inputs (the order :func:`input_spec` lists)."""
 
