@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.datasets.bag_demos import bag_episodes
 from robot_rl.datasets.episodes import read_episodes
 from robot_rl.datasets.lerobot import read_lerobot, write_lerobot
 from robot_rl.replay.store import store_spec
@@ -69,7 +70,7 @@ def import_dataset(folder: str | Path, out: str | Path, instruction_encoder: str
                    env_id: str = "", fmt: str = "lerobot", object_state: bool = True,
                    cameras: tuple[str, ...] = ()) -> dict[str, Any]:
     """Writes a LeRobotDataset v3.0 (``fmt="lerobot"``) or recorded ROS 2 arm bags (``fmt="rosbag"``, see
-    robot_rl.ros.bag_demos: ``object_state`` and ``cameras`` choose the observation) as a robot_rl demo dataset
+    robot_rl.datasets.bag_demos: ``object_state`` and ``cameras`` choose the observation) as a robot_rl demo dataset
     at ``out``; returns its ``dataset.json``. Tasks become instructions (embedded with ``instruction_encoder``)
     when the dataset has more than an empty one."""
     out = Path(out)
@@ -80,8 +81,6 @@ def import_dataset(folder: str | Path, out: str | Path, instruction_encoder: str
         fps, source = info["fps"], {"codebase_version": info["codebase_version"]}
         env_id = env_id or info.get("robot_type") or ""
     elif fmt == "rosbag":
-        from robot_rl.ros.bag_demos import bag_episodes
-
         spec, episodes = bag_episodes(folder, object_state=object_state, cameras=tuple(cameras))
         action_dim, fps, source = 4, 0, {"object_state": object_state, "cameras": list(cameras)}
         env_id = env_id or "robot_rl/RosArm-v0"

@@ -139,8 +139,8 @@ def test_camera_frames_recorded_as_jpeg_decode_within_tolerance(domain, tmp_path
     from rclpy.node import Node
     from sensor_msgs.msg import Image
 
+    from robot_rl.datasets.bag_demos import _image, _series
     from robot_rl.ros.bag import BagRecorder
-    from robot_rl.ros.bag_demos import _image, _series
     from robot_rl.ros.msgs import image_msg
 
     rng = np.random.default_rng(0)
