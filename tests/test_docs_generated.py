@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from robot_rl.reference_docs import PAGES, config_targets, render
 from robot_rl.utils.field_docs import ROS_NODES, field_rows
 from robot_rl.utils.imports import import_object
-from robot_rl.utils.reference_docs import PAGES, config_targets, render
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = "run: bash scripts/gen_docs.sh"

@@ -1,6 +1,6 @@
 """The generated reference pages of the docs site: every config dataclass's fields (docs/reference/config.md), every
 ``robot-rl`` command's ``--help`` (docs/reference/cli.md) and the ROS 2 node parameters
-(docs/reference/ros2-parameters.md). ``python -m robot_rl.utils.reference_docs`` (or ``bash scripts/gen_docs.sh``)
+(docs/reference/ros2-parameters.md). ``python -m robot_rl.reference_docs`` (or ``bash scripts/gen_docs.sh``)
 rewrites them; a test checks they are current, so they are never hand-copied."""
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from robot_rl import cli
 from robot_rl.utils.field_docs import markdown_table, ros_reference
+from robot_rl.utils.imports import import_object
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PAGES = {"config": "docs/reference/config.md", "cli": "docs/reference/cli.md",
          "ros": "docs/reference/ros2-parameters.md"}
 # source folder -> import name (sim/ and controllers/ install under prefixed names)
@@ -62,8 +64,6 @@ def _section(target: str) -> str:
 
 def config_reference() -> str:
     """One table per config dataclass (fields not expanded: a nested config is a row naming its own table)."""
-    from robot_rl.utils.imports import import_object
-
     by_section: dict[str, list[str]] = {}
     for target in config_targets():
         by_section.setdefault(_section(target), []).append(target)
@@ -91,12 +91,10 @@ CLI_COMMANDS = (["train"], ["learner"], ["actor"], ["eval"], ["record-demos"], [
 
 
 def _help(argv: list[str]) -> str:
-    from robot_rl.cli import main
-
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         try:
-            main([*argv, "--help"])
+            cli.main([*argv, "--help"])
         except SystemExit:
             pass
     return "\n".join(line.rstrip() for line in out.getvalue().strip().splitlines())
@@ -104,8 +102,6 @@ def _help(argv: list[str]) -> str:
 
 def cli_reference() -> str:
     """``robot-rl --help`` and every command's ``--help``, as printed at 100 columns."""
-    from robot_rl import cli
-
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = "100"
     try:
