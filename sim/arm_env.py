@@ -25,8 +25,8 @@ import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
 from robot_rl.robots.future import roll_ee_target  # noqa: E402
+from robot_rl_controllers.arm_model import ARM_JOINTS, EE_SITE, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, build_arm_xml  # noqa
 from robot_rl_controllers.impedance import ImpedanceGains, MujocoArmState  # noqa: E402
-from robot_rl_sim.arm_model import ARM_JOINTS, EE_SITE, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, build_arm_xml  # noqa
 from robot_rl_sim.base import MujocoTaskEnv, TaskConfig  # noqa: E402
 
 
