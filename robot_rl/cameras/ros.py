@@ -65,7 +65,7 @@ class RosCamera(Camera):
             from rclpy.qos import qos_profile_sensor_data
             from sensor_msgs.msg import CompressedImage, Image
 
-            from robot_rl.envs.ros_io import RosLink
+            from robot_rl.ros.link import RosLink
 
             link = RosLink(f"robot_rl_camera_{self.cfg.name}_{next(_names)}")
             # Best effort, shallow queue: matches reliable and best-effort publishers, never queues old frames.

@@ -114,7 +114,7 @@ class RosArmEnv(gym.Env):
         any process starts); ``ConfigError`` naming the profile field. Without a profile: nothing to check."""
         if self.profile is None:
             return
-        from robot_rl.envs.ros_io import check_live
+        from robot_rl.ros.link import check_live
 
         check_live(self.profile, self.cfg.namespace, self.cfg.use_sim_time, self.cfg.connect_timeout)
 
@@ -123,9 +123,9 @@ class RosArmEnv(gym.Env):
         from geometry_msgs.msg import PoseStamped
         from std_msgs.msg import Bool, Float64, String
 
-        from robot_rl.envs.ros_io import RosLink
         from robot_rl.envs.ros_sources import ProfileSources, TopicSources
         from robot_rl.ros.clock import NodeTime
+        from robot_rl.ros.link import RosLink
 
         cfg = self.cfg
         link = RosLink("robot_env", cfg.namespace, use_sim_time=cfg.use_sim_time)
