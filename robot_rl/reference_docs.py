@@ -29,7 +29,8 @@ EXTRA_CONFIGS = ("robot_rl.safety.limits:ArmLimits", "robot_rl.safety.limits:Car
 SECTIONS = {  # module prefix -> section title, in page order
     "robot_rl.runtime": "Training run", "robot_rl.envs": "Environments", "robot_rl.agents": "Agents",
     "robot_rl.replay": "Replay", "robot_rl.policies": "Base policies", "robot_rl.vla": "The small VLA",
-    "robot_rl.teleop": "Teleoperation", "robot_rl.cameras": "Cameras", "robot_rl.rewards": "Reward classifier",
+    "robot_rl.teleop": "Teleoperation", "robot_rl.cameras": "Cameras", "robot_rl.robots.camera": "Cameras",
+    "robot_rl.rewards": "Reward classifier",
     "robot_rl.ros": "ROS 2", "robot_rl.safety": "Safety limits", "robot_rl_sim": "Simulation tasks",
     "robot_rl_controllers": "Controllers and ROS 2 nodes",
 }
@@ -72,7 +73,7 @@ def config_reference() -> str:
              "each field by `bash scripts/gen_docs.sh`; do not edit. A training run's config is `TrainConfig`; its "
              "nested configs are set with dotted flags (`--agent.utd 4`, `--env.kwargs '{...}'`) or the same keys in "
              "YAML. A nested config appears as a row naming its class; its fields are in that class's table.\n"]
-    for title in [*SECTIONS.values(), "Other"]:
+    for title in dict.fromkeys([*SECTIONS.values(), "Other"]):  # a title may have more than one prefix
         if title not in by_section:
             continue
         parts.append(f"## {title}\n")

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.cameras.base import Camera, CameraError, FrameRejected, Grab, wall_to_monotonic
-from robot_rl.cameras.config import CameraConfig
+from robot_rl.robots.camera import CameraConfig
 
 _CHANNELS = {"rgb8": 3, "bgr8": 3, "rgba8": 4, "bgra8": 4, "mono8": 1}
 _names = itertools.count()
