@@ -16,7 +16,7 @@ per-allocation overhead. This path computes the gradients autograd computes for
 Supported: an encoder without trainable parameters (raw state, no cameras), scalar critics (MSE loss), with or
 without LayerNorm in the critics and the actor, float32. Anything else uses the autograd path
 (:func:`supports`), and so does a torch whose private ``aten`` ops used here are missing or changed
-(:func:`op_probes`, :func:`robot_rl.agents.torch_compat.manual_grad_available`).
+(:func:`op_probes`, :func:`manual_grad_available`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from robot_rl.agents.bc_loss import bc_term
-from robot_rl.agents.torch_compat import Probe, check_close, manual_grad_available
+from robot_rl.agents.torch_compat import Probe, available, check_close
 
 if TYPE_CHECKING:
     from robot_rl.agents.sac import Batch, SACAgent
@@ -45,6 +45,12 @@ def supports(agent: SACAgent) -> bool:
             and not any(p.requires_grad for p in agent.encoder.parameters())
             and all(p.dtype == torch.float32 for p in agent.critic.parameters())
             and manual_grad_available())
+
+
+def manual_grad_available() -> bool:
+    """Whether every private op of the hand-derived SAC update exists and computes what it should (probed once per
+    process through :func:`op_probes`, looked up at call time so tests can replace it or ``_aten``)."""
+    return available("manual_grad", op_probes, "SAC updates use the autograd path")
 
 
 def op_probes() -> list[Probe]:
