@@ -37,6 +37,10 @@ from robot_rl.spaces import ObsSpec
 if TYPE_CHECKING:
     from robot_rl.replay.buffer import ReplayBuffer
 
+Batch = Mapping[str, Any]
+"""A sampled minibatch as an agent's ``update`` takes it: ``obs``, ``action``, ``reward``, ``next_obs``, ... (tensors
+or nested dicts of them)."""
+
 
 @dataclass(frozen=True)
 class AgentConfig:

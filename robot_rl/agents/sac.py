@@ -17,7 +17,16 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from robot_rl.agents.base import Sampling, index_tree, keep_global_rng, obs_batch, seeded_generator, to_torch, utd_batch
+from robot_rl.agents.base import (
+    Batch,
+    Sampling,
+    index_tree,
+    keep_global_rng,
+    obs_batch,
+    seeded_generator,
+    to_torch,
+    utd_batch,
+)
 from robot_rl.agents.bc_loss import bc_term
 from robot_rl.agents.config import SACConfig
 from robot_rl.agents.encoders import ObservationEncoder
@@ -31,7 +40,6 @@ from robot_rl.spaces import ObsSpec
 if TYPE_CHECKING:
     from robot_rl.replay.buffer import ReplayBuffer
 
-Batch = Mapping[str, Any]
 __all__ = ["Batch", "SACAgent", "index_tree", "to_torch"]
 
 
