@@ -18,7 +18,7 @@ from safetensors.torch import save_file
 
 from robot_rl.agents.base import Agent
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
-from robot_rl.replay.store import load_buffer
+from robot_rl.replay.store import load_buffer, save_buffer
 from robot_rl.spaces import ObsSpec
 from robot_rl.utils.failpoint import failpoint
 from robot_rl.utils.state_io import atomic_write, fsync_tree, load_state, save_state
@@ -39,7 +39,7 @@ def save_checkpoint(run_dir: str | Path, agent: Agent, replay: ReplayBuffer | No
         save_state(tmp / "agent.safetensors", agent.state_dict())
         save_file(agent.policy_state(), str(tmp / "policy.safetensors"))
         if replay is not None:
-            replay.save(str(tmp / "replay.zarr"))
+            save_buffer(replay, tmp / "replay.zarr")
         failpoint("checkpoint.replay_written")
         atomic_write(tmp / "counters.json", lambda f: f.write_text(json.dumps(counters)))
         fsync_tree(tmp)  # the replay's chunks and the policy too, not only what atomic_write synced
