@@ -131,7 +131,7 @@ BUILTIN = {
     "base": "robot_rl.agents.base_rollout:BaseRolloutAgent",
     "residual": "robot_rl.agents.residual:ResidualAgent",
     "ibrl": "robot_rl.agents.ibrl:IBRLAgent",
-    "critic_guided": "robot_rl.agents.critic_guided:CriticGuidedAgent",
+    "critic_guided": "robot_rl.vla.critic_guided:CriticGuidedAgent",
 }
 _registered: dict[str, type] = {}
 
