@@ -128,7 +128,7 @@ def env_action_bounds(env: Any) -> tuple[list[float], list[float]]:
 def recorded_observations(run_dir: str | Path, count: int, seed: int = 0) -> dict[str, Any] | None:
     """Up to ``count`` observations the run recorded (its latest checkpoint's replay), or None when it has none."""
     from robot_rl.replay.store import load_buffer
-    from robot_rl.runtime.checkpoint import latest_checkpoint
+    from robot_rl.utils.run_dir import latest_checkpoint
 
     try:
         replay = load_buffer(latest_checkpoint(run_dir) / "replay.zarr")
@@ -149,9 +149,9 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, observations: int
     from robot_rl.agents.registry import make_agent
     from robot_rl.config import load_yaml
     from robot_rl.envs.make import make_env
-    from robot_rl.runtime.checkpoint import latest_checkpoint
     from robot_rl.runtime.config import TrainConfig
     from robot_rl.spaces import ObsSpec, action_dim_of
+    from robot_rl.utils.run_dir import latest_checkpoint
 
     run_dir = Path(run_dir)
     cfg = load_yaml(TrainConfig, run_dir / "config.yaml")
