@@ -279,8 +279,8 @@ class EvalArgs:
 def cmd_eval(argv: list[str]) -> int:
     from robot_rl.config import ConfigError, parse_command
     from robot_rl.policies.base import PolicyError
-    from robot_rl.policies.evaluate import evaluate_base_policy, is_base_policy
-    from robot_rl.runtime.evaluation import evaluate_runs
+    from robot_rl.policies.evaluate import is_base_policy
+    from robot_rl.runtime.evaluation import evaluate_base_policy, evaluate_runs
 
     args = parse_command(EvalArgs, argv, "robot-rl eval")
     if not args.run_dirs:

@@ -33,12 +33,11 @@ import numpy as np
 from robot_rl.agents.base import Agent
 from robot_rl.agents.registry import make_agent, uses_base
 from robot_rl.envs.make import make_env
-from robot_rl.policies.evaluate import evaluation_agent
 from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.replay.store import add_dataset
 from robot_rl.runtime.checkpoint import has_checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
 from robot_rl.runtime.config import TrainConfig
-from robot_rl.runtime.evaluation import evaluate
+from robot_rl.runtime.evaluation import evaluate, evaluation_agent
 from robot_rl.runtime.intake import Intake, LearnerCounters
 from robot_rl.runtime.run_logger import RunLogger
 from robot_rl.runtime.seeds import Seeds
