@@ -121,9 +121,9 @@ def round_trip(profile_name: str, trials: int) -> dict:
     from nav_msgs.msg import Odometry
     from std_msgs.msg import Header
 
-    from robot_rl.envs.ros_io import RosLink
     from robot_rl.robots.profile import load_profile
     from robot_rl.ros.echo import PING, PONG
+    from robot_rl.ros.link import RosLink
     from robot_rl.ros.msgs import from_stamp, pose_stamped
 
     profile = load_profile(profile_name)

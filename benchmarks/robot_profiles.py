@@ -44,9 +44,9 @@ def round_trip(profile_path: str, seconds: float) -> dict:
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Header
 
-    from robot_rl.envs.ros_io import RosLink
     from robot_rl.robots.profile import load_profile
     from robot_rl.ros.echo import PING, PONG
+    from robot_rl.ros.link import RosLink
     from robot_rl.ros.msgs import from_stamp, pose_stamped
     from robot_rl.ros.robot_state import JointReader, RobotDescription
 

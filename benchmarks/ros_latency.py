@@ -65,8 +65,8 @@ def round_trip(seconds: float, rate: float = 100.0, arm: bool = True) -> dict:
     from geometry_msgs.msg import PoseStamped
     from std_msgs.msg import Header
 
-    from robot_rl.envs.ros_io import RosLink
     from robot_rl.ros.echo import PING, PONG
+    from robot_rl.ros.link import RosLink
     from robot_rl.ros.msgs import diagnostics_by_node, from_stamp, pose_arrays, pose_stamped
 
     paths = {"applied": "applied_command", "pong": PONG} if arm else {"pong": PONG}

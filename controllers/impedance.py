@@ -22,7 +22,7 @@ the arm's inertia), so stiffnesses here are in 1/s^2 (natural frequency ``sqrt(K
 arm's mass. The Jacobian is the analytic (world-frame) one and ``Lambda Jdot qd`` is neglected (usual for OSC at
 these speeds).
 
-Tracking (the 7-DoF arm of robot_rl_sim.arm_model, default gains, the law at 500 Hz): the test
+Tracking (the 7-DoF arm of robot_rl_controllers.arm_model, default gains, the law at 500 Hz): the test
 (tests/controllers/test_impedance.py) requires < 5 mm position and < 0.05 rad orientation error 1.5 s after a
 step to a static target 10-22 cm away; measured over 30 random targets in the default workspace with up to
 0.5 rad tilt: within 5 mm after 0.55 s (median; max 0.76 s), and < 0.1 mm / < 0.001 rad after 2 s.

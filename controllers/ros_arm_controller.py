@@ -33,8 +33,8 @@ from std_msgs.msg import Float64, Float64MultiArray  # noqa: E402
 from robot_rl.ros.fast_sub import FastSubscription  # noqa: E402
 from robot_rl.ros.msgs import pose_arrays  # noqa: E402
 from robot_rl.ros.params import declare_config  # noqa: E402
+from robot_rl_controllers.arm_model import ARM_JOINTS, EE_SITE, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, build_arm_xml  # noqa
 from robot_rl_controllers.impedance import ImpedanceGains, MujocoArmState  # noqa: E402
-from robot_rl_sim.arm_model import ARM_JOINTS, EE_SITE, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, build_arm_xml  # noqa
 
 
 @dataclass

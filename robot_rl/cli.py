@@ -292,8 +292,8 @@ class EvalArgs:
 def cmd_eval(argv: list[str]) -> int:
     from robot_rl.config import ConfigError, parse_command
     from robot_rl.policies.base import PolicyError
-    from robot_rl.policies.evaluate import evaluate_base_policy, is_base_policy
-    from robot_rl.runtime.evaluation import evaluate_runs
+    from robot_rl.policies.evaluate import is_base_policy
+    from robot_rl.runtime.evaluation import evaluate_base_policy, evaluate_runs
 
     args = parse_command(EvalArgs, argv, "robot-rl eval")
     if not args.run_dirs:
@@ -491,6 +491,17 @@ def main(argv: list[str] | None = None) -> int:
         if disk_full_error(exc) is None:
             raise
         return fail(argv[0], exc)  # one message, exit code DISK_FULL
+
+
+def ros_actor_main(argv: list[str] | None = None) -> int:
+    """ROS 2 executable ``actor`` (console script ``robot-rl-actor``): ``robot-rl actor`` started from a launch file.
+
+    A launcher appends ``--ros-args ...`` (node name, remaps); the actor is not a node itself (its env makes one), so
+    that tail is dropped and the rest goes to ``robot-rl actor`` (e.g. ``--run-dir RUN --index 0``)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--ros-args" in args:
+        args = args[: args.index("--ros-args")]
+    return main(["actor", *args])
 
 
 if __name__ == "__main__":

@@ -4,5 +4,5 @@
 # that they are current.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-.venv/bin/python -m robot_rl.utils.reference_docs
+.venv/bin/python -m robot_rl.reference_docs
 .venv/bin/python benchmarks/render.py

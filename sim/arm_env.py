@@ -24,9 +24,9 @@ os.environ.setdefault("MUJOCO_GL", "egl")  # must precede the first `import mujo
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
-from robot_rl.policies.future import roll_ee_target  # noqa: E402
+from robot_rl.robots.future import roll_ee_target  # noqa: E402
+from robot_rl_controllers.arm_model import ARM_JOINTS, EE_SITE, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, build_arm_xml  # noqa
 from robot_rl_controllers.impedance import ImpedanceGains, MujocoArmState  # noqa: E402
-from robot_rl_sim.arm_model import ARM_JOINTS, EE_SITE, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, build_arm_xml  # noqa
 from robot_rl_sim.base import MujocoTaskEnv, TaskConfig  # noqa: E402
 
 
@@ -276,7 +276,7 @@ class ArmEnv(MujocoTaskEnv):
 
     def predict_state(self, state: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """The state expected after ``actions [k, A]`` from now (future-state-aware chunk execution): the EE
-        position moved as the controller target moves (robot_rl.policies.future)."""
+        position moved as the controller target moves (robot_rl.robots.future)."""
         return roll_ee_target(state, actions, self.target_pos, self.cfg.max_step, self.ws_low, self.ws_high,
                               self.cfg.max_target_lead, 1.0 / self.cfg.control_hz)
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from robot_rl_controllers.arm_model import CUBE_COLORS, CUBE_HALF, HOLE_DEPTH, PEG_HALF
 from robot_rl_sim.arm_env import ArmEnv, ArmTaskConfig
-from robot_rl_sim.arm_model import CUBE_COLORS, CUBE_HALF, HOLE_DEPTH, PEG_HALF
 
 __all__ = ["ArmEnv", "ArmTaskConfig", "ReachEnv", "PickCubeEnv", "PegInsertEnv", "PickColorEnv"]
 

@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from robot_rl.robots.track import TrackMap
-from robot_rl_sim.arm_model import lookat_xyaxes
+from robot_rl_controllers.arm_model import lookat_xyaxes
 
 TIMESTEP = 0.005
 WHEEL_RADIUS = 0.05

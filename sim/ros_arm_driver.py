@@ -42,8 +42,8 @@ from std_msgs.msg import Bool, Float64MultiArray
 from robot_rl.robots.profile import ArmProfile, camera_info_topic, load_profile
 from robot_rl.ros.msgs import pose_arrays, to_stamp
 from robot_rl.ros.tf import MujocoFrames, TfPublisher, relative_pose
+from robot_rl_controllers.arm_model import ARM_JOINTS, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, TORQUE_LIMITS
 from robot_rl_controllers.impedance import ImpedanceGains
-from robot_rl_sim.arm_model import ARM_JOINTS, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, TORQUE_LIMITS
 from robot_rl_sim.driver_emulation import (
     CartesianMotionEmulation,
     ForwardPositionEmulation,

@@ -48,7 +48,7 @@ from robot_rl.ros.fast_sub import FastSubscription  # noqa: E402
 from robot_rl.ros.msgs import image_msg, set_pose, to_stamp  # noqa: E402
 from robot_rl.ros.params import declare_config  # noqa: E402
 from robot_rl.ros.tf import MujocoFrames, TfPublisher, camera_info  # noqa: E402
-from robot_rl_sim.arm_model import ARM_JOINTS, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, TORQUE_LIMITS  # noqa: E402
+from robot_rl_controllers.arm_model import ARM_JOINTS, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, TORQUE_LIMITS  # noqa: E402
 from robot_rl_sim.ros_arm_config import TASKS, ArmHardwareConfig  # noqa: E402, F401  (re-exported)
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from robot_rl.reference_docs import PAGES, config_targets, render
 from robot_rl.utils.field_docs import ROS_NODES, field_rows
 from robot_rl.utils.imports import import_object
-from robot_rl.utils.reference_docs import PAGES, config_targets, render
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = "run: bash scripts/gen_docs.sh"
@@ -37,7 +37,7 @@ def test_the_config_reference_covers_every_field_of_every_config_dataclass():
     # the discovery finds the configs a user sets, wherever they live
     for expected in ("robot_rl.runtime.config:TrainConfig", "robot_rl.agents.config:SACConfig",
                      "robot_rl.envs.config:EnvConfig", "robot_rl.replay.buffer:ReplayConfig",
-                     "robot_rl.teleop.config:TeleopConfig", "robot_rl.cameras.config:CameraConfig",
+                     "robot_rl.teleop.config:TeleopConfig", "robot_rl.robots.camera:CameraConfig",
                      "robot_rl_sim.arm_env:ArmTaskConfig", "robot_rl_controllers.ros_safety_config:ArmSafetyConfig",
                      "robot_rl.safety.limits:ArmLimits"):
         assert expected in targets

@@ -2,7 +2,7 @@
 records, and the generated reference and benchmark pages) is at most ``CODE_COLUMNS`` characters, so nothing is cut
 at the right edge, and a table's first column (the field names of the configuration reference) never breaks a name
 in two. Too long a line: rewrap a command with ``\\`` continuations, put a comment on its own line, or, for a
-generated page, fix its generator (robot_rl/utils/reference_docs.py, benchmarks/pages/*.md) and run
+generated page, fix its generator (robot_rl/reference_docs.py, benchmarks/pages/*.md) and run
 ``bash scripts/gen_docs.sh``."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from robot_rl.utils.reference_docs import CODE_COLUMNS, PAGES
+from robot_rl.reference_docs import CODE_COLUMNS, PAGES
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^([ \t]*)(`{3,}|~{3,})")

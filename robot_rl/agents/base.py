@@ -33,9 +33,14 @@ import numpy as np
 import torch
 
 from robot_rl.spaces import ObsSpec
+from robot_rl.utils.imports import import_object
 
 if TYPE_CHECKING:
     from robot_rl.replay.buffer import ReplayBuffer
+
+Batch = Mapping[str, Any]
+"""A sampled minibatch as an agent's ``update`` takes it: ``obs``, ``action``, ``reward``, ``next_obs``, ... (tensors
+or nested dicts of them)."""
 
 
 @dataclass(frozen=True)
@@ -54,8 +59,6 @@ class AgentConfig:
     @classmethod
     def resolve_config_class(cls, data: Mapping[str, Any]) -> type[AgentConfig]:
         """The config class of the agent ``data["name"]`` names (used when a config is read from YAML)."""
-        from robot_rl.agents.registry import config_class
-
         return config_class(str(data.get("name", AgentConfig.name)))
 
 
@@ -117,6 +120,61 @@ class Agent(Protocol):
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         ...
+
+
+# --------------------------------------------------------------- agents by name
+# The name lookup lives beside AgentConfig: AgentConfig.resolve_config_class needs it, and it checks classes against
+# AgentConfig. robot_rl.agents.registry (make_agent) re-exports it.
+BUILTIN = {
+    "sac": "robot_rl.agents.sac:SACAgent",
+    "bc": "robot_rl.agents.behavior_cloning:BCAgent",
+    "base": "robot_rl.agents.base_rollout:BaseRolloutAgent",
+    "residual": "robot_rl.agents.residual:ResidualAgent",
+    "ibrl": "robot_rl.agents.ibrl:IBRLAgent",
+    "critic_guided": "robot_rl.vla.critic_guided:CriticGuidedAgent",
+}
+_registered: dict[str, type] = {}
+
+REQUIRED = ("act", "update", "prepare", "policy_state", "load_policy_state", "state_dict", "load_state_dict",
+            "check_spaces", "sampling")
+
+
+def register_agent(cls: type, name: str | None = None) -> type:
+    """Makes ``cls`` selectable as ``agent.name: <name>`` (default ``cls.name``); usable as a decorator."""
+    check_agent_class(cls, repr(cls))
+    _registered[name or cls.name] = cls
+    return cls
+
+
+def registered_names() -> list[str]:
+    return sorted({*BUILTIN, *_registered})
+
+
+def check_agent_class(cls: Any, what: str) -> None:
+    missing = [m for m in REQUIRED if not callable(getattr(cls, m, None))]
+    config = getattr(cls, "config_class", None)
+    if missing:
+        raise ValueError(f"{what} is not an agent: it lacks {', '.join(missing)} (see robot_rl.agents.base)")
+    if not (isinstance(config, type) and issubclass(config, AgentConfig)):
+        raise ValueError(f"{what}: config_class must be a dataclass deriving from robot_rl.agents.base.AgentConfig")
+
+
+def agent_class(name: str) -> type:
+    """The class ``agent.name`` selects; ``ValueError`` naming the known agents otherwise."""
+    if name in _registered:
+        return _registered[name]
+    if name in BUILTIN:
+        return import_object(BUILTIN[name], "agent")
+    if ":" not in name:
+        raise ValueError(f"unknown agent {name!r}; registered: {', '.join(registered_names())}, or give "
+                         "'module:Class' for an agent of your own")
+    cls = import_object(name, "agent")
+    check_agent_class(cls, f"agent {name!r}")
+    return cls
+
+
+def config_class(name: str) -> type[AgentConfig]:
+    return agent_class(name).config_class
 
 
 def seeded_generator(seed: int, device: torch.device | str = "cpu") -> torch.Generator:

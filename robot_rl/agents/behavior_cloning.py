@@ -27,7 +27,7 @@ from robot_rl.agents.base import (
 )
 from robot_rl.agents.config import EncoderConfig
 from robot_rl.agents.encoders import ObservationEncoder
-from robot_rl.agents.networks import init_parameters, mlp
+from robot_rl.agents.networks import EncodedPolicy, init_parameters, mlp
 from robot_rl.spaces import ObsSpec
 
 if TYPE_CHECKING:
@@ -111,8 +111,6 @@ class BCAgent:
 
     def deterministic_module(self) -> torch.nn.Module:
         """The deterministic action as one module of ``obs -> action`` (for export: robot_rl.deploy)."""
-        from robot_rl.deploy.export import EncodedPolicy
-
         parts = copy.deepcopy((self.encoder, self.policy))  # the agent's own modules stay where they are
         return EncodedPolicy(*parts, self.action_dim).float().cpu().eval()
 

@@ -16,35 +16,60 @@ per-allocation overhead. This path computes the gradients autograd computes for
 Supported: an encoder without trainable parameters (raw state, no cameras), scalar critics (MSE loss), with or
 without LayerNorm in the critics and the actor, float32. Anything else uses the autograd path
 (:func:`supports`), and so does a torch whose private ``aten`` ops used here are missing or changed
-(:func:`op_probes`, :func:`robot_rl.agents.torch_compat.manual_grad_available`).
+(:func:`op_probes`, :func:`manual_grad_available`).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 from torch import nn
 
 from robot_rl.agents.bc_loss import bc_term
-from robot_rl.agents.torch_compat import Probe, check_close, manual_grad_available
+from robot_rl.agents.torch_compat import Probe, available, check_close
 
 if TYPE_CHECKING:
-    from robot_rl.agents.sac import Batch, SACAgent
+    from robot_rl.agents.base import Batch
+    from robot_rl.agents.config import SACConfig
+    from robot_rl.agents.encoders import ObservationEncoder
+    from robot_rl.agents.networks import EnsembleCritic, TanhGaussianActor
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 _LOG2 = math.log(2.0)
 _aten = torch.ops.aten  # private ops: every one used below is probed by op_probes
 
 
-def supports(agent: SACAgent) -> bool:
+class SACModules(Protocol):
+    """What this path reads of a :class:`~robot_rl.agents.sac.SACAgent` (typed by shape: sac imports this module, so
+    this module does not import sac)."""
+
+    cfg: SACConfig
+    encoder: ObservationEncoder
+    actor: TanhGaussianActor
+    critic: EnsembleCritic
+    target_critic: EnsembleCritic
+    log_alpha: torch.Tensor
+    target_entropy: float
+    action_dim: int
+    device: torch.device
+    generator: torch.Generator
+
+
+def supports(agent: SACModules) -> bool:
     """Whether the manual path can compute this agent's update (otherwise autograd does)."""
     cfg = agent.cfg
     return (not cfg.hl_gauss and not cfg.bf16 and not agent.encoder.has_pixels
             and not any(p.requires_grad for p in agent.encoder.parameters())
             and all(p.dtype == torch.float32 for p in agent.critic.parameters())
             and manual_grad_available())
+
+
+def manual_grad_available() -> bool:
+    """Whether every private op of the hand-derived SAC update exists and computes what it should (probed once per
+    process through :func:`op_probes`, looked up at call time so tests can replace it or ``_aten``)."""
+    return available("manual_grad", op_probes, "SAC updates use the autograd path")
 
 
 def op_probes() -> list[Probe]:
@@ -94,7 +119,7 @@ class _ActorLayer:
 class ManualSACStep:
     """Computes the SAC losses' gradients of ``agent`` by hand and writes them into the parameters' ``.grad``."""
 
-    def __init__(self, agent: SACAgent) -> None:
+    def __init__(self, agent: SACModules) -> None:
         self.agent = agent
         self.cfg = cfg = agent.cfg
         mods = list(agent.actor.net)

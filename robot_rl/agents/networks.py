@@ -1,4 +1,5 @@
-"""Network building blocks: a critic ensemble evaluated as one batched module, and the tanh-Gaussian actor.
+"""Network building blocks: a critic ensemble evaluated as one batched module, the tanh-Gaussian actor, and the
+deterministic ``obs -> action`` module agents hand to export (:class:`EncodedPolicy`, used by robot_rl.deploy).
 
 The ensemble keeps every member's weights stacked in one tensor ``[E, in, out]`` so a forward pass over all
 critics is a single batched matmul (``torch.baddbmm``), never a Python loop over critics.
@@ -7,6 +8,7 @@ critics is a single batched matmul (``torch.baddbmm``), never a Python loop over
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -168,3 +170,15 @@ def phase_one_hot(chunk_index: torch.Tensor, phases: int) -> torch.Tensor:
     phase; -1, a step the robot held, is all zeros)."""
     index = chunk_index.reshape(-1).long()
     return F.one_hot(index.clamp(0, phases - 1), phases).float() * (index >= 0).unsqueeze(-1).float()
+
+
+class EncodedPolicy(nn.Module):
+    """``tanh(head(encoder(obs)))`` for heads that output the pre-squash mean first (SAC's Gaussian actor outputs
+    ``[mean, log_std]``: only the mean is kept)."""
+
+    def __init__(self, encoder: nn.Module, head: nn.Module, action_dim: int) -> None:
+        super().__init__()
+        self.encoder, self.head, self.action_dim = encoder, head, action_dim
+
+    def forward(self, obs: dict[str, Any]) -> torch.Tensor:
+        return torch.tanh(self.head(self.encoder(obs))[..., : self.action_dim])

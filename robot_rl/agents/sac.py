@@ -17,21 +17,29 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
-from robot_rl.agents.base import Sampling, index_tree, keep_global_rng, obs_batch, seeded_generator, to_torch, utd_batch
+from robot_rl.agents.base import (
+    Batch,
+    Sampling,
+    index_tree,
+    keep_global_rng,
+    obs_batch,
+    seeded_generator,
+    to_torch,
+    utd_batch,
+)
 from robot_rl.agents.bc_loss import bc_term
 from robot_rl.agents.config import SACConfig
 from robot_rl.agents.encoders import ObservationEncoder
 from robot_rl.agents.fused_adam import FusedAdamStep
 from robot_rl.agents.hl_gauss import HLGauss
 from robot_rl.agents.manual_grad import ManualSACStep, supports
-from robot_rl.agents.networks import EnsembleCritic, TanhGaussianActor, init_parameters
+from robot_rl.agents.networks import EncodedPolicy, EnsembleCritic, TanhGaussianActor, init_parameters
 from robot_rl.agents.torch_compat import foreach_lerp_
 from robot_rl.spaces import ObsSpec
 
 if TYPE_CHECKING:
     from robot_rl.replay.buffer import ReplayBuffer
 
-Batch = Mapping[str, Any]
 __all__ = ["Batch", "SACAgent", "index_tree", "to_torch"]
 
 
@@ -212,8 +220,6 @@ class SACAgent:
     # ------------------------------------------------------------ state / io
     def deterministic_module(self) -> torch.nn.Module:
         """The deterministic action as one module of ``obs -> action`` (for export: robot_rl.deploy)."""
-        from robot_rl.deploy.export import EncodedPolicy
-
         parts = copy.deepcopy((self.encoder, self.actor.net))  # the agent's own modules stay where they are
         return EncodedPolicy(*parts, self.action_dim).float().cpu().eval()
 

@@ -29,8 +29,9 @@ def clear_cache() -> None:
     _cache.clear()
 
 
-def _available(capability: str, probes: Callable[[], Sequence[Probe]], fallback: str) -> bool:
-    """Runs ``probes`` once (cached): False, with one warning naming the op, when one of them raises."""
+def available(capability: str, probes: Callable[[], Sequence[Probe]], fallback: str) -> bool:
+    """Runs ``probes`` once (cached): False, with one warning naming the op, when one of them raises. The hand-derived
+    update's own capability (:func:`robot_rl.agents.manual_grad.manual_grad_available`) is probed through this too."""
     ok = _cache.get(capability)
     if ok is not None:
         return ok
@@ -51,14 +52,6 @@ def check_close(name: str, got: torch.Tensor, want: torch.Tensor) -> None:
     """Raises ``AssertionError`` unless a probe's result matches the reference (float32 tolerance)."""
     if got.shape != want.shape or not torch.allclose(got, want, rtol=1e-4, atol=1e-5):
         raise AssertionError(f"{name} computed a different result than the reference")
-
-
-# ------------------------------------------------------------------ manual grad
-def manual_grad_available() -> bool:
-    """Whether every private op of the hand-derived SAC update exists and computes what it should."""
-    from robot_rl.agents import manual_grad  # the namespace it calls its ops through (tests replace it)
-
-    return _available("manual_grad", manual_grad.op_probes, "SAC updates use the autograd path")
 
 
 # ------------------------------------------------------------------- fused adam
@@ -98,7 +91,7 @@ def _fused_adam_probes() -> list[Probe]:
 def fused_adam_available() -> bool:
     """Whether ``torch._fused_adam_`` (and ``torch._foreach_add_`` on the step counters) work as
     :class:`~robot_rl.agents.fused_adam.FusedAdamStep` calls them."""
-    return _available("fused_adam", _fused_adam_probes, "Adam steps use torch.optim.Adam's non-fused implementation")
+    return available("fused_adam", _fused_adam_probes, "Adam steps use torch.optim.Adam's non-fused implementation")
 
 
 # ----------------------------------------------------------------- target lerp
@@ -116,7 +109,7 @@ def _foreach_lerp_probes() -> list[Probe]:
 
 def foreach_lerp_available() -> bool:
     """Whether ``torch._foreach_lerp_`` works (otherwise :func:`foreach_lerp_` loops over ``Tensor.lerp_``)."""
-    return _available("foreach_lerp", _foreach_lerp_probes, "target updates use a loop of Tensor.lerp_")
+    return available("foreach_lerp", _foreach_lerp_probes, "target updates use a loop of Tensor.lerp_")
 
 
 def foreach_lerp_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tensor], weight: float) -> None:
@@ -128,5 +121,5 @@ def foreach_lerp_(targets: Sequence[torch.Tensor], sources: Sequence[torch.Tenso
         t.lerp_(s, weight)
 
 
-__all__ = ["check_close", "clear_cache", "foreach_lerp_", "foreach_lerp_available", "fused_adam_",
-           "fused_adam_available", "manual_grad_available"]
+__all__ = ["available", "check_close", "clear_cache", "foreach_lerp_", "foreach_lerp_available", "fused_adam_",
+           "fused_adam_available"]

@@ -5,8 +5,9 @@ Only numpy/gymnasium are imported here; OpenCV, pyrealsense2 and rclpy are impor
 """
 
 from robot_rl.cameras.base import Camera, CameraDisconnected, CameraError, CameraStats, FrameRejected, crop_resize
-from robot_rl.cameras.config import CameraConfig, RigConfig
+from robot_rl.cameras.config import RigConfig
 from robot_rl.cameras.rig import CameraRig, RigReading, RigStats, SkewError, make_camera, pixels_space
+from robot_rl.robots.camera import CameraConfig
 
 __all__ = [
     "Camera", "CameraConfig", "CameraDisconnected", "CameraError", "CameraRig", "CameraStats", "FrameRejected",

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.cameras.config import CameraConfig
+from robot_rl.robots.camera import CameraConfig
 
 # A source stamp further than this from the arrival time is on another clock (sim time, device clock): ignored.
 _MAX_CLOCK_GAP = 2.0

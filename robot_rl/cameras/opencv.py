@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from robot_rl.cameras.base import Camera, CameraDisconnected, CameraError, Grab
-from robot_rl.cameras.config import CameraConfig
+from robot_rl.robots.camera import CameraConfig
 
 
 def _target(device: str) -> int | str:

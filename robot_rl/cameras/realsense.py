@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from robot_rl.cameras.base import Camera, CameraError, Grab, wall_to_monotonic
-from robot_rl.cameras.config import CameraConfig
+from robot_rl.robots.camera import CameraConfig
 
 _shared: RealSenseDevices | None = None
 _shared_lock = threading.Lock()

@@ -18,7 +18,8 @@ import gymnasium as gym
 import numpy as np
 
 from robot_rl.cameras.base import Camera, CameraError, CameraStats
-from robot_rl.cameras.config import CameraConfig, RigConfig
+from robot_rl.cameras.config import RigConfig
+from robot_rl.robots.camera import CameraConfig
 
 
 class SkewError(CameraError):

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.cameras.base import Camera, CameraError, FrameRejected, Grab, wall_to_monotonic
-from robot_rl.cameras.config import CameraConfig
+from robot_rl.robots.camera import CameraConfig
 
 _CHANNELS = {"rgb8": 3, "bgr8": 3, "rgba8": 4, "bgra8": 4, "mono8": 1}
 _names = itertools.count()
@@ -65,7 +65,7 @@ class RosCamera(Camera):
             from rclpy.qos import qos_profile_sensor_data
             from sensor_msgs.msg import CompressedImage, Image
 
-            from robot_rl.envs.ros_io import RosLink
+            from robot_rl.ros.link import RosLink
 
             link = RosLink(f"robot_rl_camera_{self.cfg.name}_{next(_names)}")
             # Best effort, shallow queue: matches reliable and best-effort publishers, never queues old frames.

@@ -3,7 +3,7 @@ SpaceMouse or ROS 2 teleop input), generate them reproducibly on first use, look
 GIF/MP4 of an episode) and drop episodes afterwards.
 
 Datasets are replay stores (``robot_rl.replay.store``) with a ``demos`` partition plus ``dataset.json``; load them
-into training with ``ReplayBuffer.add_dataset(path)``.
+into training with ``robot_rl.replay.add_dataset(replay, path)``.
 """
 
 from robot_rl.datasets.edit import discard_episodes

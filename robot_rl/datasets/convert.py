@@ -12,11 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
+from robot_rl.config import ConfigError, from_dict
+from robot_rl.datasets.bag_demos import bag_episodes
 from robot_rl.datasets.episodes import read_episodes
 from robot_rl.datasets.lerobot import read_lerobot, write_lerobot
+from robot_rl.envs.config import EnvConfig
 from robot_rl.replay.store import store_spec
 from robot_rl.spaces import ObsSpec, obs_row
+from robot_rl.utils.imports import absolute_imports
+from robot_rl.utils.run_dir import latest_checkpoint
 
 
 def resolve_store(path: str | Path) -> tuple[Path, dict[str, Any]]:
@@ -25,17 +31,31 @@ def resolve_store(path: str | Path) -> tuple[Path, dict[str, Any]]:
 
     path = Path(path)
     if (path / "config.yaml").is_file() and (path / "checkpoints").is_dir():  # a run folder
-        from robot_rl.config import load_yaml
-        from robot_rl.runtime.checkpoint import latest_checkpoint
-        from robot_rl.runtime.config import TrainConfig
-
-        cfg = load_yaml(TrainConfig, path / "config.yaml")
-        return latest_checkpoint(path) / "replay.zarr", {"env_id": cfg.env.id, "fps": cfg.runtime.control_hz or 20,
-                                                         "instruction": cfg.env.instruction, "run": True}
+        env, control_hz = run_env(path)
+        return latest_checkpoint(path) / "replay.zarr", {"env_id": env.id, "fps": control_hz or 20,
+                                                         "instruction": env.instruction, "run": True}
     if not (path / "commit.json").is_file():
         raise FileNotFoundError(f"{path} is neither a demo dataset, a replay store nor a run folder")
     meta = read_meta(path) or {}
     return path, {"env_id": meta.get("env_id", ""), "fps": meta.get("fps", 20), "instruction": ""}
+
+
+def run_env(run: Path) -> tuple[EnvConfig, float]:
+    """A run folder's env config and ``runtime.control_hz``, read from its ``config.yaml`` (the two parts of a run's
+    TrainConfig an export needs; robot_rl.runtime sits above datasets in the package layers, so its TrainConfig is
+    not imported here). ``env.imports`` are made absolute against the run folder, as TrainConfig does."""
+    path = run / "config.yaml"
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping")
+    env = dict(data.get("env") or {})
+    if isinstance(env.get("imports"), list):
+        env["imports"] = absolute_imports([str(e) for e in env["imports"]], run)
+    try:
+        cfg = from_dict(EnvConfig, env)
+    except (ConfigError, ValueError) as exc:
+        raise ConfigError(f"{path}: env: {exc}") from None
+    return cfg, float((data.get("runtime") or {}).get("control_hz") or 0.0)
 
 
 def export_dataset(path: str | Path, out: str | Path, partitions: list[str] | None = None,
@@ -52,15 +72,13 @@ def export_dataset(path: str | Path, out: str | Path, partitions: list[str] | No
 
 def _run_instructions(run: Path) -> dict[str, np.ndarray]:
     """A run's instructions with their embeddings (its env, as configured), so exported episodes carry the text."""
-    from robot_rl.config import load_yaml
     from robot_rl.envs.instructions import instruction_table
     from robot_rl.envs.make import make_env
-    from robot_rl.runtime.config import TrainConfig
 
-    cfg = load_yaml(TrainConfig, run / "config.yaml")
-    env = make_env(cfg.env)
+    env_cfg, _ = run_env(run)
+    env = make_env(env_cfg)
     try:
-        return instruction_table(cfg.env, env)
+        return instruction_table(env_cfg, env)
     finally:
         env.close()
 
@@ -69,7 +87,7 @@ def import_dataset(folder: str | Path, out: str | Path, instruction_encoder: str
                    env_id: str = "", fmt: str = "lerobot", object_state: bool = True,
                    cameras: tuple[str, ...] = ()) -> dict[str, Any]:
     """Writes a LeRobotDataset v3.0 (``fmt="lerobot"``) or recorded ROS 2 arm bags (``fmt="rosbag"``, see
-    robot_rl.ros.bag_demos: ``object_state`` and ``cameras`` choose the observation) as a robot_rl demo dataset
+    robot_rl.datasets.bag_demos: ``object_state`` and ``cameras`` choose the observation) as a robot_rl demo dataset
     at ``out``; returns its ``dataset.json``. Tasks become instructions (embedded with ``instruction_encoder``)
     when the dataset has more than an empty one."""
     out = Path(out)
@@ -80,8 +98,6 @@ def import_dataset(folder: str | Path, out: str | Path, instruction_encoder: str
         fps, source = info["fps"], {"codebase_version": info["codebase_version"]}
         env_id = env_id or info.get("robot_type") or ""
     elif fmt == "rosbag":
-        from robot_rl.ros.bag_demos import bag_episodes
-
         spec, episodes = bag_episodes(folder, object_state=object_state, cameras=tuple(cameras))
         action_dim, fps, source = 4, 0, {"object_state": object_state, "cameras": list(cameras)}
         env_id = env_id or "robot_rl/RosArm-v0"

@@ -3,7 +3,7 @@
 A demo dataset is a replay store (see :mod:`robot_rl.replay.store`) with one partition, ``demos``, written episode
 by episode with :class:`~robot_rl.replay.store.EpisodeWriter` (every frame stored once), plus ``dataset.json``:
 how it was recorded (env id and kwargs, device, noise, seed) and one record per kept episode (reset seed, length,
-return, success label). It loads with ``load_transitions`` or ``ReplayBuffer.add_dataset`` like any store.
+return, success label). It loads with ``load_transitions`` or ``robot_rl.replay.add_dataset`` like any store.
 
 Devices produce the actions (:mod:`robot_rl.datasets.sources`): ``scripted`` is the task's privileged-state
 expert (``env.unwrapped.expert_action(noise)``) with Gaussian action noise, so demos are not identical;

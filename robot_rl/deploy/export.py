@@ -25,18 +25,6 @@ FORMATS = ("onnx", "torchscript")
 FILES = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
 
 
-class EncodedPolicy(nn.Module):
-    """``tanh(head(encoder(obs)))`` for heads that output the pre-squash mean first (SAC's Gaussian actor outputs
-    ``[mean, log_std]``: only the mean is kept)."""
-
-    def __init__(self, encoder: nn.Module, head: nn.Module, action_dim: int) -> None:
-        super().__init__()
-        self.encoder, self.head, self.action_dim = encoder, head, action_dim
-
-    def forward(self, obs: dict[str, Any]) -> torch.Tensor:
-        return torch.tanh(self.head(self.encoder(obs))[..., : self.action_dim])
-
-
 class DeterministicPolicy(nn.Module):
     """An agent's deterministic action with positional tensor inputs (the order :func:`input_spec` lists)."""
 
@@ -140,7 +128,7 @@ def env_action_bounds(env: Any) -> tuple[list[float], list[float]]:
 def recorded_observations(run_dir: str | Path, count: int, seed: int = 0) -> dict[str, Any] | None:
     """Up to ``count`` observations the run recorded (its latest checkpoint's replay), or None when it has none."""
     from robot_rl.replay.store import load_buffer
-    from robot_rl.runtime.checkpoint import latest_checkpoint
+    from robot_rl.utils.run_dir import latest_checkpoint
 
     try:
         replay = load_buffer(latest_checkpoint(run_dir) / "replay.zarr")
@@ -161,9 +149,9 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, observations: int
     from robot_rl.agents.registry import make_agent
     from robot_rl.config import load_yaml
     from robot_rl.envs.make import make_env
-    from robot_rl.runtime.checkpoint import latest_checkpoint
     from robot_rl.runtime.config import TrainConfig
     from robot_rl.spaces import ObsSpec, action_dim_of
+    from robot_rl.utils.run_dir import latest_checkpoint
 
     run_dir = Path(run_dir)
     cfg = load_yaml(TrainConfig, run_dir / "config.yaml")

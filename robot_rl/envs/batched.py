@@ -20,6 +20,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from robot_rl.envs.contract import INSTRUCTION, BatchStep, StepReport
+from robot_rl.envs.registration import register_builtin
 
 
 def _alloc(space: gym.Space, n: int) -> Any:
@@ -164,9 +165,7 @@ class BatchedEnv:
 def make_batched(task_id: str, num_envs: int, num_threads: int | None = None, as_torch: bool = False,
                  **kwargs: Any) -> BatchedEnv:
     """``num_envs`` copies of ``gym.make(task_id, **kwargs)`` as one BatchedEnv (no adaptation: the env as it is;
-    a run's envs come from :func:`robot_rl.envs.make.make_batched_env`)."""
-    from robot_rl.envs.make import register_builtin
-
+    a run's envs come from :func:`robot_rl.runtime.env_pipeline.make_batched_env`)."""
     register_builtin(task_id)
     return BatchedEnv([lambda: gym.make(task_id, **kwargs) for _ in range(num_envs)], num_threads, as_torch)
 

@@ -9,31 +9,24 @@
 5. **teleop** - the intervention wrapper when ``teleop.device`` is set (training envs only);
 6. **batching** - the actor's ``runtime.num_envs`` envs as one :class:`~robot_rl.envs.batched.BatchedEnv`.
 
+Stages 1-3 are here (:func:`make_env`); stages 4-6 wrap envs in robot_rl.rewards and robot_rl.teleop, which sit
+above envs in the package layers, and are in :mod:`robot_rl.runtime.env_pipeline`.
+
 Every stage that fails raises ``ValueError`` naming the config field, so ``robot-rl train`` can refuse a bad
 config before it starts any process.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 import gymnasium as gym
 
 from robot_rl.envs.adapter import ContractAdapter
 from robot_rl.envs.config import EnvConfig
+from robot_rl.envs.registration import register_builtin
 from robot_rl.utils.imports import import_object, load_imports
-
-if TYPE_CHECKING:
-    from robot_rl.envs.batched import BatchedEnv
-    from robot_rl.rewards.wrapper import ClassifierRewardConfig
-    from robot_rl.teleop.config import TeleopConfig
-
-
-def register_builtin(env_id: str) -> None:
-    """Registers robot_rl's own sim tasks when ``env_id`` names one."""
-    if env_id.startswith("robot_rl/"):
-        import robot_rl_sim  # noqa: F401  (registers the sim tasks)
 
 
 def _told_time_limit(env: gym.Env, cfg: EnvConfig) -> gym.Env:
@@ -83,38 +76,14 @@ def _user_wrappers(env: gym.Env, cfg: EnvConfig) -> gym.Env:
     return env
 
 
-def make_env(cfg: EnvConfig, render_mode: str | None = None, *, reward: ClassifierRewardConfig | None = None,
-             teleop: TeleopConfig | None = None, teleop_seed: int = 0) -> gym.Env:
-    """One env through stages 1-5 (evaluation and demos: no ``reward`` and no ``teleop``)."""
+def make_env(cfg: EnvConfig, render_mode: str | None = None, *,
+             extra_kwargs: Mapping[str, Any] | None = None) -> gym.Env:
+    """One env through stages 1-3 (evaluation, demos; a training run adds stages 4-6 in
+    robot_rl.runtime.env_pipeline). ``extra_kwargs`` go to the env's constructor on top of ``env.kwargs``."""
     cfg.validate()
-    learned_reward = reward is not None and bool(reward.path)
-    # A learned reward decides success: a robot_rl task must not end episodes on its own success check.
-    extra = {"terminate_on_success": False} if learned_reward and cfg.id.startswith("robot_rl/") else {}
-    env = _make_raw(cfg, render_mode, extra)
+    env = _make_raw(cfg, render_mode, dict(extra_kwargs or {}))
     env = _user_wrappers(env, cfg)
-    env = ContractAdapter(env, cfg)
-    if learned_reward:
-        from robot_rl.rewards.wrapper import ClassifierReward
-
-        try:
-            env = ClassifierReward(env, reward.path, reward)
-        except (ValueError, FileNotFoundError, KeyError) as exc:
-            raise ValueError(f"reward.path: {exc}") from exc
-    if teleop is not None and teleop.device != "none":
-        from robot_rl.teleop.intervention import wrap_with_teleop
-
-        env = wrap_with_teleop(env, teleop, seed=teleop_seed)
-    return env
-
-
-def make_batched_env(cfg: EnvConfig, num_envs: int, *, reward: ClassifierRewardConfig | None = None,
-                     teleop: TeleopConfig | None = None, teleop_seeds: Sequence[int] = ()) -> BatchedEnv:
-    """Stage 6: ``num_envs`` training envs as one batched env (env i's scripted human seeded ``teleop_seeds[i]``)."""
-    from robot_rl.envs.batched import BatchedEnv
-
-    seeds = list(teleop_seeds) or list(range(num_envs))
-    return BatchedEnv([lambda i=i: make_env(cfg, reward=reward, teleop=teleop, teleop_seed=seeds[i])
-                       for i in range(num_envs)])
+    return ContractAdapter(env, cfg)
 
 
 def has_expert(env: gym.Env) -> bool:

@@ -124,7 +124,7 @@ class RosCarEnv(gym.Env):
     def check_robot(self) -> None:
         """Checks the profile against the live graph from a short-lived node (``robot-rl train``'s preflight);
         ``ConfigError`` naming the profile field."""
-        from robot_rl.envs.ros_io import check_live
+        from robot_rl.ros.link import check_live
 
         check_live(self.profile, self.cfg.namespace, self.cfg.use_sim_time, self.cfg.connect_timeout)
 
@@ -135,8 +135,8 @@ class RosCarEnv(gym.Env):
         from sensor_msgs.msg import LaserScan
         from std_msgs.msg import Bool, String
 
-        from robot_rl.envs.ros_io import RosLink
         from robot_rl.ros.clock import NodeTime
+        from robot_rl.ros.link import RosLink
         from robot_rl.ros.profile_check import ProfileCheck
         from robot_rl.ros.tf_buffer import TfBuffer
 

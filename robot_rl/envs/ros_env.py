@@ -38,7 +38,7 @@ from robot_rl.cameras.config import RigConfig
 from robot_rl.cameras.rig import CameraRig, pixels_space
 from robot_rl.config import from_dict
 from robot_rl.envs.ros_env_config import FINGER_JOINTS, HOME_POS, RosArmEnvConfig  # noqa: F401  (re-exported)
-from robot_rl.policies.future import roll_ee_target
+from robot_rl.robots.future import roll_ee_target
 from robot_rl.safety.limits import ArmLimits, check_action, filter_arm_target
 
 
@@ -114,7 +114,7 @@ class RosArmEnv(gym.Env):
         any process starts); ``ConfigError`` naming the profile field. Without a profile: nothing to check."""
         if self.profile is None:
             return
-        from robot_rl.envs.ros_io import check_live
+        from robot_rl.ros.link import check_live
 
         check_live(self.profile, self.cfg.namespace, self.cfg.use_sim_time, self.cfg.connect_timeout)
 
@@ -123,9 +123,9 @@ class RosArmEnv(gym.Env):
         from geometry_msgs.msg import PoseStamped
         from std_msgs.msg import Bool, Float64, String
 
-        from robot_rl.envs.ros_io import RosLink
         from robot_rl.envs.ros_sources import ProfileSources, TopicSources
         from robot_rl.ros.clock import NodeTime
+        from robot_rl.ros.link import RosLink
 
         cfg = self.cfg
         link = RosLink("robot_env", cfg.namespace, use_sim_time=cfg.use_sim_time)
@@ -293,7 +293,7 @@ class RosArmEnv(gym.Env):
 
     def predict_state(self, state: np.ndarray, actions: np.ndarray) -> np.ndarray:
         """The state expected after ``actions [k, 4]`` from now (future-state-aware chunk execution): the EE
-        position moved as this env's target moves (robot_rl.policies.future)."""
+        position moved as this env's target moves (robot_rl.robots.future)."""
         lim = self.cfg.limits
         return roll_ee_target(state, actions, self.target_pos, lim.max_step, np.asarray(lim.workspace_low),
                               np.asarray(lim.workspace_high), lim.max_target_lead, self.period)

@@ -1,5 +1,5 @@
 """Where the ROS 2 arm env's observation comes from: robot_rl's own hardware topics (:class:`TopicSources`) or a
-robot profile's driver (:class:`ProfileSources`). Both subscribe on the env's :class:`~robot_rl.envs.ros_io.RosLink`
+robot profile's driver (:class:`ProfileSources`). Both subscribe on the env's :class:`~robot_rl.ros.link.RosLink`
 and give the state parts in the sim tasks' layout: EE position (3), quaternion (4, w-x-y-z), EE linear velocity
 (3), gripper opening (1), [wrench (6)], [object position (3)].
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.envs.ros_io import RosLink, Stream
+from robot_rl.ros.link import RosLink, Stream
 
 Snap = dict[str, tuple[float, Any]]
 

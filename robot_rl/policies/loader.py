@@ -11,6 +11,12 @@ import numpy as np
 
 from robot_rl.policies.base import BasePolicy
 from robot_rl.policies.config import BasePolicyConfig
+from robot_rl.utils.imports import import_object
+
+SAVED_POLICY_LOADER = "robot_rl.vla.policy:load_vla"
+"""Loads a folder with ``policy.json`` (``robot-rl train-bc``). A string on purpose: robot_rl.vla sits above
+policies in the package layers (it builds on the base-policy protocol), so policies names it without importing it
+(docs/design/package-layers.md)."""
 
 
 class DelayedPolicy:
@@ -58,9 +64,7 @@ def load_policy(cfg: BasePolicyConfig) -> BasePolicy:
         if not (Path(path) / "policy.json").is_file():
             raise ValueError(f"base_policy.path: {path!r} is neither ws://HOST:PORT, lerobot:<type>:<folder> nor a "
                              "saved policy folder (policy.json)")
-        from robot_rl.vla.policy import load_vla
-
-        policy = load_vla(path, cfg.device)
+        policy = import_object(SAVED_POLICY_LOADER, "saved-policy loader")(path, cfg.device)
     else:
         raise ValueError("base_policy.path is empty: name a saved policy folder or a policy server (ws://...)")
     return DelayedPolicy(policy, cfg.latency_s) if cfg.latency_s > 0 else policy

@@ -2,7 +2,14 @@
 
 from robot_rl.replay.buffer import PARTITIONS, ReplayBuffer, ReplayConfig
 from robot_rl.replay.storage import RingStorage
-from robot_rl.replay.store import EpisodeWriter, ReplayStoreError, load_buffer, load_transitions, save_buffer
+from robot_rl.replay.store import (
+    EpisodeWriter,
+    ReplayStoreError,
+    add_dataset,
+    load_buffer,
+    load_transitions,
+    save_buffer,
+)
 
 __all__ = ["PARTITIONS", "EpisodeWriter", "ReplayBuffer", "ReplayConfig", "ReplayStoreError", "RingStorage",
-           "load_buffer", "load_transitions", "save_buffer"]
+           "add_dataset", "load_buffer", "load_transitions", "save_buffer"]

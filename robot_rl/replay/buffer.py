@@ -212,29 +212,6 @@ class ReplayBuffer:
             self._out[key] = {k: np.empty((u, batch_size, *v.shape[1:]), v.dtype) for k, v in probe.items()}
         return self._out[key]
 
-    def add_dataset(self, path: str, partition: str = "demos") -> int:
-        """Appends every transition of a store on disk (e.g. a demo dataset) to ``partition``; returns count."""
-        from robot_rl.replay.store import load_transitions
-
-        _, _, arrays = load_transitions(path, expected_spec=self.spec, expected_action_dim=self.action_dim)
-        before = self.partitions[partition].num_transitions
-        self.partitions[partition].append_rows(arrays)
-        return self.partitions[partition].num_transitions - before
-
-    # ------------------------------------------------------------ persistence
-    def save(self, path: str) -> None:
-        """Writes every partition to a zarr store at ``path`` atomically (see robot_rl.replay.store)."""
-        from robot_rl.replay.store import save_buffer
-
-        save_buffer(self, path)
-
-    @classmethod
-    def load(cls, path: str, cfg: ReplayConfig | None = None) -> ReplayBuffer:
-        """Reads a store written by :meth:`save`; raises ReplayStoreError on missing/truncated/mismatched data."""
-        from robot_rl.replay.store import load_buffer
-
-        return load_buffer(path, cfg)
-
     def state(self) -> dict[str, Any]:
         """Sampler RNG state (for exact resume)."""
         return {"rng": self.rng.bit_generator.state}

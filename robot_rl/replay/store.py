@@ -200,6 +200,15 @@ def load_transitions(path: str | Path, partition: str | None = None, expected_sp
     return spec, action_dim, {k: np.concatenate(v) for k, v in merged.items()}
 
 
+def add_dataset(buffer: ReplayBuffer, path: str | Path, partition: str = "demos") -> int:
+    """Appends every transition of a store on disk (e.g. a demo dataset) to ``buffer``'s ``partition``; returns how
+    many rows were added."""
+    _, _, arrays = load_transitions(path, expected_spec=buffer.spec, expected_action_dim=buffer.action_dim)
+    before = buffer.partitions[partition].num_transitions
+    buffer.partitions[partition].append_rows(arrays)
+    return buffer.partitions[partition].num_transitions - before
+
+
 def _oldest_first(arrays: Mapping[str, np.ndarray], counters: Mapping[str, int]) -> dict[str, np.ndarray]:
     size, cursor = int(counters["size"]), int(counters["cursor"])
     if not (size == int(counters["capacity"]) and cursor != 0):

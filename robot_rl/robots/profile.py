@@ -17,8 +17,8 @@ from typing import Any
 
 import yaml
 
-from robot_rl.cameras.config import CameraConfig
 from robot_rl.config import ConfigError, from_dict
+from robot_rl.robots.camera import CameraConfig
 from robot_rl.robots.car_profile import CarProfile
 from robot_rl.safety.limits import ArmLimits
 

@@ -28,8 +28,8 @@ import numpy as np
 import torch
 
 from robot_rl.agents.registry import make_agent
-from robot_rl.envs.make import make_batched_env
 from robot_rl.runtime.config import TrainConfig
+from robot_rl.runtime.env_pipeline import make_batched_env
 from robot_rl.runtime.seeds import Seeds
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.chunks import ChunkBuilder, chunk_specs

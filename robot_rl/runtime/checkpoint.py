@@ -18,9 +18,10 @@ from safetensors.torch import save_file
 
 from robot_rl.agents.base import Agent
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
-from robot_rl.replay.store import load_buffer
+from robot_rl.replay.store import load_buffer, save_buffer
 from robot_rl.spaces import ObsSpec
 from robot_rl.utils.failpoint import failpoint
+from robot_rl.utils.run_dir import has_checkpoint, latest_checkpoint  # noqa: F401  (re-exported: tests, benchmarks)
 from robot_rl.utils.state_io import atomic_write, fsync_tree, load_state, save_state
 
 
@@ -39,7 +40,7 @@ def save_checkpoint(run_dir: str | Path, agent: Agent, replay: ReplayBuffer | No
         save_state(tmp / "agent.safetensors", agent.state_dict())
         save_file(agent.policy_state(), str(tmp / "policy.safetensors"))
         if replay is not None:
-            replay.save(str(tmp / "replay.zarr"))
+            save_buffer(replay, tmp / "replay.zarr")
         failpoint("checkpoint.replay_written")
         atomic_write(tmp / "counters.json", lambda f: f.write_text(json.dumps(counters)))
         fsync_tree(tmp)  # the replay's chunks and the policy too, not only what atomic_write synced
@@ -56,22 +57,6 @@ def save_checkpoint(run_dir: str | Path, agent: Agent, replay: ReplayBuffer | No
     for old in sorted(p for p in root.iterdir() if p.is_dir() and p.name.isdigit())[:-keep]:
         shutil.rmtree(old, ignore_errors=True)
     return final
-
-
-def has_checkpoint(run_dir: str | Path) -> bool:
-    """Whether the run has a complete checkpoint (``checkpoints/latest`` is written last)."""
-    return (Path(run_dir) / "checkpoints" / "latest").is_file()
-
-
-def latest_checkpoint(run_dir: str | Path) -> Path:
-    root = Path(run_dir) / "checkpoints"
-    pointer = root / "latest"
-    if not pointer.is_file():
-        raise FileNotFoundError(f"no checkpoint in {run_dir} (missing {pointer})")
-    path = root / pointer.read_text().strip()
-    if not path.is_dir():
-        raise FileNotFoundError(f"{pointer} names {path.name}, which does not exist")
-    return path
 
 
 def load_checkpoint(path: str | Path, agent: Agent, replay_cfg: ReplayConfig | None, spec: ObsSpec,

@@ -1,15 +1,26 @@
 """Deterministic evaluation: success rate, return and cycle time with bootstrap CIs for one policy, the IQM with
-a stratified bootstrap CI across runs (seeds), and videos of the episodes."""
+a stratified bootstrap CI across runs (seeds), and videos of the episodes; for a run's agent (composed with its base
+policy when it acts on one: :func:`evaluation_agent`) and for a base policy alone (:func:`evaluate_policy`,
+:func:`evaluate_base_policy`)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
+from robot_rl.agents.registry import uses_base
+from robot_rl.policies.base import BasePolicy, misfit
+from robot_rl.policies.config import ExecutionConfig
+from robot_rl.policies.evaluate import ComposedAgent, ExecutorAgent
+from robot_rl.policies.loader import load_policy
 from robot_rl.runtime.stats import bootstrap_ci, iqm_ci
+from robot_rl.spaces import ObsSpec, action_dim_of
 from robot_rl.utils.failpoint import failpoint
 
 
@@ -81,7 +92,6 @@ def load_run(run: str | Path, render_mode: str | None = None) -> tuple[Any, gym.
     from robot_rl.agents.registry import make_agent
     from robot_rl.config import load_yaml
     from robot_rl.envs.make import make_env
-    from robot_rl.policies.evaluate import evaluation_agent
     from robot_rl.runtime.checkpoint import latest_checkpoint
     from robot_rl.runtime.config import TrainConfig
     from robot_rl.spaces import ObsSpec, action_dim_of
@@ -115,3 +125,79 @@ def evaluate_runs(run_dirs: list[str | Path], episodes: int, video: str | Path |
     if len(per_run) > 1:
         result["across_runs"] = across_runs(per_run)
     return result
+
+
+# ------------------------------------------------------------------ base policies
+def evaluation_agent(cfg: Any, agent: Any, env: Any) -> Any:
+    """What a run's evaluation acts with: the agent, composed with the run's base policy (executed
+    synchronously, chunked as the run executes it: evaluation measures the policy, not the latency) when the
+    agent acts on one."""
+    if not uses_base(cfg.agent):
+        return agent
+    # an agent that fine-tunes the base's weights acts with its own, current base
+    base = agent.base_policy() if getattr(agent, "trains_base", False) else load_policy(cfg.base_policy)
+    # the run's chunking (execute_steps, ensembling) without its timing: evaluation measures the policy
+    return ComposedAgent(agent, base, dataclasses.replace(cfg.execution, mode="sync"), env)
+
+
+def evaluate_policy(policy: BasePolicy, env_id: str, env_kwargs: Mapping[str, Any], episodes: int,
+                    execution: ExecutionConfig | None = None, seed: int = 10_000,
+                    video: str | Path | None = None, instruction: str = "") -> dict[str, Any]:
+    """Success, return and cycle time of ``policy`` on ``episodes`` episodes of one task (episode i seeded
+    ``seed + i``), plus the executor's counts."""
+    from robot_rl.envs.config import EnvConfig
+    from robot_rl.envs.make import make_env
+    from robot_rl.utils.video import write_video
+
+    env = make_env(EnvConfig(id=env_id, kwargs=dict(env_kwargs), instruction=instruction),
+                   render_mode="rgb_array" if video else None)
+    spec = ObsSpec.from_space(env.observation_space)
+    why = misfit(policy.metadata, spec.state_dim, spec.cameras, action_dim_of(env.action_space))
+    if why:
+        env.close()
+        raise ValueError(f"policy {policy.metadata.name!r} {why} (env {env_id!r})")
+    agent = ExecutorAgent(policy, execution or ExecutionConfig(mode="sync"), env)
+    frames: list[np.ndarray] | None = [] if video else None
+    try:
+        out = rollout(agent, env, episodes, seed, frames)
+        if frames:
+            write_video(frames, video, fps=env.metadata.get("render_fps", 20))
+    finally:
+        agent.close()
+        env.close()
+    return {**summarize(**out), **{f"executor/{k}": v for k, v in agent.executor.stats().items()},
+            "successes": out["successes"].tolist()}
+
+
+def evaluate_base_policy(path: str, tasks: tuple[str, ...], env_kwargs: Mapping[str, Any], episodes: int,
+                         base: Any, execution: ExecutionConfig, video_dir: str | None = None,
+                         instruction: str = "") -> dict[str, Any]:
+    """``robot-rl eval POLICY``: per task, the base policy's evaluation (the tasks it was trained on unless
+    ``tasks`` names others)."""
+    from robot_rl.datasets.record import resolve_env_id
+
+    policy = load_policy(dataclasses.replace(base, path=path))
+    trained = []
+    if (Path(path) / "policy.json").is_file():
+        trained = json.loads((Path(path) / "policy.json").read_text()).get("tasks", [])
+    if tasks:
+        known = {t["env_id"]: t["env_kwargs"] for t in trained}
+        todo = [(resolve_env_id(t), dict(env_kwargs) or known.get(resolve_env_id(t), {})) for t in tasks]
+    elif trained:
+        todo = [(t["env_id"], dict(env_kwargs) or t["env_kwargs"]) for t in trained]
+    else:
+        raise ValueError("name the tasks to evaluate on (--tasks): this policy does not say what it was trained on")
+    out: dict[str, Any] = {}
+    try:
+        for env_id, kwargs in todo:
+            name = env_id.split("/")[-1]
+            video = Path(video_dir) / f"{name}.mp4" if video_dir else None
+            if video is not None:
+                video.parent.mkdir(parents=True, exist_ok=True)
+            result = evaluate_policy(policy, env_id, kwargs, episodes, execution, video=video,
+                                     instruction=instruction)
+            result.pop("successes")
+            out[name] = result
+    finally:
+        policy.close()
+    return out

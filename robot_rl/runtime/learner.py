@@ -33,11 +33,11 @@ import numpy as np
 from robot_rl.agents.base import Agent
 from robot_rl.agents.registry import make_agent, uses_base
 from robot_rl.envs.make import make_env
-from robot_rl.policies.evaluate import evaluation_agent
 from robot_rl.replay.buffer import ReplayBuffer
+from robot_rl.replay.store import add_dataset
 from robot_rl.runtime.checkpoint import has_checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
 from robot_rl.runtime.config import TrainConfig
-from robot_rl.runtime.evaluation import evaluate
+from robot_rl.runtime.evaluation import evaluate, evaluation_agent
 from robot_rl.runtime.intake import Intake, LearnerCounters
 from robot_rl.runtime.run_logger import RunLogger
 from robot_rl.runtime.seeds import Seeds
@@ -141,7 +141,7 @@ class Learner:
             added = []
             for entry in cfg.demos:
                 path, before = str(self._demo_path(entry)), self.replay.partitions["demos"].size
-                self.replay.add_dataset(path, "demos")
+                add_dataset(self.replay, path, "demos")
                 added.append((path, np.arange(before, self.replay.partitions["demos"].size)))
             if added and uses_base(cfg.agent):
                 self._label_demos(added)

@@ -16,6 +16,7 @@ from robot_rl.config import ConfigError
 from robot_rl.envs.config import EnvConfig
 from robot_rl.envs.make import has_expert, make_env
 from robot_rl.runtime.config import TrainConfig
+from robot_rl.runtime.env_pipeline import make_training_env
 from robot_rl.spaces import ObsSpec, action_dim_of
 from robot_rl.utils.log import get_logger
 
@@ -152,6 +153,6 @@ def _check_training_env(cfg: TrainConfig) -> None:
     if not cfg.reward.path:
         return
     try:
-        make_env(cfg.env, reward=cfg.reward).close()
+        make_training_env(cfg.env, reward=cfg.reward).close()
     except ValueError as exc:
         raise ConfigError(str(exc)) from None

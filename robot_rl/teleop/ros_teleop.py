@@ -1,6 +1,6 @@
 """ROS 2 teleop input: ``sensor_msgs/Joy`` (e.g. joy_node) or ``geometry_msgs/Twist`` (any Twist teleop node).
 
-The subscription runs on its own rclpy context and executor thread (:class:`robot_rl.envs.ros_io.RosLink`);
+The subscription runs on its own rclpy context and executor thread (:class:`robot_rl.ros.link.RosLink`);
 each message updates the input map in the callback, so button presses are seen even between control periods.
 Joy: axes ``a0``.. and buttons ``b0``.. as published (joy_node makes stick left/up positive). Twist: axes
 ``linear.x`` .. ``angular.z`` in m/s and rad/s (``teleop.scale`` converts them to action units), no buttons.
@@ -46,7 +46,7 @@ class RosTeleop(ThreadedDevice):
         self.messages = 0
         self._last: float | None = None
         try:
-            from robot_rl.envs.ros_io import RosLink
+            from robot_rl.ros.link import RosLink
         except ImportError as exc:
             raise TeleopDeviceError(f"ros: rclpy is not installed (pip install 'robot-rl[ros2]'): {exc}") from exc
         if cfg.ros_msg == "twist":

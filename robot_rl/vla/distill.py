@@ -89,10 +89,10 @@ def specialist(run: str | Path, env: Any) -> Any:
 
     from robot_rl.agents.registry import make_agent
     from robot_rl.config import load_yaml
-    from robot_rl.policies.evaluate import evaluation_agent
-    from robot_rl.runtime.checkpoint import latest_checkpoint
     from robot_rl.runtime.config import TrainConfig
+    from robot_rl.runtime.evaluation import evaluation_agent
     from robot_rl.spaces import ObsSpec, action_dim_of
+    from robot_rl.utils.run_dir import latest_checkpoint
 
     cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
     agent = make_agent(cfg.agent, ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from robot_rl.agents import make_agent
-from robot_rl.agents.critic_guided import CriticGuidedAgent
-from robot_rl.agents.critic_guided_config import CriticGuidedConfig
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
 from robot_rl.spaces import ObsSpec
 from robot_rl.text import make_text_encoder
+from robot_rl.vla.critic_guided import CriticGuidedAgent
+from robot_rl.vla.critic_guided_config import CriticGuidedConfig
 
 SPEC = ObsSpec(11, {"front": (32, 32, 3), "wrist": (32, 32, 3)}, 64)
 BEST = np.array([0.4, -0.4, 0.2, 1.0], np.float32)  # the gripper (last) is open or closed

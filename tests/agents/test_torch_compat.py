@@ -90,7 +90,7 @@ def missing_op_message(records: list[logging.LogRecord], op: str) -> str:
 
 # ----------------------------------------------------------------------- probes
 def test_every_capability_is_available_on_the_supported_torch(warnings_logged):
-    assert torch_compat.manual_grad_available()
+    assert manual_grad.manual_grad_available()
     assert torch_compat.fused_adam_available()
     assert torch_compat.foreach_lerp_available()
     assert make()._manual is not None  # the CPU default takes the hand-derived path
@@ -126,7 +126,7 @@ def test_missing_aten_op_falls_back_to_autograd(monkeypatch, warnings_logged, at
     monkeypatch.setattr(manual_grad, "_aten", aten)
     agent = clone(state)  # manual_grad=None: the CPU default would take the hand-derived path
     assert agent._manual is None
-    assert not torch_compat.manual_grad_available()
+    assert not manual_grad.manual_grad_available()
     assert not manual_grad.supports(agent)
     message = missing_op_message(warnings_logged, op)
     assert "autograd" in message

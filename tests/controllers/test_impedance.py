@@ -9,13 +9,13 @@ import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+from robot_rl_controllers.arm_model import ARM_JOINTS, EE_SITE, HOME_QPOS, build_arm_xml  # noqa: E402
 from robot_rl_controllers.impedance import (  # noqa: E402
     ImpedanceGains,
     MujocoArmState,
     orientation_error,
     osc_torques,
 )
-from robot_rl_sim.arm_model import ARM_JOINTS, EE_SITE, HOME_QPOS, build_arm_xml  # noqa: E402
 
 POS_TOL = 0.005
 ROT_TOL = 0.05

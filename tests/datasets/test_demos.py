@@ -22,7 +22,7 @@ from robot_rl.datasets import dataset_name, dataset_stats, ensure_demos, read_me
 from robot_rl.datasets.record import episode_seed, remove_stale_temps
 from robot_rl.replay import ReplayBuffer
 from robot_rl.replay.storage import SOURCE_CODE
-from robot_rl.replay.store import load_transitions
+from robot_rl.replay.store import add_dataset, load_transitions
 from robot_rl.utils.video import read_video, write_video
 
 REACH, PICK = "robot_rl/Reach-v0", "robot_rl/PickCube-v0"
@@ -72,7 +72,7 @@ def test_reach_state_dataset_loads_with_labels(reach: Path) -> None:
     first = [arrays["action"][rows] for rows in episodes.values()]
     assert not any(np.array_equal(first[i][:5], first[j][:5]) for i in range(N) for j in range(i + 1, N))
     buffer = ReplayBuffer(spec, action_dim)
-    assert buffer.add_dataset(str(reach)) == sum(lengths)
+    assert add_dataset(buffer, str(reach)) == sum(lengths)
     batch = buffer.sample(16, mix={"prior": 1.0})
     assert batch["obs"]["state"].shape == (16, spec.state_dim) and np.all(batch["source"] == SOURCE_CODE["demo"])
 
@@ -111,7 +111,7 @@ def test_pickcube_pixels_stored_once(pick: Path) -> None:
         assert arrays[f"pixels/{cam}"].shape == (transitions + N, 32, 32, 3)  # T + 1 frames per episode
     assert all(e["success"] for e in read_meta(pick)["episodes"])
     buffer = ReplayBuffer(spec, action_dim)
-    assert buffer.add_dataset(str(pick)) == transitions
+    assert add_dataset(buffer, str(pick)) == transitions
     batch = buffer.sample(8, mix={"prior": 1.0})
     assert batch["next_obs"]["pixels"]["front"].shape == (8, 32, 32, 3)
     assert batch["obs"]["pixels"]["front"].dtype == np.uint8 and batch["obs"]["pixels"]["front"].any()

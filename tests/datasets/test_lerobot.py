@@ -18,7 +18,7 @@ from robot_rl.datasets.convert import export_dataset, import_dataset
 from robot_rl.datasets.episodes import read_episodes
 from robot_rl.datasets.record import record_demos
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
-from robot_rl.replay.store import EpisodeWriter
+from robot_rl.replay.store import EpisodeWriter, add_dataset
 from robot_rl.spaces import obs_row
 
 KWARGS = {"image_size": 32, "object_state": False}
@@ -63,7 +63,7 @@ def test_round_trip_is_lossless_except_the_frames_codec(dataset, tmp_path):
     # the imported demos load into a replay buffer as any recorded dataset does
     replay = ReplayBuffer(spec, action_dim, ReplayConfig(online_capacity=10, demos_capacity=500,
                                                          interventions_capacity=10))
-    assert replay.add_dataset(str(tmp_path / "back.zarr")) == sum(a.length for a, _ in pairs)
+    assert add_dataset(replay, str(tmp_path / "back.zarr")) == sum(a.length for a, _ in pairs)
 
 
 def test_the_written_folder_follows_the_v3_layout(dataset, tmp_path):

@@ -16,7 +16,7 @@ import pytest
 from robot_rl.cli import main as cli_main
 from robot_rl.datasets import dataset_stats, read_meta, record_demos, render_episode
 from robot_rl.replay import ReplayBuffer
-from robot_rl.replay.store import load_transitions
+from robot_rl.replay.store import add_dataset, load_transitions
 from robot_rl.teleop.config import TeleopConfig
 
 pytestmark = pytest.mark.timeout(120)
@@ -93,7 +93,7 @@ def test_keyboard_recording_round_trip(pty, tmp_path: Path, capsys: pytest.Captu
     assert arrays["terminated"][ep0[-1]] and arrays["reward"][ep0[-1]] == 1.0  # the success label
     assert arrays["terminated"][ep1[-1]] and arrays["reward"][ep1].sum() == 0.0
     buffer = ReplayBuffer(spec, action_dim)
-    assert buffer.add_dataset(str(out)) == len(ep0) + len(ep1)
+    assert add_dataset(buffer, str(out)) == len(ep0) + len(ep1)
     # The sim stood still while paused, so replaying the stored actions from the reset seed is exact.
     info = render_episode(out, 1, tmp_path / "ep1.gif", size=32)
     assert info["source"] == "resimulated" and info["max_state_error"] < 1e-6

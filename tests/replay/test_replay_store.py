@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 
-from robot_rl.replay import EpisodeWriter, ReplayBuffer, ReplayStoreError, load_buffer
+from robot_rl.replay import EpisodeWriter, ReplayBuffer, ReplayStoreError, add_dataset, load_buffer, save_buffer
 from robot_rl.spaces import ObsSpec
 from tests.replay.test_replay_buffer import SPEC, cfg, fill, obs
 
@@ -24,7 +24,7 @@ def filled(online_capacity: int = 10_000) -> ReplayBuffer:
 @pytest.mark.parametrize("capacity", [10_000, 53])  # not wrapped, wrapped
 def test_save_load_round_trip_is_bit_exact(tmp_path, capacity):
     buf = filled(capacity)
-    buf.save(str(tmp_path / "r.zarr"))
+    save_buffer(buf, tmp_path / "r.zarr")
     loaded = load_buffer(tmp_path / "r.zarr", cfg(online_capacity=capacity))
     for name, part in buf.partitions.items():
         other = loaded.partitions[name]
@@ -37,7 +37,7 @@ def test_save_load_round_trip_is_bit_exact(tmp_path, capacity):
 
 
 def test_wrapped_store_loads_into_a_larger_ring(tmp_path):
-    filled(53).save(str(tmp_path / "r.zarr"))
+    save_buffer(filled(53), tmp_path / "r.zarr")
     loaded = load_buffer(tmp_path / "r.zarr", cfg(online_capacity=1000))
     s = loaded.sample(500, mix={"online": 1.0})
     np.testing.assert_array_equal(s["next_obs"]["state"][:, 0], s["obs"]["state"][:, 0] + 1)
@@ -49,10 +49,10 @@ def test_wrapped_store_loads_into_a_larger_ring(tmp_path):
 
 def test_save_overwrites_atomically(tmp_path):
     path = tmp_path / "r.zarr"
-    filled().save(str(path))
+    save_buffer(filled(), path)
     small = ReplayBuffer(SPEC, 2, cfg())
     fill(small, 1, 4)
-    small.save(str(path))
+    save_buffer(small, path)
     assert load_buffer(path).sizes()["online"] == 4
     assert [p.name for p in tmp_path.iterdir()] == ["r.zarr"]  # no temp or old folders left behind
 
@@ -60,14 +60,14 @@ def test_save_overwrites_atomically(tmp_path):
 def test_missing_and_incomplete_stores(tmp_path):
     with pytest.raises(ReplayStoreError, match="not found"):
         load_buffer(tmp_path / "nope.zarr")
-    filled().save(str(tmp_path / "r.zarr"))
+    save_buffer(filled(), tmp_path / "r.zarr")
     (tmp_path / "r.zarr" / "commit.json").unlink()
     with pytest.raises(ReplayStoreError, match="incomplete"):
         load_buffer(tmp_path / "r.zarr")
 
 
 def test_truncated_store_names_the_array(tmp_path):
-    filled().save(str(tmp_path / "r.zarr"))
+    save_buffer(filled(), tmp_path / "r.zarr")
     chunks = tmp_path / "r.zarr" / "online" / "pixels" / "front" / "c"
     victim = sorted(p for p in chunks.rglob("*") if p.is_file())[-1]
     victim.unlink()
@@ -76,7 +76,7 @@ def test_truncated_store_names_the_array(tmp_path):
 
 
 def test_corrupted_chunk_bytes_name_the_array(tmp_path):
-    filled().save(str(tmp_path / "r.zarr"))
+    save_buffer(filled(), tmp_path / "r.zarr")
     chunk = next(p for p in (tmp_path / "r.zarr" / "online" / "action" / "c").rglob("*") if p.is_file())
     chunk.write_bytes(b"\x00garbage" * 3)
     with pytest.raises(ReplayStoreError, match="'online/action'"):
@@ -84,7 +84,7 @@ def test_corrupted_chunk_bytes_name_the_array(tmp_path):
 
 
 def test_mismatched_spec_names_array_expected_and_found(tmp_path):
-    filled().save(str(tmp_path / "r.zarr"))
+    save_buffer(filled(), tmp_path / "r.zarr")
     other = ObsSpec(3, {"front": (16, 16, 3), "wrist": (8, 8, 3)})
     with pytest.raises(ReplayStoreError, match=r"'pixels/front' expected \(\(16, 16, 3\).*found \(\(8, 8, 3\)"):
         load_buffer(tmp_path / "r.zarr", expected_spec=other)
@@ -116,7 +116,7 @@ def test_episode_writer_appends_and_reopens(tmp_path):
     writer.append(*episode(200))
     assert writer.num_episodes == 3
     buf = ReplayBuffer(SPEC, 2, cfg())
-    assert buf.add_dataset(str(path)) == 18
+    assert add_dataset(buf, str(path)) == 18
     s = buf.sample(300, mix={"demos": 1.0})
     np.testing.assert_array_equal(s["next_obs"]["state"][:, 0], s["obs"]["state"][:, 0] + 1)
     assert set(np.unique(s["episode_id"])) == {0, 1, 2} and (s["source"] == 1).all()
@@ -135,9 +135,9 @@ def test_crash_during_append_keeps_committed_episodes(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         writer.append(*episode(100))  # rows written, commit never happens
     buf = ReplayBuffer(SPEC, 2, cfg())
-    assert buf.add_dataset(str(path)) == 6
+    assert add_dataset(buf, str(path)) == 6
     assert json.loads((path / "commit.json").read_text())["partitions"]["demos"]["episodes"] == 1
     # and the store stays appendable after the crash
     EpisodeWriter(path, SPEC, 2).append(*episode(200))
-    assert ReplayBuffer(SPEC, 2, cfg()).add_dataset(str(path)) == 12
+    assert add_dataset(ReplayBuffer(SPEC, 2, cfg()), str(path)) == 12
     shutil.rmtree(path)

@@ -29,7 +29,7 @@ def wait_ready(graph: Graph, hardware: str, safety: str, timeout: float = 90.0) 
     from diagnostic_msgs.msg import DiagnosticArray
     from std_msgs.msg import String
 
-    from robot_rl.envs.ros_io import RosLink
+    from robot_rl.ros.link import RosLink
     from robot_rl.ros.msgs import diagnostics_by_node
 
     link = RosLink("ready_probe")

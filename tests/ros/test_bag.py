@@ -87,6 +87,7 @@ def test_ros_arm_env_records_episodes_and_the_bags_become_demos(arm_graph, tmp_p
     from robot_rl.datasets.convert import import_dataset
     from robot_rl.envs.make import EnvConfig, make_env
     from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
+    from robot_rl.replay.store import add_dataset
     from robot_rl.spaces import ObsSpec
     from tests.ros.experts import pickcube_expert
 
@@ -127,7 +128,7 @@ def test_ros_arm_env_records_episodes_and_the_bags_become_demos(arm_graph, tmp_p
         np.testing.assert_allclose(ep.observations["state"], states, atol=1e-6)
     replay = ReplayBuffer(spec, action_dim, ReplayConfig(online_capacity=10, demos_capacity=200,
                                                          interventions_capacity=10))
-    assert replay.add_dataset(str(tmp_path / "demos.zarr")) == sum(len(a) for _, a in stepped)
+    assert add_dataset(replay, str(tmp_path / "demos.zarr")) == sum(len(a) for _, a in stepped)
     agent = BCAgent(ObsSpec(spec.state_dim), 4, BCConfig(hidden_dims=(32,), batch_size=16))
     agent.prepare(replay)
     assert np.isfinite(agent.update(replay.sample(16, mix={"prior": 1.0}, utd=1))["bc_loss"])
@@ -139,8 +140,8 @@ def test_camera_frames_recorded_as_jpeg_decode_within_tolerance(domain, tmp_path
     from rclpy.node import Node
     from sensor_msgs.msg import Image
 
+    from robot_rl.datasets.bag_demos import _image, _series
     from robot_rl.ros.bag import BagRecorder
-    from robot_rl.ros.bag_demos import _image, _series
     from robot_rl.ros.msgs import image_msg
 
     rng = np.random.default_rng(0)

@@ -66,7 +66,7 @@ def write_bag(path: Path, steps: int = 4, object_pose: bool = True, camera: str 
 
 
 def test_a_bag_with_compressed_camera_frames_imports(tmp_path):
-    from robot_rl.ros.bag_demos import bag_episode
+    from robot_rl.datasets.bag_demos import bag_episode
 
     write_bag(tmp_path / "bag", camera="front")
     episode = bag_episode(tmp_path / "bag", cameras=("front",))
@@ -77,7 +77,7 @@ def test_a_bag_with_compressed_camera_frames_imports(tmp_path):
 
 
 def test_a_bag_without_object_pose_names_it(tmp_path):
-    from robot_rl.ros.bag_demos import bag_episode
+    from robot_rl.datasets.bag_demos import bag_episode
 
     write_bag(tmp_path / "bag", object_pose=False)
     with pytest.raises(ValueError, match="no object_pose messages"):

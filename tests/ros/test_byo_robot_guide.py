@@ -35,8 +35,8 @@ def guide_files(folder: Path) -> dict[str, Path]:
 @pytest.mark.timeout(240)
 def test_the_guide_profiles_drive_the_emulated_driver(graph, tmp_path) -> None:
     from robot_rl.envs.ros_env import RosArmEnv
-    from robot_rl.envs.ros_io import RosLink
     from robot_rl.robots.profile import load_profile
+    from robot_rl.ros.link import RosLink
     from robot_rl.ros.profile_check import ProfileCheck
 
     files = guide_files(tmp_path)

@@ -21,7 +21,7 @@ def test_car_drives_and_watchdog_stops_it(graph) -> None:
     from nav_msgs.msg import Odometry
     from std_msgs.msg import String
 
-    from robot_rl.envs.ros_io import RosLink
+    from robot_rl.ros.link import RosLink
 
     for node in ("car_hardware", "drive_controller", "car_safety"):
         graph.start(node)

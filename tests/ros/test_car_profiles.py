@@ -49,7 +49,7 @@ def _command_probe(profile):
     from nav_msgs.msg import Odometry
     from std_msgs.msg import String
 
-    from robot_rl.envs.ros_io import RosLink
+    from robot_rl.ros.link import RosLink
 
     link = RosLink("car_probe")
     if profile.command.interface == "diff_drive":
@@ -156,7 +156,7 @@ def test_the_emulated_diff_drive_controller_ignores_stale_commands(graph) -> Non
     from geometry_msgs.msg import TwistStamped
     from nav_msgs.msg import Odometry
 
-    from robot_rl.envs.ros_io import RosLink
+    from robot_rl.ros.link import RosLink
     from robot_rl.ros.msgs import to_stamp
 
     graph.start("car_hardware", "-p", "profile:=rehearsal/diff_drive")
@@ -183,8 +183,8 @@ def test_the_emulated_diff_drive_controller_ignores_stale_commands(graph) -> Non
 
 @pytest.mark.timeout(180)
 def test_a_wrong_car_profile_fails_at_start_naming_the_field(graph) -> None:
-    from robot_rl.envs.ros_io import RosLink
     from robot_rl.robots.profile import load_profile, with_overrides
+    from robot_rl.ros.link import RosLink
     from robot_rl.ros.profile_check import ProfileCheck
 
     graph.start("car_hardware", "-p", "profile:=rehearsal/diff_drive")

@@ -19,7 +19,7 @@ def test_cameras_have_camera_info_and_urdf_joints_have_states(graph, node: str, 
     from sensor_msgs.msg import CameraInfo, Image, JointState
     from std_msgs.msg import String
 
-    from robot_rl.envs.ros_io import RosLink
+    from robot_rl.ros.link import RosLink
 
     graph.start(node, "-r", f"__ns:={namespace}", "-p", "image_size:=16")
     link = RosLink("conventions_probe")

@@ -19,7 +19,7 @@ def test_camera_frames_and_injected_latency(graph) -> None:
     from std_msgs.msg import Header
 
     from robot_rl.envs.ros_env import RosArmEnv
-    from robot_rl.envs.ros_io import RosLink
+    from robot_rl.ros.link import RosLink
     from robot_rl.ros.msgs import from_stamp, pose_stamped
 
     graph.start("arm_hardware", "-p", "image_size:=32", "-p", "command_latency:=0.03")
@@ -105,8 +105,8 @@ def test_dds_echo_answers_every_ping_with_its_stamp(graph) -> None:
     from geometry_msgs.msg import PoseStamped
     from std_msgs.msg import Header
 
-    from robot_rl.envs.ros_io import RosLink
     from robot_rl.ros.echo import PING, PONG
+    from robot_rl.ros.link import RosLink
     from robot_rl.ros.msgs import from_stamp, pose_stamped
 
     graph.start("dds_echo")

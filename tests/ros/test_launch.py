@@ -61,7 +61,7 @@ def test_launcher_starts_and_stops_the_arm_graph(domain: int, tmp_path: Path, la
     from std_msgs.msg import Bool
 
     from robot_rl.envs.ros_env import RosArmEnv
-    from robot_rl.envs.ros_io import RosLink
+    from robot_rl.ros.link import RosLink
 
     log = open(tmp_path / "launch.log", "w")  # noqa: SIM115
     launcher = subprocess.Popen([sys.executable, "-m", "robot_rl.cli", "launch", str(LAUNCH / launch_file),

@@ -28,7 +28,7 @@ def _command_probe(profile):
     from sensor_msgs.msg import JointState
     from std_msgs.msg import Float64MultiArray, String
 
-    from robot_rl.envs.ros_io import RosLink
+    from robot_rl.ros.link import RosLink
     from robot_rl.ros.msgs import pose_arrays
     from robot_rl.ros.robot_state import JointReader, RobotDescription
 

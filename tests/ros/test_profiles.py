@@ -115,8 +115,8 @@ def test_a_profile_camera_is_read_through_the_camera_rig(graph, tmp_path) -> Non
 
 @pytest.mark.timeout(240)
 def test_a_wrong_profile_fails_at_start_naming_the_field(graph, tmp_path) -> None:
-    from robot_rl.envs.ros_io import RosLink
     from robot_rl.robots.profile import load_profile, with_overrides
+    from robot_rl.ros.link import RosLink
     from robot_rl.ros.profile_check import ProfileCheck
 
     profile = profile_file("ros2_control_joint_position", tmp_path)

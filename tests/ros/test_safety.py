@@ -28,7 +28,7 @@ def _probe():
     from geometry_msgs.msg import PoseStamped
     from std_msgs.msg import String
 
-    from robot_rl.envs.ros_io import RosLink
+    from robot_rl.ros.link import RosLink
     from robot_rl.ros.msgs import diagnostics_by_node, pose_arrays
 
     link = RosLink("probe")

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from robot_rl.envs.ros_io import Stream, snapshot
+from robot_rl.ros.link import Stream, snapshot
 
 
 def _streams() -> dict[str, Stream]:

@@ -7,7 +7,7 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import mujoco  # noqa: E402
 import numpy as np  # noqa: E402
 
-from robot_rl_sim.arm_model import TORQUE_LIMITS  # noqa: E402
+from robot_rl_controllers.arm_model import TORQUE_LIMITS  # noqa: E402
 from robot_rl_sim.arm_tasks import PickCubeEnv  # noqa: E402
 from robot_rl_sim.driver_emulation import JointTracker, ServoEmulation  # noqa: E402
 

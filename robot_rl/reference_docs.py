@@ -1,6 +1,6 @@
 """The generated reference pages of the docs site: every config dataclass's fields (docs/reference/config.md), every
 ``robot-rl`` command's ``--help`` (docs/reference/cli.md) and the ROS 2 node parameters
-(docs/reference/ros2-parameters.md). ``python -m robot_rl.utils.reference_docs`` (or ``bash scripts/gen_docs.sh``)
+(docs/reference/ros2-parameters.md). ``python -m robot_rl.reference_docs`` (or ``bash scripts/gen_docs.sh``)
 rewrites them; a test checks they are current, so they are never hand-copied."""
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from robot_rl import cli
 from robot_rl.utils.field_docs import markdown_table, ros_reference
+from robot_rl.utils.imports import import_object
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 # Characters of a code line the docs site shows without a horizontal scrollbar (mkdocs-material 9.x with
 # docs/stylesheets/extra.css), the narrower of a 1366 px and a 1920 px wide window. Code is 0.85 em of the 0.8 rem
 # typeset text = 0.68 rem; a monospace character is about 0.6 em of it; pre > code is padded 1.176 em a side; both
@@ -40,7 +42,8 @@ EXTRA_CONFIGS = ("robot_rl.safety.limits:ArmLimits", "robot_rl.safety.limits:Car
 SECTIONS = {  # module prefix -> section title, in page order
     "robot_rl.runtime": "Training run", "robot_rl.envs": "Environments", "robot_rl.agents": "Agents",
     "robot_rl.replay": "Replay", "robot_rl.policies": "Base policies", "robot_rl.vla": "The small VLA",
-    "robot_rl.teleop": "Teleoperation", "robot_rl.cameras": "Cameras", "robot_rl.rewards": "Reward classifier",
+    "robot_rl.teleop": "Teleoperation", "robot_rl.cameras": "Cameras", "robot_rl.robots.camera": "Cameras",
+    "robot_rl.rewards": "Reward classifier",
     "robot_rl.ros": "ROS 2", "robot_rl.safety": "Safety limits", "robot_rl_sim": "Simulation tasks",
     "robot_rl_controllers": "Controllers and ROS 2 nodes",
 }
@@ -75,8 +78,6 @@ def _section(target: str) -> str:
 
 def config_reference() -> str:
     """One table per config dataclass (fields not expanded: a nested config is a row naming its own table)."""
-    from robot_rl.utils.imports import import_object
-
     by_section: dict[str, list[str]] = {}
     for target in config_targets():
         by_section.setdefault(_section(target), []).append(target)
@@ -85,7 +86,7 @@ def config_reference() -> str:
              "each field by `bash scripts/gen_docs.sh`; do not edit. A training run's config is `TrainConfig`; its "
              "nested configs are set with dotted flags (`--agent.utd 4`, `--env.kwargs '{...}'`) or the same keys in "
              "YAML. A nested config appears as a row naming its class; its fields are in that class's table.\n"]
-    for title in [*SECTIONS.values(), "Other"]:
+    for title in dict.fromkeys([*SECTIONS.values(), "Other"]):  # a title may have more than one prefix
         if title not in by_section:
             continue
         parts.append(f"## {title}\n")
@@ -104,12 +105,10 @@ CLI_COMMANDS = (["train"], ["learner"], ["actor"], ["eval"], ["record-demos"], [
 
 
 def _help(argv: list[str]) -> str:
-    from robot_rl.cli import main
-
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         try:
-            main([*argv, "--help"])
+            cli.main([*argv, "--help"])
         except SystemExit:
             pass
     return "\n".join(_fit(line.rstrip()) for line in out.getvalue().strip().splitlines())
@@ -127,8 +126,6 @@ def _fit(line: str, width: int = CODE_COLUMNS) -> str:
 
 def cli_reference() -> str:
     """``robot-rl --help`` and every command's ``--help``, as printed at ``CODE_COLUMNS`` columns."""
-    from robot_rl import cli
-
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = str(CODE_COLUMNS)
     try:

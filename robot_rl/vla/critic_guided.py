@@ -43,17 +43,17 @@ import numpy as np
 import torch
 
 from robot_rl.agents.base import Sampling, index_tree, keep_global_rng, seeded_generator, to_torch, utd_batch
-from robot_rl.agents.critic_guided_config import CriticGuidedConfig
 from robot_rl.agents.encoders import ObservationEncoder
 from robot_rl.agents.networks import EnsembleCritic, init_parameters, phase_one_hot
 from robot_rl.agents.torch_compat import foreach_lerp_
 from robot_rl.replay.storage import SOURCE_CODE
 from robot_rl.spaces import ObsSpec
+from robot_rl.vla.critic_guided_config import CriticGuidedConfig
 from robot_rl.vla.model import images_to_input
+from robot_rl.vla.policy import VLAPolicy, load_vla, read_policy_json
 
 if TYPE_CHECKING:
     from robot_rl.replay.buffer import ReplayBuffer
-    from robot_rl.vla.policy import VLAPolicy
 
 
 class CriticGuidedAgent:
@@ -66,8 +66,6 @@ class CriticGuidedAgent:
 
     def __init__(self, obs_spec: ObsSpec, action_dim: int, cfg: CriticGuidedConfig | None = None,
                  seed: int = 0) -> None:
-        from robot_rl.vla.policy import load_vla
-
         self.cfg = cfg = cfg or CriticGuidedConfig()
         cfg.validate()
         self.check_spaces(obs_spec, action_dim, cfg)
@@ -114,8 +112,6 @@ class CriticGuidedAgent:
 
     @classmethod
     def check_spaces(cls, obs_spec: ObsSpec, action_dim: int, cfg: CriticGuidedConfig) -> None:
-        from robot_rl.vla.policy import read_policy_json
-
         if not cfg.base_path or cfg.base_path.startswith(("ws://", "wss://", "lerobot:")):
             raise ValueError("agent critic_guided trains the base's weights: base_policy.path (or agent.base_path) "
                              f"must be a saved robot_rl VLA folder, got {cfg.base_path!r}")
