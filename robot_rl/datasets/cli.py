@@ -12,7 +12,7 @@ Each command's options are the fields of a dataclass below, parsed by :func:`rob
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -20,7 +20,7 @@ import numpy as np
 import tyro
 from tyro.conf import Positional, arg
 
-from robot_rl.config import parse_command
+from robot_rl.config import JsonDict, parse_command
 from robot_rl.datasets.record import DEFAULT_NOISE
 from robot_rl.utils.command import command_error, derived
 from robot_rl.utils.log import get_logger
@@ -52,6 +52,9 @@ class RecordDemosArgs:
     """Recording seed: same seed, same dataset."""
     image_size: int = 0
     """Camera image side in pixels; 0 records state only."""
+    env_kwargs: JsonDict = field(default_factory=dict)
+    """Keyword arguments of the env, as one JSON object: e.g. a robot env's profile,
+    '{"profile": "my_arm.yaml"}' for robot_rl.envs.ros_env:robot_rl/RosArm-v0."""
     keep_failures: bool = False
     """Keep failed episodes (labelled) too."""
     teleop_config: Annotated[str | None, derived("YAML", "none")] = None
@@ -113,7 +116,7 @@ def record_main(argv: list[str]) -> int:
         teleop = _teleop_config(args)
         make_device(args.device, args.noise, teleop)  # fail before building anything
         env_id = resolve_env_id(args.task)
-        kwargs: dict = {"image_size": args.image_size} if args.image_size else {}
+        kwargs: dict = {**args.env_kwargs, **({"image_size": args.image_size} if args.image_size else {})}
         out = Path(args.out) if args.out else Path("demos") / dataset_name(
             env_id, args.episodes, args.seed, kwargs, noise=args.noise, only_successes=not args.keep_failures,
             device=args.device)

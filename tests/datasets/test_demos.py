@@ -232,6 +232,16 @@ def test_cli_record_and_show(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert cli_main(["record-demos", "reach", "-n", "2", "--out", str(out), "--no-progress", "--seed", "5"]) == 0
     assert "2 demos of robot_rl/Reach-v0" in capsys.readouterr().out
     assert json.loads((out / "dataset.json").read_text())["seed"] == 5
+    # env kwargs (a robot env's profile, here a sim task's option) reach the env and the dataset's metadata
+    wrench = tmp_path / "wrench.zarr"
+    assert cli_main(["record-demos", "reach", "-n", "1", "--out", str(wrench), "--no-progress",
+                     "--env-kwargs", '{"include_wrench": true}']) == 0
+    capsys.readouterr()
+    meta = json.loads((wrench / "dataset.json").read_text())
+    assert meta["env_kwargs"] == {"include_wrench": True}, meta
+    with pytest.raises(SystemExit) as bad:  # refused while parsing, as every malformed flag is
+        cli_main(["record-demos", "reach", "--out", str(wrench), "--env-kwargs", "[1]"])
+    assert bad.value.code == 2 and "expected a JSON object" in capsys.readouterr().err
     assert cli_main(["record-demos", "reach", "-n", "2", "--out", str(out), "--no-progress"]) == 2
     assert "already exists" in capsys.readouterr().err
     video = tmp_path / "ep.gif"
