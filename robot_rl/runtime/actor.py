@@ -263,7 +263,7 @@ class Actor:
         owed = self._owed_updates(learner, steps)
         self._rate_limited = bool(bound) and owed > bound
         if self._catching_up:
-            self._catching_up = owed > min(self.rt.chunk_steps, self.rt.publish_every_updates)
+            self._catching_up = owed > self.rt.derived_lag_bound()
             self._rate_limited |= self._catching_up
         if self._spool_full(bound):
             self._rate_limited = True  # held (and counted as paused) until a checkpoint trims the spool

@@ -99,6 +99,11 @@ class RuntimeConfig:
         publish intervals behind the data, and a 250-step window's ratio within 8 % of the target."""
         if self.max_update_lag >= 0:
             return self.max_update_lag
+        return self.derived_lag_bound()
+
+    def derived_lag_bound(self) -> int:
+        """``min(chunk_steps, publish_every_updates)`` env steps: what ``max_update_lag`` -1 means, and how far
+        behind a robot actor that catches up between episodes lets the learner be when it goes on."""
         return min(self.chunk_steps, self.publish_every_updates)
 
     def validate(self) -> None:
