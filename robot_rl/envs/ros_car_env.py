@@ -164,7 +164,7 @@ class RosCarEnv(gym.Env):
                 raise TimeoutError(f"nobody subscribes to policy/cmd_vel (namespace {cfg.namespace!r}): is the car "
                                    "safety node up?")
             scan = link.streams["scan"].latest()[1]
-            pos, quat, _ = self.tf.lookup(p.base_frame, scan.header.frame_id.lstrip("/"))
+            pos, quat, _ = self.tf.wait_lookup(p.base_frame, scan.header.frame_id.lstrip("/"), cfg.connect_timeout)
             self._laser = ((float(pos[0]), float(pos[1])), _yaw(quat))
             self.clock.wait_for_clock(cfg.connect_timeout)
         except Exception:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -151,6 +152,18 @@ class TfBuffer:
             tgt, t_time = self._to_root(up_target, common, t)
         pos, quat = compose(invert(tgt), src)
         return pos, quat, (t if t is not None else min(s_time, t_time))
+
+    def wait_lookup(self, target: str, source: str, timeout: float) -> tuple[np.ndarray, np.ndarray, float]:
+        """:meth:`lookup` of the newest pose, retried until both frames are connected: a static transform reaches a
+        new subscription some time after it starts. After ``timeout`` s, the lookup's own TfError."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.lookup(target, source)
+            except TfError:
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(0.05)
 
     def newest(self, frame: str) -> float:
         """Stamp of the newest transform of ``frame``'s edge to its parent (``-inf`` if none, ``inf`` if static)."""
