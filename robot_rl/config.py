@@ -136,13 +136,20 @@ def to_dict(cfg: Any) -> Any:
     return cfg
 
 
-def load_yaml(cls: type[T], path: str | Path) -> T:
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A config file's raw mapping (ConfigError when it is missing or not a mapping)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
+    return data
+
+
+def load_yaml(cls: type[T], path: str | Path) -> T:
+    path = Path(path)
+    data = read_yaml(path)
     try:
         prepare = getattr(cls, "prepare_raw", None)  # e.g. paths relative to the file, user modules to import
         return from_dict(cls, prepare(data, path.parent) if prepare else data)

@@ -12,16 +12,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
-from robot_rl.config import ConfigError, from_dict
+from robot_rl.config import ConfigError, from_dict, read_yaml
 from robot_rl.datasets.bag_demos import bag_episodes
 from robot_rl.datasets.episodes import read_episodes
 from robot_rl.datasets.lerobot import read_lerobot, write_lerobot
 from robot_rl.envs.config import EnvConfig
 from robot_rl.replay.store import store_spec
 from robot_rl.spaces import ObsSpec, obs_row
-from robot_rl.utils.imports import absolute_imports
 from robot_rl.utils.run_dir import latest_checkpoint
 
 
@@ -43,16 +41,11 @@ def resolve_store(path: str | Path) -> tuple[Path, dict[str, Any]]:
 def run_env(run: Path) -> tuple[EnvConfig, float]:
     """A run folder's env config and ``runtime.control_hz``, read from its ``config.yaml`` (the two parts of a run's
     TrainConfig an export needs; robot_rl.runtime sits above datasets in the package layers, so its TrainConfig is
-    not imported here). ``env.imports`` are made absolute against the run folder, as TrainConfig does."""
+    not imported here)."""
     path = run / "config.yaml"
-    data = yaml.safe_load(path.read_text()) or {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: top level must be a mapping")
-    env = dict(data.get("env") or {})
-    if isinstance(env.get("imports"), list):
-        env["imports"] = absolute_imports([str(e) for e in env["imports"]], run)
+    data = read_yaml(path)
     try:
-        cfg = from_dict(EnvConfig, env)
+        cfg = from_dict(EnvConfig, EnvConfig.prepare_raw(dict(data.get("env") or {}), run))
     except (ConfigError, ValueError) as exc:
         raise ConfigError(f"{path}: env: {exc}") from None
     return cfg, float((data.get("runtime") or {}).get("control_hz") or 0.0)

@@ -5,9 +5,11 @@ the project): the env id, modules to import for registration, your own wrappers,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from robot_rl.config import JsonDict, _json_arg, from_dict
+from robot_rl.utils.imports import absolute_imports
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,13 @@ class EnvConfig:
     instruction_encoder: str = "hash"
     """How an instruction becomes the float32 embedding the replay, the network and agents see: ``hash`` (64-d,
     built in), ``hash:<dim>`` or ``minilm`` (384-d all-MiniLM-L6-v2, the ``language`` extra). See robot_rl.text."""
+
+    @classmethod
+    def prepare_raw(cls, data: dict[str, Any], base: Path) -> dict[str, Any]:
+        """YAML data before conversion: ``imports`` files made absolute against the YAML's folder."""
+        if isinstance(data.get("imports"), list):
+            data = {**data, "imports": absolute_imports([str(e) for e in data["imports"]], base)}
+        return data
 
     def validate(self) -> None:
         if not self.id:

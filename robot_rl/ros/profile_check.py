@@ -113,20 +113,14 @@ class ProfileCheck:
         buffer.subscribe(self.node)
         base = root or self.profile.base_frame
         deadline = time.monotonic() + self.timeout
-        pending = list(checks)
-        while pending:
-            field, frame = pending[0]
+        for field, frame in checks:
             try:
-                buffer.lookup(base, frame)
-                pending.pop(0)
-                continue
+                buffer.wait_lookup(base, frame, max(0.0, deadline - time.monotonic()))
             except TfError as exc:
-                if time.monotonic() > deadline:
-                    known = sorted(buffer.frames())
-                    if frame not in known:
-                        raise self.fail(field, f"frame {frame!r} is not in the TF tree (frames: {known})") from None
-                    raise self.fail(field, f"no transform {base} -> {frame}: {exc}") from None
-            time.sleep(0.05)
+                known = sorted(buffer.frames())
+                if frame not in known:
+                    raise self.fail(field, f"frame {frame!r} is not in the TF tree (frames: {known})") from None
+                raise self.fail(field, f"no transform {base} -> {frame}: {exc}") from None
 
     def urdf(self) -> Any:
         """The URDF's kinematics of the arm (joints and frames in the URDF)."""

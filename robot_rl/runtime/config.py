@@ -14,7 +14,7 @@ from robot_rl.policies.config import BasePolicyConfig, ExecutionConfig
 from robot_rl.replay.buffer import ReplayConfig
 from robot_rl.rewards.wrapper import ClassifierRewardConfig
 from robot_rl.teleop.config import TeleopConfig
-from robot_rl.utils.imports import absolute_imports, load_imports
+from robot_rl.utils.imports import load_imports
 
 
 @dataclass(frozen=True)
@@ -208,9 +208,10 @@ class TrainConfig:
             if isinstance(data.get(section), dict) and "seed" in data[section]:
                 data = {**data, section: {k: v for k, v in data[section].items() if k != "seed"}}
         env = data.get("env")
-        if isinstance(env, dict) and isinstance(env.get("imports"), list):
-            env = {**env, "imports": absolute_imports([str(e) for e in env["imports"]], base)}
-            load_imports(env["imports"], "env.imports")
+        if isinstance(env, dict):
+            env = EnvConfig.prepare_raw(env, base)
+            if isinstance(env.get("imports"), list):
+                load_imports(env["imports"], "env.imports")
             data = {**data, "env": env}
         return data
 
