@@ -119,6 +119,7 @@ class RosCarEnv(gym.Env):
         self.rejections: dict[str, int] = {}
         self.publish_times: list[float] = []
         self._tick = 0.0
+        self._obs_stamp = -math.inf  # the odometry message the last observation was built from
         self._laser: tuple[tuple[float, float], float] | None = None
 
     def check_robot(self) -> None:
@@ -196,9 +197,10 @@ class RosCarEnv(gym.Env):
     def _observe(self, after: float) -> tuple[np.ndarray, dict[str, Any]]:
         from robot_rl.ros.msgs import from_stamp
 
-        if not self.link.streams["odom"].wait_newer(after, self.cfg.obs_timeout):
+        if not self.link.streams["odom"].wait_newer(after, self.cfg.obs_timeout, than=self._obs_stamp):
             raise TimeoutError(f"no fresh odometry within {self.cfg.obs_timeout} s (car graph stalled?)")
         stamp, twist = self.link.streams["odom"].latest()
+        self._obs_stamp = stamp
         xy, yaw = self.pose(after)
         s, lateral, nearest = self.track.project(xy)
         self.lap.update(s)

@@ -24,6 +24,7 @@ does) touches no robot. Make it by config: ``env.id: robot_rl.envs.ros_env:robot
 from __future__ import annotations
 
 import dataclasses
+import math
 import sys
 import threading
 import time
@@ -82,6 +83,7 @@ class RosArmEnv(gym.Env):
         self.target_quat = np.array(self.cfg.limits.home_quat, np.float64)
         self.gripper = 1.0
         self._tick = 0.0
+        self._obs_stamp = -math.inf  # the reference message the last observation was built from
         self._key = threading.Event()
         self.publish_times: list[float] = []
         self.recorder: Any = None  # robot_rl.ros.bag.BagRecorder with record_dir
@@ -204,7 +206,7 @@ class RosArmEnv(gym.Env):
     def _observe(self, after: float) -> tuple[dict[str, Any], dict[str, Any]]:
         """The synchronised observation from messages stamped at or after ``after`` (wall clock)."""
         ref = self.sources.reference()
-        if not self.link.streams[ref].wait_newer(after, self.cfg.obs_timeout):
+        if not self.link.streams[ref].wait_newer(after, self.cfg.obs_timeout, than=self._obs_stamp):
             raise TimeoutError(f"no fresh {ref} within {self.cfg.obs_timeout} s (robot graph stalled?)")
         # Every topic of the reference's physics step carries its stamp, but topics are delivered independently:
         # the snapshot waits for all of them, or a stale object pose or twist gets paired in.
@@ -217,6 +219,7 @@ class RosArmEnv(gym.Env):
         obs: dict[str, Any] = {"state": np.concatenate(parts).astype(np.float32)}
         if self.cam_keys:
             obs["pixels"] = {k[4:]: snap[k][1] for k in self.cam_keys}
+        self._obs_stamp = snap[ref][0]
         info = {"stamp": snap[ref][0], "obs_skew": skew}
         if self.recorder is not None:  # which messages this observation is made of: exact pairs in the bag's demos
             keys = self.state_keys + (self.cam_keys if self.rig is None else [])

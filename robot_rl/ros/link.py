@@ -7,6 +7,7 @@ Nothing here blocks the executor: callbacks only append to buffers under a lock;
 from __future__ import annotations
 
 import atexit
+import math
 import threading
 import time
 from collections import deque
@@ -58,11 +59,12 @@ class Stream:
                 return None
             return min(self.items, key=lambda item: abs(item[0] - t))
 
-    def wait_newer(self, t: float, timeout: float) -> bool:
-        """Waits until an item stamped at or after ``t`` is buffered; False on timeout."""
+    def wait_newer(self, t: float, timeout: float, than: float = -math.inf) -> bool:
+        """Waits until an item stamped at or after ``t`` and strictly after ``than`` is buffered (``than``: the
+        stamp an observation already used, so a late step never gets the same message twice); False on timeout."""
         deadline = time.monotonic() + timeout
         with self.cond:
-            while not (self.items and self.items[-1][0] >= t):
+            while not (self.items and self.items[-1][0] >= t and self.items[-1][0] > than):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False

@@ -45,3 +45,15 @@ def _deliver(stream: Stream, stamp: float, value: str) -> None:
     with stream.cond:
         stream.items.append((stamp, value))
         stream.cond.notify_all()
+
+
+@pytest.mark.timeout(30)
+def test_wait_newer_than_the_used_stamp_never_returns_the_same_message_twice() -> None:
+    """A step that overran asks for a message from half a period ago; the one the last observation used may be
+    that recent, and must not count as fresh."""
+    stream = Stream(lambda m: m)
+    _deliver(stream, 2.00, "used")
+    assert stream.wait_newer(1.99, timeout=0.0)  # at or after the tick: the used message alone would do
+    assert not stream.wait_newer(1.99, timeout=0.05, than=2.00)
+    threading.Timer(0.05, _deliver, (stream, 2.05, "next")).start()
+    assert stream.wait_newer(1.99, timeout=1.0, than=2.00) and stream.latest() == (2.05, "next")
