@@ -280,7 +280,7 @@ def make_graphs() -> list[Path]:
 
 
 # ----------------------------------------------------------------------------------------------- the graph's SVG
-LANE_W, ROW_H, TOP, HEAD_H = 200, 24, 20, 58
+LANE_W, ROW_H, TOP, HEAD_H = 180, 24, 20, 58
 COLOURS = {"forward": "#3949ab", "back": "#00897b", "out": "#757575", "in": "#c62828"}
 OUTSIDE = "outside"
 
@@ -358,12 +358,12 @@ def render_svg(graph: dict[str, Any]) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
         f'font-family="-apple-system, BlinkMacSystemFont, \'Segoe UI\', Helvetica, Arial, sans-serif">',
         "<style>"
-        ".node{font-size:14px;font-weight:600;fill:#212121}.origin{font-size:10.5px;fill:#616161}"
-        ".topic{font-size:12px;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;fill:#212121;"
+        ".node{font-size:15px;font-weight:600;fill:#212121}.origin{font-size:11px;fill:#616161}"
+        ".topic{font-size:13px;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;fill:#212121;"
         "paint-order:stroke;stroke:#fff;stroke-width:4px;stroke-linejoin:round}"
-        ".type{font-size:10.5px;fill:#757575;paint-order:stroke;stroke:#fff;stroke-width:4px}"
-        ".srv{font-size:10.5px;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;fill:#424242}"
-        ".legend{font-size:11px;fill:#424242}"
+        ".type{font-size:11.5px;fill:#616161;paint-order:stroke;stroke:#fff;stroke-width:4px}"
+        ".srv{font-size:12px;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;fill:#424242}"
+        ".legend{font-size:12px;fill:#424242}"
         "</style>",
         '<defs>' + "".join(
             f'<marker id="a-{k}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
@@ -392,7 +392,7 @@ def render_svg(graph: dict[str, Any]) -> str:
                   _text(x[i], TOP + 54, f"namespace {lane.rsplit('/', 1)[0] or '/'}", "origin")]
         services = [_short(s, lane) for s in node["services"]]
         if services:
-            parts.append(_text(x[i], services_y + 16, "services:", "origin"))
+            parts.append(_text(x[i], services_y + 16, "services", "origin"))
             parts.append(_text(x[i], services_y + 30, ", ".join(services), "srv"))
     for r, row in enumerate(rows):
         y = body_top + ROW_H * r + 16
@@ -403,7 +403,7 @@ def render_svg(graph: dict[str, Any]) -> str:
         goes_right = max(row["sub"]) > pub
         anchor, tx = ("start", x[pub] + 8) if goes_right else ("end", x[pub] - 8)
         label = _short(row["topic"], namespace)
-        kind = row["type"].replace("/msg/", "/")
+        kind = row["type"].rsplit("/", 1)[-1]  # the message's name; its package is in the JSON and on ros2.md
         parts.append(f'<text x="{tx:.0f}" y="{y - 6}" text-anchor="{anchor}"><tspan class="topic">'
                      f'{html.escape(label)}</tspan><tspan class="type" dx="6">{html.escape(kind)}</tspan></text>')
         parts.append(f'<line x1="{x[left]:.0f}" y1="{y}" x2="{x[right]:.0f}" y2="{y}" stroke="{colour}" '
@@ -421,7 +421,7 @@ def render_svg(graph: dict[str, Any]) -> str:
         parts.append(f'<line x1="{lx}" y1="{legend_y - 4}" x2="{lx + 24}" y2="{legend_y - 4}" '
                      f'stroke="{COLOURS[kind]}" stroke-width="1.6" marker-end="url(#a-{kind})"/>')
         parts.append(_text(lx + 30, legend_y, words, "legend", "start"))
-        lx += 44 + 7 * len(words)
+        lx += 46 + 8 * len(words)
     source = graph["launch"] + (f" + the robot env {graph['env']}" if graph["env"] else "")
     parts.append(_text(12, legend_y + 18, f"Read from the live graph of {source} by "
                        "scripts/doc_pictures.py.", "legend", "start"))
