@@ -41,7 +41,7 @@ FRAME_SIZE = (400, 300)
 
 ROLLOUTS = {  # picture -> (task, record-demos flags, demos show flags)
     "pickcube-expert.gif": ("PickCube", ["--noise", "0"], ["--size", "160", "--fps", "10"]),
-    "drive-expert.gif": ("Drive", ["--noise", "0"], ["--camera", "front", "--size", "112"]),
+    "drive-expert.gif": ("Drive", ["--noise", "0"], ["--camera", "front", "--size", "160"]),
 }
 GRAPHS = {  # name -> (launch file, robot env id or "", env kwargs)
     "arm": ("launch/sim_arm.launch.yaml", "robot_rl.envs.ros_env:robot_rl/RosArm-v0", {"namespace": "/arm"}),
