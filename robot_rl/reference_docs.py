@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #   1920 px: root 22 px (137.5 %, from 100 em to 125 em); grid capped at 1480 px by extra.css;
 #            content 1480 - 2 x 266.2 - 2 x 26.4 = 894.8 px; code 14.96 px, padding 35.2 px, 8.976 px a character:
 #            (894.8 - 35.2) / 8.976 = 95.8 characters.
+#   1220 to 1366 px (1280 px, say): extra.css narrows the sidebars (to 9 rem at the least) to keep these columns.
 # The tests keep every line of a fenced block in docs/ within it, and the CLI reference is rendered at it.
 CODE_COLUMNS = 95
 PAGES = {"config": "docs/reference/config.md", "cli": "docs/reference/cli.md",

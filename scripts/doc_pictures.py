@@ -1,0 +1,494 @@
+"""The docs' pictures, made by the project's own code and commands:
+
+* ``tasks``: one frame of each task robot_rl ships (the ``robot_rl/<Task>-v0`` sims and the gymnasium tasks of the
+  bundled configs), rendered offscreen with MuJoCo through the env pipeline (``robot_rl.envs.make.make_env``) after
+  a few steps of the task's scripted expert: ``docs/img/tasks/<task>.png``.
+* ``rollouts``: a GIF of the scripted expert on PickCube and on Drive, through the commands a user runs:
+  ``robot-rl record-demos TASK -n 1`` and ``robot-rl demos show DATASET --video FILE.gif``.
+* ``ros2-graph``: the ROS 2 graph of the sim arm (``launch/sim_arm.launch.yaml`` with the robot env of the bundled
+  ``pickcube_ros`` config) and of the sim car (``launch/sim_car.launch.yaml``): the launch file is started with the
+  project's launcher on a private ROS domain and the live graph is read back (every node's publishers, subscribers
+  and services): ``docs/img/ros2-graph-<name>.json``, drawn as ``docs/img/ros2-graph-<name>.svg`` (pure Python, no
+  graphviz).
+
+``bash scripts/gen_docs.sh`` runs ``python scripts/doc_pictures.py``, which re-renders a group only when its inputs
+(the files that decide what it shows, this script among them) changed since ``docs/img/pictures.json`` recorded
+them, and always redraws the SVGs from their JSON (cheap, deterministic; tests/test_docs_pictures.py checks it).
+``--force`` re-renders every group, ``--only GROUP`` one. Rendering needs MuJoCo's offscreen GL (``MUJOCO_GL=egl``,
+set here unless set) and the graph needs the ``ros2`` extra; a group whose requirement is missing is skipped with a
+message, its pictures kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import html
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+IMG = ROOT / "docs/img"
+MANIFEST = IMG / "pictures.json"
+FRAME_SIZE = (400, 300)
+"""Width, height of a task frame (rendered at twice this and downscaled: anti-aliased edges)."""
+
+ROLLOUTS = {  # picture -> (task, record-demos flags, demos show flags)
+    "pickcube-expert.gif": ("PickCube", ["--noise", "0"], ["--size", "160", "--fps", "10"]),
+    "drive-expert.gif": ("Drive", ["--noise", "0"], ["--camera", "front", "--size", "160"]),
+}
+GRAPHS = {  # name -> (launch file, robot env id or "", env kwargs)
+    "arm": ("launch/sim_arm.launch.yaml", "robot_rl.envs.ros_env:robot_rl/RosArm-v0", {"namespace": "/arm"}),
+    "car": ("launch/sim_car.launch.yaml", "", {}),
+}
+GROUP_INPUTS = {  # group -> the files (globs under ROOT) whose content decides its pictures
+    "tasks": ["sim/base.py", "sim/arm_env.py", "sim/arm_tasks.py", "sim/car.py", "sim/car_model.py",
+              "robot_rl/configs/*.yaml"],
+    "rollouts": ["sim/base.py", "sim/arm_env.py", "sim/arm_tasks.py", "sim/car.py", "sim/car_model.py",
+                 "robot_rl/datasets/record.py", "robot_rl/datasets/show.py", "robot_rl/utils/video.py"],
+    "ros2-graph": ["launch/sim_arm.launch.yaml", "launch/sim_car.launch.yaml", "robot_rl/configs/pickcube_ros.yaml",
+                   "sim/ros_*.py", "controllers/ros_*.py", "robot_rl/envs/ros_env*.py", "robot_rl/ros/*.py"],
+}
+
+
+# ----------------------------------------------------------------------------------------------------- the tasks
+def slug(env_id: str) -> str:
+    """``robot_rl/PickCube-v0`` -> ``pickcube``: the picture's file name."""
+    return env_id.rsplit("/", 1)[-1].split("-v")[0].lower()
+
+
+def task_ids() -> list[str]:
+    """The tasks that get a frame: every sim task ``robot_rl_sim`` registers, then the gymnasium ids of the bundled
+    configs (a robot env, driven over ROS 2, has its graph instead)."""
+    import gymnasium as gym
+    import yaml
+
+    import robot_rl_sim  # noqa: F401  (registers the sim tasks)
+
+    sims = sorted(i for i, spec in gym.registry.items()
+                  if i.startswith("robot_rl/") and str(spec.entry_point).startswith("robot_rl_sim."))
+    configs = []
+    for path in sorted((ROOT / "robot_rl/configs").glob("*.yaml")):
+        env_id = (yaml.safe_load(path.read_text()).get("env") or {}).get("id", "")
+        if env_id and ":" not in env_id and env_id not in sims + configs:
+            configs.append(env_id)
+    return sims + configs
+
+
+def _downscale(image: Any, size: tuple[int, int]) -> Any:
+    import numpy as np
+    from PIL import Image
+
+    return np.asarray(Image.fromarray(image).resize(size, Image.Resampling.LANCZOS))
+
+
+def _fill(image: Any, size: tuple[int, int]) -> Any:
+    """``image`` cropped around its centre to the aspect of ``size``, then scaled to it."""
+    w, h = size
+    rows, cols = image.shape[:2]
+    if cols * h > rows * w:  # wider than wanted: crop the sides
+        keep = round(rows * w / h)
+        image = image[:, (cols - keep) // 2:(cols - keep) // 2 + keep]
+    else:
+        keep = round(cols * h / w)
+        image = image[(rows - keep) // 2:(rows - keep) // 2 + keep]
+    return _downscale(image[..., :3].copy(), size)
+
+
+def _sim_view(sim: Any, env_id: str) -> Any:
+    """A view of a robot_rl sim from a free camera (the arm from the front left, the car from behind and above),
+    shadows on, the empty background light grey instead of black."""
+    import mujoco
+    import numpy as np
+
+    w, h = FRAME_SIZE[0] * 2, FRAME_SIZE[1] * 2
+    model = sim.model
+    model.vis.global_.offwidth = max(model.vis.global_.offwidth, w)
+    model.vis.global_.offheight = max(model.vis.global_.offheight, h)
+    model.vis.quality.offsamples = 0  # supersampled instead: no dark fringe where an edge meets the background
+    cam = mujoco.MjvCamera()
+    cam.type = mujoco.mjtCamera.mjCAMERA_FREE
+    if env_id == "robot_rl/Drive-v0":
+        car = sim.data.body("car").xpos if _has_body(model, "car") else np.zeros(3)
+        cam.lookat[:] = (car[0], car[1], 0.0)
+        cam.distance, cam.elevation = 3.2, -38.0
+        cam.azimuth = float(np.degrees(_yaw(sim.data.body("car").xquat)) + 180.0) if _has_body(model, "car") else 90
+    else:
+        cam.lookat[:] = (0.43, 0.0, 0.36)
+        cam.distance, cam.azimuth, cam.elevation = 1.28, 160.0, -24.0
+    renderer = mujoco.Renderer(model, h, w)
+    try:
+        renderer.update_scene(sim.data, camera=cam)
+        rgb = renderer.render().copy()
+        renderer.enable_segmentation_rendering()
+        renderer.update_scene(sim.data, camera=cam)
+        background = renderer.render()[..., 0] < 0
+    finally:
+        renderer.close()
+    shade = np.linspace(242, 222, h, dtype=np.float32)[:, None, None]
+    rgb = np.where(background[..., None], np.broadcast_to(shade, rgb.shape).astype(np.uint8), rgb)
+    return _downscale(rgb, FRAME_SIZE)
+
+
+def _has_body(model: Any, name: str) -> bool:
+    import mujoco
+
+    return mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, name) >= 0
+
+
+def _yaw(quat: Any) -> float:
+    import math
+
+    w, x, y, z = (float(v) for v in quat)
+    return math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+
+def render_frame(env_id: str, steps: int = 8) -> Any:
+    """uint8 ``[H, W, 3]``: ``env_id`` through robot_rl's env pipeline, reset with seed 0 and stepped ``steps``
+    times by its scripted expert (noise 0) where it has one; a robot_rl sim from a free camera, any other task as
+    its own ``render()`` draws it."""
+    import numpy as np
+
+    from robot_rl.envs.make import EnvConfig, make_env
+
+    env = make_env(EnvConfig(id=env_id), render_mode="rgb_array")
+    try:
+        sim = env.unwrapped
+        env.reset(seed=0)
+        expert = getattr(sim, "expert_action", None)
+        for _ in range(steps if callable(expert) else 0):
+            env.step(expert(0.0))
+        if hasattr(sim, "model") and env_id.startswith("robot_rl/"):
+            return _sim_view(sim, env_id)
+        return _fill(np.asarray(env.render()), FRAME_SIZE)
+    finally:
+        env.close()
+
+
+def make_tasks() -> list[Path]:
+    from PIL import Image
+
+    out = []
+    for env_id in task_ids():
+        path = IMG / "tasks" / f"{slug(env_id)}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray(render_frame(env_id)).save(path, optimize=True)
+        out.append(path)
+        print(f"  {env_id} -> {path.relative_to(ROOT)} ({path.stat().st_size // 1024} KB)")
+    return out
+
+
+# -------------------------------------------------------------------------------------------------- the rollouts
+def _robot_rl(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "robot_rl.cli", *args], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+
+
+def make_rollouts() -> list[Path]:
+    out = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, (task, record, show) in ROLLOUTS.items():
+            data = Path(tmp) / f"{task}.zarr"
+            path = IMG / "tasks" / name
+            _robot_rl("record-demos", task, "-n", "1", "--seed", "0", "--out", str(data), "--no-progress", *record)
+            _robot_rl("demos", "show", str(data), "--video", str(path), *show)
+            out.append(path)
+            print(f"  {task} -> {path.relative_to(ROOT)} ({path.stat().st_size // 1024} KB)")
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ the ROS 2 graph
+IGNORED_TOPICS = {"/rosout", "/parameter_events"}
+
+
+def _node_services(services: list[tuple[str, list[str]]], node: str) -> list[str]:
+    """A node's own services, less rclpy's parameter and type-description services every node has."""
+    skip = ("describe_parameters", "get_parameters", "get_parameter_types", "list_parameters", "set_parameters",
+            "set_parameters_atomically", "get_type_description")
+    return sorted(s for s, _ in services if s.rsplit("/", 1)[-1] not in skip)
+
+
+def read_graph(name: str, timeout: float = 90.0) -> dict[str, Any]:
+    """Starts ``GRAPHS[name]``'s launch file (and its robot env) on a private ROS domain, waits until every node is
+    up and the graph stops changing, and returns what each node publishes, subscribes to and serves."""
+    launch_file, env_id, env_kwargs = GRAPHS[name]
+    os.environ["ROS_DOMAIN_ID"] = str(150 + os.getpid() % 60)
+    os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
+    os.environ.pop("ROS_LOCALHOST_ONLY", None)
+    from robot_rl.ros.launch import LaunchConfig, load, stop
+    from robot_rl.ros.link import RosLink
+
+    procs = load(ROOT / launch_file)
+    children = {p.name: subprocess.Popen(p.cmd, start_new_session=True, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL) for p in procs}
+    env = link = None
+    try:
+        if env_id:
+            from robot_rl.envs.make import EnvConfig, make_env
+
+            env = make_env(EnvConfig(id=env_id, kwargs=dict(env_kwargs)))
+            env.reset(seed=0)  # connects: the env's node and its subscriptions exist from here
+        link = RosLink("doc_pictures_probe")
+        probe = link.node
+        expected = len(procs) + (1 if env_id else 0)
+        deadline, last, stable = time.monotonic() + timeout, None, 0
+        while True:
+            graph = {}
+            for node, ns in probe.get_node_names_and_namespaces():
+                if node == probe.get_name():
+                    continue
+                full = f"{ns.rstrip('/')}/{node}"
+                graph[full] = {
+                    "publishes": {t: ts[0] for t, ts in probe.get_publisher_names_and_types_by_node(node, ns)
+                                  if t not in IGNORED_TOPICS},
+                    "subscribes": {t: ts[0] for t, ts in probe.get_subscriber_names_and_types_by_node(node, ns)
+                                   if t not in IGNORED_TOPICS},
+                    "services": _node_services(probe.get_service_names_and_types_by_node(node, ns), full)}
+            stable = stable + 1 if graph == last and len(graph) >= expected else 0
+            if stable >= 3:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{launch_file}: the graph did not settle with {expected} nodes in {timeout:.0f} s "
+                                   f"(seen: {sorted(graph)})")
+            last = graph
+            time.sleep(1.0)
+    finally:
+        if link is not None:
+            link.close()
+        if env is not None:
+            env.close()
+        stop(children, LaunchConfig())
+    launched = {p.name for p in procs}
+    nodes = [{"name": full, "origin": launch_file if full.rsplit("/", 1)[-1] in launched else env_id, **body}
+             for full, body in sorted(graph.items())]
+    return {"launch": launch_file, "env": env_id, "env_kwargs": env_kwargs, "nodes": nodes}
+
+
+def make_graphs() -> list[Path]:
+    out = []
+    for name in GRAPHS:
+        path = IMG / f"ros2-graph-{name}.json"
+        path.write_text(json.dumps(read_graph(name), indent=1, sort_keys=True) + "\n")
+        out.append(path)
+        print(f"  {GRAPHS[name][0]} -> {path.relative_to(ROOT)}")
+    return out
+
+
+# ----------------------------------------------------------------------------------------------- the graph's SVG
+LANE_W, ROW_H, TOP, HEAD_H = 180, 24, 20, 58
+COLOURS = {"forward": "#3949ab", "back": "#00897b", "out": "#757575", "in": "#c62828"}
+OUTSIDE = "outside"
+
+
+def _lanes(graph: dict[str, Any]) -> list[str]:
+    """Node order left to right: the robot env (or else the nodes no other node commands) first, then each node one
+    lane after the first node that publishes to it (the command path reads left to right), ties in launch order."""
+    nodes = [n["name"] for n in graph["nodes"]]
+    feeds = {a["name"]: {b["name"] for b in graph["nodes"] if b is not a
+                         and set(a["publishes"]) & set(b["subscribes"])} for a in graph["nodes"]}
+    env_nodes = [n["name"] for n in graph["nodes"] if n["origin"] == graph["env"]] if graph["env"] else []
+    roots = env_nodes or [n for n in nodes if not any(n in feeds[m] for m in nodes)] or nodes[:1]
+    level = {r: 0 for r in roots}
+    frontier = list(roots)
+    while frontier:
+        nxt = []
+        for a in frontier:
+            for b in sorted(feeds[a], key=nodes.index):
+                if b not in level:
+                    level[b] = level[a] + 1
+                    nxt.append(b)
+        frontier = nxt
+    return sorted(nodes, key=lambda n: (level.get(n, len(nodes)), nodes.index(n)))
+
+
+def _short(topic: str, namespace: str) -> str:
+    return topic[len(namespace) + 1:] if namespace and topic.startswith(namespace + "/") else topic
+
+
+def _rows(graph: dict[str, Any], lanes: list[str]) -> list[dict[str, Any]]:
+    """One row per topic: its publishers' and subscribers' lanes (``len(lanes)`` is the outside lane) and kind."""
+    index = {n: i for i, n in enumerate(lanes)}
+    topics: dict[str, dict[str, Any]] = {}
+    for node in graph["nodes"]:
+        for key, side in (("publishes", "pub"), ("subscribes", "sub")):
+            for topic, kind in node[key].items():
+                row = topics.setdefault(topic, {"topic": topic, "type": kind, "pub": [], "sub": []})
+                row[side].append(index[node["name"]])
+    rows = []
+    for row in topics.values():
+        pub, sub = sorted(row["pub"]), sorted(row["sub"])
+        if not pub:
+            row.update(kind="in", pub=[len(lanes)], sub=sub)
+        elif not sub:
+            row.update(kind="out", pub=pub, sub=[len(lanes)])
+        else:
+            row.update(kind="forward" if min(sub) > max(pub) else "back", pub=pub, sub=sub)
+        rows.append(row)
+    order = {"forward": 0, "back": 1, "out": 2, "in": 3}
+    return sorted(rows, key=lambda r: (order[r["kind"]], -r["pub"][0] if r["kind"] == "back" else r["pub"][0],
+                                       r["sub"][0], r["topic"]))
+
+
+def _text(x: float, y: float, text: str, cls: str, anchor: str = "middle") -> str:
+    return f'<text x="{x:.0f}" y="{y:.0f}" class="{cls}" text-anchor="{anchor}">{html.escape(text)}</text>'
+
+
+def render_svg(graph: dict[str, Any]) -> str:
+    """The graph as an SVG sequence chart: a lane per node (and one for what is outside the graph), a row per topic
+    with an arrow from its publisher to each subscriber, the topic's name and type above the arrow, each node's
+    services under its lane. Deterministic: the same JSON gives the same bytes."""
+    lanes = _lanes(graph)
+    rows = _rows(graph, lanes)
+    namespace = graph.get("env_kwargs", {}).get("namespace", "")
+    if not namespace:
+        spaces = {n["name"].rsplit("/", 1)[0] for n in graph["nodes"]}
+        namespace = spaces.pop() if len(spaces) == 1 else ""
+    by_name = {n["name"]: n for n in graph["nodes"]}
+    width = LANE_W * (len(lanes) + 1)
+    body_top = TOP + HEAD_H + 16
+    services_y = body_top + ROW_H * len(rows) + 10
+    height = services_y + 40 + 40
+    x = [LANE_W * (i + 0.5) for i in range(len(lanes) + 1)]
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
+        f'font-family="-apple-system, BlinkMacSystemFont, \'Segoe UI\', Helvetica, Arial, sans-serif">',
+        "<style>"
+        ".node{font-size:15px;font-weight:600;fill:#212121}.origin{font-size:11px;fill:#616161}"
+        ".topic{font-size:13px;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;fill:#212121;"
+        "paint-order:stroke;stroke:#fff;stroke-width:4px;stroke-linejoin:round}"
+        ".type{font-size:11.5px;fill:#616161;paint-order:stroke;stroke:#fff;stroke-width:4px}"
+        ".srv{font-size:12px;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;fill:#424242}"
+        ".legend{font-size:12px;fill:#424242}"
+        "</style>",
+        '<defs>' + "".join(
+            f'<marker id="a-{k}" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" '
+            f'orient="auto-start-reverse"><path d="M0,0L10,5L0,10z" fill="{c}"/></marker>'
+            for k, c in COLOURS.items()) + "</defs>",
+        f'<rect width="{width}" height="{height}" fill="#fff"/>',
+    ]
+    for i, lane in enumerate([*lanes, OUTSIDE]):
+        outside = lane == OUTSIDE
+        fill, stroke = ("#fafafa", "#bdbdbd") if outside else ("#e8eaf6", "#3949ab")
+        parts.append(f'<line x1="{x[i]:.0f}" y1="{TOP + HEAD_H}" x2="{x[i]:.0f}" y2="{services_y}" stroke="#bdbdbd" '
+                     f'stroke-dasharray="4 4"/>')
+        parts.append(f'<rect x="{x[i] - LANE_W / 2 + 8:.0f}" y="{TOP}" width="{LANE_W - 16}" height="{HEAD_H}" rx="6" '
+                     f'fill="{fill}" stroke="{stroke}"' + (' stroke-dasharray="4 3"' if outside else "") + "/>")
+        if outside:
+            parts += [_text(x[i], TOP + 24, "outside the graph", "node"),
+                      _text(x[i], TOP + 42, "RViz, bags, an e-stop,", "origin"),
+                      _text(x[i], TOP + 54, "your own tools", "origin")]
+            continue
+        node = by_name[lane]
+        origin = node["origin"]
+        origin_text = (f"{origin.rsplit('/', 1)[-1]}, in the actor" if origin == graph["env"]
+                       else origin.removeprefix("launch/"))
+        parts += [_text(x[i], TOP + 24, _short(lane, namespace) if namespace else lane, "node"),
+                  _text(x[i], TOP + 42, origin_text, "origin"),
+                  _text(x[i], TOP + 54, f"namespace {lane.rsplit('/', 1)[0] or '/'}", "origin")]
+        services = [_short(s, lane) for s in node["services"]]
+        if services:
+            parts.append(_text(x[i], services_y + 16, "services", "origin"))
+            parts.append(_text(x[i], services_y + 30, ", ".join(services), "srv"))
+    for r, row in enumerate(rows):
+        y = body_top + ROW_H * r + 16
+        colour = COLOURS[row["kind"]]
+        ends = row["pub"] + row["sub"]
+        left, right = min(ends), max(ends)
+        pub = row["pub"][0]
+        goes_right = max(row["sub"]) > pub
+        anchor, tx = ("start", x[pub] + 8) if goes_right else ("end", x[pub] - 8)
+        label = _short(row["topic"], namespace)
+        kind = row["type"].rsplit("/", 1)[-1]  # the message's name; its package is in the JSON and on ros2.md
+        parts.append(f'<text x="{tx:.0f}" y="{y - 6}" text-anchor="{anchor}"><tspan class="topic">'
+                     f'{html.escape(label)}</tspan><tspan class="type" dx="6">{html.escape(kind)}</tspan></text>')
+        parts.append(f'<line x1="{x[left]:.0f}" y1="{y}" x2="{x[right]:.0f}" y2="{y}" stroke="{colour}" '
+                     'stroke-width="1.6"/>')
+        for p in row["pub"]:
+            parts.append(f'<circle cx="{x[p]:.0f}" cy="{y}" r="3.5" fill="{colour}"/>')
+        for s in row["sub"]:
+            towards = 1 if s > pub else -1
+            parts.append(f'<line x1="{x[s] - towards * 12:.0f}" y1="{y}" x2="{x[s] - towards * 2:.0f}" y2="{y}" '
+                         f'stroke="{colour}" stroke-width="1.6" marker-end="url(#a-{row["kind"]})"/>')
+    legend_y = height - 26
+    legend = [("forward", "command path"), ("back", "state back"), ("out", "to outside"), ("in", "from outside")]
+    lx = 12
+    for kind, words in legend:
+        parts.append(f'<line x1="{lx}" y1="{legend_y - 4}" x2="{lx + 24}" y2="{legend_y - 4}" '
+                     f'stroke="{COLOURS[kind]}" stroke-width="1.6" marker-end="url(#a-{kind})"/>')
+        parts.append(_text(lx + 30, legend_y, words, "legend", "start"))
+        lx += 46 + 8 * len(words)
+    source = graph["launch"] + (f" + the robot env {graph['env']}" if graph["env"] else "")
+    parts.append(_text(12, legend_y + 18, f"Read from the live graph of {source} by "
+                       "scripts/doc_pictures.py.", "legend", "start"))
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+def draw_graphs() -> list[Path]:
+    out = []
+    for path in sorted(IMG.glob("ros2-graph-*.json")):
+        svg = path.with_suffix(".svg")
+        text = render_svg(json.loads(path.read_text()))
+        if not svg.is_file() or svg.read_text() != text:
+            svg.write_text(text)
+        out.append(svg)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------ the runner
+GROUPS = {"tasks": make_tasks, "rollouts": make_rollouts, "ros2-graph": make_graphs}
+
+
+def inputs_hash(group: str) -> str:
+    """sha256 over the paths and contents of the group's input files and of this script."""
+    files = sorted({p for pattern in GROUP_INPUTS[group] for p in ROOT.glob(pattern)} | {Path(__file__).resolve()})
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(ROOT)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _available(group: str) -> str:
+    """Why ``group`` cannot be rendered here, or ""."""
+    try:
+        if group == "ros2-graph":
+            import rclpy  # noqa: F401
+        import mujoco  # noqa: F401
+    except ImportError as e:
+        return f"{e.name} is not installed"
+    return ""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--force", action="store_true", help="re-render every group, changed inputs or not")
+    parser.add_argument("--only", choices=sorted(GROUPS), action="append", help="only this group (repeatable)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("MUJOCO_GL", "egl")
+    manifest = json.loads(MANIFEST.read_text()) if MANIFEST.is_file() else {}
+    groups = manifest.setdefault("groups", {})
+    for group, make in GROUPS.items():
+        if args.only and group not in args.only:
+            continue
+        digest = inputs_hash(group)
+        if not args.force and groups.get(group, {}).get("inputs") == digest:
+            continue
+        missing = _available(group)
+        if missing:
+            print(f"doc pictures: {group} not re-rendered ({missing}); its pictures are kept", file=sys.stderr)
+            continue
+        print(f"doc pictures: {group} ({'forced' if args.force else 'its inputs changed'})")
+        files = make()
+        groups[group] = {"inputs": digest, "files": sorted(str(p.relative_to(IMG)) for p in files)}
+        MANIFEST.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    draw_graphs()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
