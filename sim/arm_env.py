@@ -61,6 +61,11 @@ class ArmTaskConfig(TaskConfig):
     (PegInsert: peg bottom - hole top; PickCube and PickColor: each cube - tool centre point; Reach: target -
     tool centre point), so a network sees the last millimetres of an alignment as large changes of its input
     (0.005: 1 mm near zero moves it by 0.2; with absolute positions alone 1 mm is about 2 % of their spread)."""
+    start_offset: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    """Per reset, the EE starts at rest away from home: home plus a uniform offset in [-x, x] per axis (m; along z
+    only downwards), inside the workspace, where the controller takes it before the episode begins. A policy
+    trained so has acted from rest anywhere in that box (a robot path whose arm stops short, or an operator who
+    hands over mid-task); (0, 0, 0) starts every episode at home."""
     gains: ImpedanceGains = field(default_factory=ImpedanceGains)
     """Impedance / OSC gains (torque limits default to the Panda's)."""
 
@@ -73,6 +78,8 @@ class ArmTaskConfig(TaskConfig):
             raise ValueError("image_size must be >= 0")
         if self.offset_scale < 0:
             raise ValueError("offset_scale must be >= 0 (0 = off)")
+        if len(self.start_offset) != 3 or min(self.start_offset) < 0:
+            raise ValueError(f"start_offset must be 3 half-widths >= 0 (m), got {self.start_offset}")
         self.gains.validate()
 
 
@@ -173,7 +180,21 @@ class ArmEnv(MujocoTaskEnv):
         self.target_pos[:] = d.site_xpos[self.ee_site]
         mujoco.mju_mat2Quat(self.home_quat, d.site_xmat[self.ee_site])
         self.target_quat[:] = self.home_quat
+        if any(self.cfg.start_offset):
+            self._move_to_start(rng)
         self._after_reset(rng)
+
+    START_SETTLE_S = 1.0
+    """Seconds the controller gets to bring the EE to rest at a randomised start (``start_offset``)."""
+
+    def _move_to_start(self, rng: np.random.Generator) -> None:
+        """Drives the EE, gripper open, from home to rest at a random offset (``start_offset``) in the workspace."""
+        half = np.asarray(self.cfg.start_offset, np.float64)
+        offset = rng.uniform(-half, half)
+        offset[2] = -abs(offset[2])
+        self.target_pos[:] = np.clip(self.target_pos + offset, self.ws_low, self.ws_high)
+        self._simulate(int(round(self.START_SETTLE_S / self.model.opt.timestep)))
+        self.target_pos[:] = self.data.site_xpos[self.ee_site]
 
     def _reset_objects(self, rng: np.random.Generator) -> None:
         """Places the task's objects in ``self.data`` (the arm is at home, the gripper open)."""

@@ -206,3 +206,23 @@ def test_peg_offset_features_resolve_millimetres():
     reach = ReachEnv(offset_scale=0.01).reset(seed=2)[0]["state"]  # the target relative to the tool centre point
     np.testing.assert_allclose(reach[14:], np.tanh((reach[11:14] - reach[:3]) / 0.01), atol=1e-5)
     assert PickCubeEnv(offset_scale=0.01, object_state=False).observation_space["state"].shape == (11,)
+
+
+def test_start_offset_starts_at_rest_inside_the_box_with_the_same_placements():
+    """start_offset: each episode begins with the EE at rest somewhere in home +- the box (only down along z), gripper
+    open; the objects are placed as without it (the offset is drawn after them)."""
+    home = PickCubeEnv()
+    env = PickCubeEnv(start_offset=(0.1, 0.12, 0.2))
+    home_state = home.reset(seed=0)[0]["state"]
+    starts = []
+    for seed in range(6):
+        state = env.reset(seed=seed)[0]["state"]
+        ref = home.reset(seed=seed)[0]["state"]
+        assert np.allclose(state[11:14], ref[11:14], atol=1e-4), seed  # same cube placement (settled)
+        assert np.linalg.norm(state[7:10]) < 0.005 and state[10] > 0.07, state  # at rest, gripper open
+        offset = state[:3] - home_state[:3]
+        assert np.all(np.abs(offset) <= np.array([0.1, 0.12, 0.2]) + 0.005) and offset[2] <= 0.005, offset
+        starts.append(state[:3])
+    assert np.ptp(np.array(starts), axis=0).min() > 0.02  # they differ
+    with pytest.raises(ValueError, match="start_offset"):
+        PickCubeEnv(start_offset=(0.1, -0.1, 0.0))
