@@ -2,15 +2,21 @@
 
 Each page is a template under ``benchmarks/pages/`` (the prose: what is measured and why it matters) in which
 ``{{ result NAME }}`` stands for every table of ``benchmarks/results/NAME.json`` and ``{{ result NAME:I }}`` for its
-table I, each followed by where the figures come from (command, machine, commit, date). The output goes to
-``docs/benchmarks/`` (``limits.md`` to ``docs/``). ``--check`` renders without writing and exits 1 if a page is out of
-date (the tests run it)."""
+table I, each followed by where the figures come from (command, machine, commit, date).
+``{{ compare NAME[:I][="LABEL"] ... }}`` sets table I (default 0) of several result files side by side as one table:
+a row per row of each, named by LABEL (or the row's first cell), the columns matched by name (``-`` where a file
+lacks one, or the figures' ``seeds`` counted), an ``env steps`` column where a file's figures give ``env_steps``,
+and each row's source numbered below it. The output goes to
+``docs/benchmarks/`` (``limits.md`` to ``docs/``); the templates under ``benchmarks/pages/design/`` are design records
+whose evidence is result files, rendered to ``docs/design/``. ``--check`` renders without writing and exits 1 if a
+page is out of date (the tests run it)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,12 +24,17 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TEMPLATES = HERE / "pages"
+DESIGN_TEMPLATES = TEMPLATES / "design"
 RESULTS = HERE / "results"
 MARKER = re.compile(r"\{\{\s*result\s+([\w.-]+)(?::(\d+))?\s*\}\}")
+COMPARE = re.compile(r"\{\{\s*compare\s+(.+?)\s*\}\}", re.S)
+COMPARE_ITEM = re.compile(r"([\w.-]+)(?::(\d+))?(?:=(.+))?", re.S)
 REQUIRED = ("benchmark", "command", "commit", "date", "machine", "figures")
 
 
 def output_path(template: Path) -> Path:
+    if template.parent == DESIGN_TEMPLATES:
+        return ROOT / "docs/design" / template.name
     return ROOT / "docs" / (template.name if template.stem == "limits" else f"benchmarks/{template.name}")
 
 
@@ -47,13 +58,17 @@ def machine_text(m: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def source_text(record: dict[str, Any]) -> str:
+def source_line(record: dict[str, Any]) -> str:
     date = record["date"][:10] if record["date"] else "date not recorded"
     where = f"commit `{record['commit']}`, {date}" if record["commit"] else date
     text = f"Command: `{record['command']}`. Machine: {machine_text(record['machine'])}. Measured at {where}."
     if record.get("carried_over"):
         text += f" {record['carried_over']}"
-    return f'<p class="bench-source"><small>{_html(text)}</small></p>'
+    return text
+
+
+def source_text(record: dict[str, Any]) -> str:
+    return f'<p class="bench-source"><small>{_html(source_line(record))}</small></p>'
 
 
 def _html(text: str) -> str:
@@ -82,6 +97,36 @@ def table_markdown(table: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def compare_markdown(spec: str, used: set[str]) -> str:
+    """The table of a ``{{ compare ... }}`` marker (see the module's docstring) and its numbered sources."""
+    runs = []
+    for item in shlex.split(spec):
+        match = COMPARE_ITEM.fullmatch(item)
+        if not match:
+            raise SystemExit(f"render: cannot read {item!r} in a compare marker")
+        name, index, label = match.group(1), int(match.group(2) or 0), match.group(3)
+        used.add(name)
+        record = load_result(name)
+        runs.append((record, record["figures"]["tables"][index], label))
+    steps = any("env_steps" in record["figures"] for record, _, _ in runs)
+    columns: list[str] = []
+    for _, table, _ in runs:
+        columns += [c for c in table["columns"][1:] if c not in columns]
+    header = ["run"] + (["env steps"] if steps else []) + columns + ["source"]
+    rows, sources = [], []
+    for number, (record, table, label) in enumerate(runs, 1):
+        sources.append(f"[{number}] {source_line(record)}")
+        for row in table["rows"]:
+            cells = dict(zip(table["columns"], row))
+            if "seeds" not in cells and isinstance(record["figures"].get("seeds"), list):
+                cells["seeds"] = len(record["figures"]["seeds"])
+            name = row[0] if not label else label if len(table["rows"]) == 1 else f"{label}: {row[0]}"
+            rows.append([name] + ([record["figures"].get("env_steps", "-")] if steps else [])
+                        + [cells.get(c, "-") for c in columns] + [f"[{number}]"])
+    body = table_markdown({"columns": header, "rows": rows})
+    return body + '\n\n<p class="bench-source"><small>' + "<br>\n".join(_html(s) for s in sources) + "</small></p>"
+
+
 def render_template(text: str, used: set[str]) -> str:
     def replace(match: re.Match) -> str:
         name, index = match.group(1), match.group(2)
@@ -91,12 +136,13 @@ def render_template(text: str, used: set[str]) -> str:
         chosen = tables if index is None else [tables[int(index)]]
         return "\n\n".join(table_markdown(t) for t in chosen) + "\n\n" + source_text(record)
 
+    text = COMPARE.sub(lambda match: compare_markdown(match.group(1), used), text)
     return MARKER.sub(replace, text)
 
 
 def render_all() -> tuple[dict[Path, str], set[str]]:
     pages, used = {}, set()
-    for template in sorted(TEMPLATES.glob("*.md")):
+    for template in sorted(TEMPLATES.glob("*.md")) + sorted(DESIGN_TEMPLATES.glob("*.md")):
         source = template.relative_to(ROOT)
         head = (f"<!-- Generated by `python benchmarks/render.py` from {source} and benchmarks/results/*.json; "
                 "do not edit. -->\n\n")

@@ -5,6 +5,7 @@ dataclass, and ``mkdocs build --strict`` passes."""
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import re
 import subprocess
@@ -68,6 +69,38 @@ def test_the_benchmark_pages_are_rendered_from_the_current_result_files():
     for script in sorted((ROOT / "benchmarks").glob("*.py")):
         if script.name not in helpers:
             assert "write_result(" in script.read_text(), f"{script.name} writes no result file"
+
+
+def _render_module():
+    spec = importlib.util.spec_from_file_location("benchmarks_render", ROOT / "benchmarks/render.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_compare_marker_sets_the_tables_of_several_result_files_side_by_side(monkeypatch):
+    render = _render_module()
+    source = {"command": "python x.py", "commit": "abc1234", "date": "2026-01-01T00:00:00", "machine":
+              {"cpu": "CPU", "cores": 2}}
+    records = {
+        "one": {**source, "figures": {"env_steps": 5000, "seeds": [0, 1, 2], "tables": [
+            {"columns": ["method", "base", "final"], "rows": [["residual", "0.40", "0.90"]]}]}},
+        "two": {**source, "command": "python y.py", "figures": {"tables": [
+            {"title": "first", "columns": ["x"], "rows": [["unused"]]},
+            {"columns": ["method", "seeds", "final", "extra"], "rows": [["rlpd", "3", "1.00", "a|b"],
+                                                                         ["steer", "3", "0.30", "c"]]}]}},
+    }
+    monkeypatch.setattr(render, "load_result", records.__getitem__)
+    used: set[str] = set()
+    text = render.render_template('{{ compare one="Task A, residual"\n    two:1="Task B" }}', used)
+    lines = text.splitlines()
+    assert used == {"one", "two"}
+    # the columns matched by name in order of appearance, an env-steps column, the seeds counted where missing
+    assert lines[0] == "| run | env steps | base | final | seeds | extra | source |"
+    assert lines[2] == "| Task A, residual | 5000 | 0.40 | 0.90 | 3 | - | [1] |"
+    assert lines[3] == r"| Task B: rlpd | - | - | 1.00 | 3 | a\|b | [2] |"
+    assert lines[4] == "| Task B: steer | - | - | 0.30 | 3 | c | [2] |"
+    assert "[1] Command: <code>python x.py</code>" in text and "[2] Command: <code>python y.py</code>" in text
 
 
 def test_the_docs_site_builds_strictly(tmp_path):

@@ -90,12 +90,12 @@ class ResidualConfig(AgentConfig):
     residual grows only as far as the critics' gradient holds it against the penalty, so an early, extrapolating
     critic cannot push it to its bound; 0 = the plain ``-Q`` objective (the demos' behaviour-cloning term holds the
     early residual instead; a penalty of 0.1 did not help in the PickColor sweep,
-    docs/benchmarks/generalist-policies.md). Set it when fine-tuning without demos."""
+    docs/design/finetuning-residual.md). Set it when fine-tuning without demos."""
     actor_pessimism: float = 0.0
     """The residual actor maximises the critics' mean minus this many standard deviations across the ensemble (a
     lower confidence bound), so it does not follow the critics where they disagree, i.e. where they extrapolate
     beyond the data; 0 = the mean. It does not help where the critics agree on a wrong direction: on PegInsert,
-    3 left the first evaluation below the base as the mean did (docs/benchmarks/generalist-policies.md)."""
+    3 left the first evaluation below the base as the mean did (docs/design/finetuning-state-offsets.md)."""
     bc_weight: float = 2.5
     """Weight of a behaviour-cloning term on demo and intervention rows, relabelled as residuals against the
     base's proposal there (``clip(a - base, -bound, bound)``); 0 = off. Without demos or interventions it does
@@ -107,7 +107,7 @@ class ResidualConfig(AgentConfig):
     BC term still see the clipped action). Off: where the sum lies past the edge (a base at a saturated command
     and a residual pushing further out, e.g. a gripper held open) the clip's gradient is zero, the critics and
     the demos cannot pull the residual back there, and it stays. On PickColor it kept the mean |residual| at 0.24-0.40
-    (0.76-0.84 off) but ended lower (docs/benchmarks/generalist-policies.md), so it is off by default."""
+    (0.76-0.84 off) but ended lower (docs/design/finetuning-residual.md), so it is off by default."""
     clip_excess_penalty: float = 1.0
     """With straight_through_clip: weight of ``max(|base + residual| - 1, 0)^2`` (summed over the action's
     dimensions, averaged over the batch) in the actor's loss, which keeps the sum near the edge where a critic
