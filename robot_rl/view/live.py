@@ -54,8 +54,8 @@ CONTROL = {"policy": "the policy acts", "person": "the person steers", "held": "
 """Who is in control of a frame, and how the view says it."""
 
 
-class ViewUnavailableError(RuntimeError):
-    """The view cannot run here (rerun-sdk missing)."""
+class ViewUnavailableError(ValueError):
+    """The view cannot run here (rerun-sdk missing): a config that asks for what is not installed."""
 
 
 @dataclass(frozen=True)
