@@ -37,6 +37,9 @@ class ViewConfig:
     max_queue: int = 64
     """Frames waiting for the view's thread at most; a frame beyond it is dropped (and counted), so the control
     loop never waits for the view."""
+    batch_s: float = 0.25
+    """The view's thread logs the frames of this many seconds at a time (as columns: far less of its time per
+    frame, so less of the interpreter lock the control loop needs); the live view lags by about this much."""
 
     def validate(self) -> None:
         unknown = sorted(set(self.streams) - set(STREAMS))
@@ -46,6 +49,8 @@ class ViewConfig:
             raise ValueError(f"view.live must be spawn, connect or none, got {self.live!r}")
         if self.enabled and self.live == "none" and not self.save:
             raise ValueError("view: live none and save false leave the view nothing to do")
+        if not 0 < self.batch_s <= 5:
+            raise ValueError(f"view.batch_s must be in (0, 5] seconds, got {self.batch_s}")
         if self.max_queue < 1:
             raise ValueError(f"view.max_queue must be >= 1, got {self.max_queue}")
         if not 0 < self.port < 65536:

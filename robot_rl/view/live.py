@@ -2,9 +2,11 @@
 
 The loop calls :meth:`OperatorView.frame` once per control period with a :class:`ViewFrame` (its own copies of the
 arrays: the view keeps them until they are logged). That call only puts the frame on a queue; a background thread
-logs it with rerun-sdk, whose own threads encode and send it. When the thread falls ``max_queue`` frames behind,
-new frames are dropped (and counted) rather than queued, so the loop never waits for the view. Episode
-boundaries and events (takeovers, labels) are never dropped.
+logs the frames with rerun-sdk, ``view.batch_s`` seconds of them at a time as columns (one call per entity rather
+than per frame and entity: a few times less of the thread's time, and so of the interpreter lock the control loop
+needs), and rerun's own threads encode and send them. When the thread falls ``max_queue`` frames behind, new
+frames are dropped (and counted) rather than queued, so the loop never waits for the view. Episode boundaries and
+events (takeovers, labels) are never dropped.
 
 Each episode is one rerun recording: streamed to the live viewer (``view.live``) and saved as
 ``<save_dir>/<name>.rrd``. Entities:
@@ -21,7 +23,8 @@ entity                 what                                                     
 ``success``            1 once the task (or the operator's label) says success                 reward
 ``time/episode_s``     seconds since the episode started                                      time
 ``time/left_s``        seconds left of the operator's limit                                   time
-``progress/<what>``    the run's progress (env steps, episodes, demos kept, ...)              progress
+``progress/<what>``    the run's progress (env steps, episodes, demos kept, ...), once per    progress
+                       batch
 ``episode/step``       the episode's step a frame recorded (absent while held or waiting)     always
 ``events``             who took control, labels, the episode's end                            always
 =====================  =====================================================================  ============
@@ -36,6 +39,7 @@ import queue
 import shutil
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -124,6 +128,7 @@ class OperatorView:
         self._name = ""
         self._frames = 0
         self._control = ""
+        self._last_s = 0.0
         self._failed = self.url is None and self.save_dir is None
         if self._failed:
             log.warning("view: no viewer to stream to and saving is off: the view shows nothing")
@@ -184,29 +189,52 @@ class OperatorView:
         return f"rerun+http://127.0.0.1:{cfg.port}/proxy"
 
     def _run(self) -> None:
+        pending: list[ViewFrame] = []
+        began = time.monotonic()
         while True:
-            kind, item = self._queue.get()
+            # frames are logged in batches of batch_s seconds: rerun's columns, far less work per frame than a call
+            # per frame and entity
+            wait = max(0.0, self.cfg.batch_s - (time.monotonic() - began)) if pending else None
             try:
-                if kind == "frame":
-                    if not self._failed:
-                        self._log_frame(item)
-                elif kind == "begin":
-                    self._finish("")
-                    self._name, self._frames, self._control = item, 0, ""
-                elif kind == "event" and not self._failed:
-                    self._stream(()).log("events", self._rr.TextLog(item))
-                elif kind == "end":
-                    self._finish(item)
-                elif kind == "stop":
-                    self._finish("")
-                    return
-            except Exception as exc:  # noqa: BLE001 - the view is for the person; the session goes on without it
-                if not self._failed:
-                    log.warning("view: %s; the view stops, the session goes on", exc)
-                self._failed = True
-            finally:
-                if kind == "frame":
-                    self._done += 1
+                kind, item = self._queue.get(timeout=wait)
+            except queue.Empty:
+                kind, item = "flush", None
+            if kind == "frame":
+                pending.append(item)
+                if len(pending) < self.cfg.max_queue and time.monotonic() - began < self.cfg.batch_s:
+                    continue
+            if pending:
+                self._guarded(self._log_frames, pending)
+                self._done += len(pending)
+                pending = []
+            began = time.monotonic()
+            if kind == "begin":
+                self._guarded(self._finish, "")
+                self._name, self._frames, self._control = item, 0, ""
+            elif kind == "event":
+                self._guarded(self._log_event, item)
+            elif kind == "end":
+                self._guarded(self._finish, item)
+            elif kind == "stop":
+                self._guarded(self._finish, "")
+                return
+
+    def _guarded(self, fn: Any, arg: Any) -> None:
+        if self._failed and fn != self._finish:
+            return
+        try:
+            fn(arg)
+        except Exception as exc:  # noqa: BLE001 - the view is for the person; the session goes on without it
+            if not self._failed:
+                log.warning("view: %s; the view stops, the session goes on", exc)
+            self._failed = True
+
+    def _log_event(self, text: str) -> None:
+        rec = self._stream(())
+        if self._frames:  # at the last frame logged
+            rec.set_time("frame", sequence=self._frames - 1)
+            rec.set_time("episode_time", duration=self._last_s)
+        rec.log("events", self._rr.TextLog(text))
 
     def _stream(self, cameras: tuple[str, ...]) -> Any:
         """The current episode's recording, opened on first use (its layout shows ``cameras``)."""
@@ -232,7 +260,7 @@ class OperatorView:
         if rec is None and not text:
             return
         if text and not self._failed:
-            self._stream(()).log("events", self._rr.TextLog(text))
+            self._log_event(text)
             rec = self._rec
         self._rec = None
         if rec is None:
@@ -243,39 +271,61 @@ class OperatorView:
             log.debug("view: flush: %s", exc)
         rec.disconnect()  # completes the file sink's recording
 
-    def _log_frame(self, f: ViewFrame) -> None:
+    def _log_frames(self, frames: list[ViewFrame]) -> None:
+        """A batch of consecutive frames, one rerun column per entity (events where control changed)."""
         rr, show = self._rr, self.cfg.streams
-        rec = self._stream(tuple(f.cameras))
-        rec.set_time("frame", sequence=self._frames)
-        rec.set_time("episode_time", duration=float(f.episode_s))
-        self._frames += 1
-        if f.control != self._control:
-            rec.log("events", rr.TextLog(CONTROL.get(f.control, f.control)))
-            self._control = f.control
-        if f.step >= 0:
-            rec.log("episode/step", rr.Scalars(float(f.step)))
+        rec = self._stream(tuple(frames[0].cameras))
+        index = np.arange(self._frames, self._frames + len(frames))
+        seconds = np.array([f.episode_s for f in frames], np.float64)
+        self._frames += len(frames)
+        self._last_s = float(seconds[-1])
+        for i, f in enumerate(frames):
+            if f.control != self._control:
+                rec.set_time("frame", sequence=int(index[i]))
+                rec.set_time("episode_time", duration=float(seconds[i]))
+                rec.log("events", rr.TextLog(CONTROL.get(f.control, f.control)))
+                self._control = f.control
+
+        def send(entity: str, rows: list[int], columns: Any) -> None:
+            rec.send_columns(entity, indexes=[rr.TimeColumn("frame", sequence=index[rows]),
+                                              rr.TimeColumn("episode_time", duration=seconds[rows])], columns=columns)
+
+        def scalars(entity: str, values: list[tuple[int, Any]]) -> None:
+            if values:
+                rows = [i for i, _ in values]
+                send(entity, rows, rr.Scalars.columns(scalars=np.array([v for _, v in values], np.float64)))
+
+        scalars("episode/step", [(i, f.step) for i, f in enumerate(frames) if f.step >= 0])
         if "cameras" in show:
-            for name, image in f.cameras.items():
-                rec.log(f"camera/{name}", rr.Image(image))
+            for name in dict.fromkeys(name for f in frames for name in f.cameras):
+                rows = [i for i, f in enumerate(frames) if name in f.cameras]
+                images = [np.asarray(frames[i].cameras[name], np.uint8) for i in rows]
+                send(f"camera/{name}", rows, rr.Image.columns(buffer=[im.reshape(-1) for im in images],
+                                                              format=[_image_format(rr, im) for im in images]))
         if "actions" in show:
-            if f.policy_action is not None:
-                rec.log("action/policy", rr.Scalars(np.asarray(f.policy_action, np.float64)))
-            if f.person_action is not None:
-                rec.log("action/person", rr.Scalars(np.asarray(f.person_action, np.float64)))
+            for entity, field_name in (("action/policy", "policy_action"), ("action/person", "person_action")):
+                scalars(entity, [(i, getattr(f, field_name)) for i, f in enumerate(frames)
+                                 if getattr(f, field_name) is not None])
         if "control" in show:
-            rec.log("control/person", rr.Scalars(float(f.control == "person")))
+            scalars("control/person", [(i, float(f.control == "person")) for i, f in enumerate(frames)])
         if "reward" in show:
-            if f.reward is not None:
-                rec.log("reward", rr.Scalars(float(f.reward)))
-            if f.success is not None:
-                rec.log("success", rr.Scalars(float(f.success)))
+            scalars("reward", [(i, f.reward) for i, f in enumerate(frames) if f.reward is not None])
+            scalars("success", [(i, float(f.success)) for i, f in enumerate(frames) if f.success is not None])
         if "time" in show:
-            rec.log("time/episode_s", rr.Scalars(float(f.episode_s)))
-            if f.seconds_left is not None:
-                rec.log("time/left_s", rr.Scalars(float(f.seconds_left)))
-        if "progress" in show:
-            for what, value in f.progress.items():
-                rec.log(f"progress/{what}", rr.Scalars(float(value)))
+            scalars("time/episode_s", list(enumerate(seconds)))
+            scalars("time/left_s", [(i, f.seconds_left) for i, f in enumerate(frames) if f.seconds_left is not None])
+        if "progress" in show:  # changes slowly: the batch's last value
+            last = len(frames) - 1
+            for what, value in frames[-1].progress.items():
+                scalars(f"progress/{what}", [(last, float(value))])
+
+
+def _image_format(rr: Any, image: np.ndarray) -> Any:
+    """rerun's format of a uint8 ``[H, W]`` or ``[H, W, C]`` image (C 1, 3 or 4)."""
+    channels = 1 if image.ndim == 2 else image.shape[2]
+    model = {1: "L", 3: "RGB", 4: "RGBA"}[channels]
+    return rr.components.ImageFormat(width=image.shape[1], height=image.shape[0], color_model=model,
+                                     channel_datatype="U8")
 
 
 def _free_path(folder: Path, name: str) -> Path:

@@ -41,9 +41,11 @@ def test_a_saved_episode_reads_back_stream_by_stream(tmp_path: Path) -> None:
     assert view.dropped == 0 and view.shown == 12
     rec = read_recording(view.files[0])
     lengths = {entity: len(series) for entity, series in rec.items()}
+    batches = lengths.pop("progress/env_steps")  # progress is logged once per batch of frames (view.batch_s)
     assert lengths == {"camera/front": 10, "camera/wrist": 10, "action/policy": 10, "action/person": 10,
                        "control/person": 11, "reward": 10, "success": 10, "time/episode_s": 11, "time/left_s": 10,
-                       "progress/env_steps": 10, "episode/step": 10, "events": 5}
+                       "episode/step": 10, "events": 5}
+    assert 1 <= batches <= 11 and rec["progress/env_steps"].scalars().ravel()[-1] == 109
     assert rec["events"].values == ["waiting for the operator's ready", "the policy acts", "the person steers",
                                     "the policy acts", "success (labelled by the operator)"]
     assert list(rec["events"].frames) == [0, 1, 4, 7, 10]  # on the frame where it happened
@@ -60,13 +62,13 @@ def test_frames_are_dropped_not_waited_for_while_the_view_is_behind(tmp_path: Pa
     cfg = ViewConfig(enabled=True, live="none", streams=("control",), max_queue=4)
     view = OperatorView(cfg, "robot_rl test", tmp_path)
     stuck, logged = threading.Event(), []
-    slow = view._log_frame
+    slow = view._log_frames
 
-    def log_frame(f: ViewFrame) -> None:  # a viewer that stalls: the thread blocks on its first frame
+    def log_frames(frames: list[ViewFrame]) -> None:  # a viewer that stalls: the thread blocks on its first batch
         stuck.wait(10)
-        logged.append(f.step)
-        slow(f)
-    view._log_frame = log_frame  # type: ignore[method-assign]
+        logged.extend(f.step for f in frames)
+        slow(frames)
+    view._log_frames = log_frames  # type: ignore[method-assign]
     view.begin_episode("episode_00000")
     t0 = time.perf_counter()
     accepted = [view.frame(frame(k)) for k in range(10)]
