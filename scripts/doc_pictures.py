@@ -463,8 +463,8 @@ def record_operator_view(folder: Path) -> Path:
                 "kwargs": {"image_size": 96, "terminate_on_success": False}},
         "agent": {"num_critics": 2, "hidden_dims": [32, 32]},
         "replay": {"online_capacity": 1000, "demos_capacity": 10, "interventions_capacity": 1000},
-        "runtime": {"processes": False, "spool": False, "control_hz": 20},
-        "teleop": {"device": "scripted", "start": "ready", "episode_seconds": 30.0,
+        "runtime": {"processes": False, "spool": False},
+        "teleop": {"device": "scripted", "start": "ready",
                    "scripted": {"label": True, "give_up_steps": 90, "max_takeovers": 2, "takeover_steps": 14,
                                 "noise": 0.05, "seed": 3}},
         "view": {"enabled": True, "live": "none", "max_queue": 100_000}})
@@ -532,11 +532,10 @@ def draw_operator_view(path: Path, out: Path) -> None:
     ax.axis("off")
     lines = [f"frame {f:>3}:  {text}" for f, text in zip(rec["events"].frames, rec["events"].values, strict=True)]
     ax.text(0.0, 1.0, "events\n" + "\n".join(lines), family="monospace", fontsize=7.5, va="top")
-    left = rec.get("time/left_s")
     progress = rec.get("progress/env_steps")
-    if left is not None and progress is not None:
-        ax.text(0.55, 1.0, f"time left at the end: {left.scalars().ravel()[-1]:.1f} s of 30 s\n"
-                           f"run progress: {int(progress.scalars().ravel()[-1])} env steps", fontsize=7.5, va="top")
+    if progress is not None:
+        ax.text(0.55, 1.0, f"run progress at the episode's end: {int(progress.scalars().ravel()[-1])} env steps",
+                fontsize=7.5, va="top")
     fig.suptitle("The operator view of one training episode, drawn from its saved recording", fontsize=11)
     fig.savefig(out, dpi=100)
     plt.close(fig)
