@@ -35,8 +35,8 @@ class TeleopConfig:
     start: Literal["auto", "ready", "countdown", "now"] = "auto"
     """Training: how each episode starts. ready: the robot is held until the operator presses the ready key or
     button (the success key counts too); countdown: after ``countdown_s`` seconds (ready starts it earlier); now:
-    at once. auto: ready for a person's device, now for the scripted human. Nothing is recorded while waiting,
-    and a sim stands still (its step limit does not run)."""
+    at once. auto: ready for a person's device, now for the scripted human and for ROS Twist input (it has no
+    buttons). Nothing is recorded while waiting, and a sim stands still (its step limit does not run)."""
     countdown_s: float = 3.0
     """Seconds of the ``start: countdown`` wait."""
     episode_seconds: float = 0.0
@@ -84,10 +84,12 @@ class TeleopConfig:
     (geometry_msgs/Twist: axes ``linear.x`` .. ``angular.z``, no buttons)."""
 
     def start_mode(self) -> str:
-        """``start`` with auto resolved: ready for a person's device, now for the scripted human (or none)."""
+        """``start`` with auto resolved: ready for a person's device, now for the scripted human (or none) and for
+        ROS Twist input (no buttons to press)."""
         if self.start != "auto":
             return self.start
-        return "now" if self.device in ("none", "scripted") else "ready"
+        buttonless = self.device == "ros" and self.ros_msg == "twist"
+        return "now" if self.device in ("none", "scripted") or buttonless else "ready"
 
     def validate(self) -> None:
         if self.device not in DEVICES:

@@ -206,3 +206,16 @@ def test_the_scripted_human_presses_ready_and_labels() -> None:
         if terminated:
             break
     assert labels == ["", "", "", "failure"]  # with the loop's first step: gave up after 4, its press on the 5th
+
+
+def test_who_waits_for_the_ready_press() -> None:
+    from robot_rl.teleop.config import TeleopConfig
+
+    modes = {(d, m): TeleopConfig(device=d, ros_msg=m).start_mode() for d, m in
+             (("keyboard", "joy"), ("gamepad", "joy"), ("spacemouse", "joy"), ("ros", "joy"), ("ros", "twist"),
+              ("scripted", "joy"))}
+    assert modes == {("keyboard", "joy"): "ready", ("gamepad", "joy"): "ready", ("spacemouse", "joy"): "ready",
+                     ("ros", "joy"): "ready", ("ros", "twist"): "now", ("scripted", "joy"): "now"}  # twist: no buttons
+    assert TeleopConfig(device="scripted", start="ready").start_mode() == "ready"
+    with pytest.raises(ValueError, match="teleop.start"):
+        TeleopConfig(start="later").validate()  # type: ignore[arg-type]
