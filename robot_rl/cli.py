@@ -56,6 +56,7 @@ import tyro
 from robot_rl.config import JsonDict
 from robot_rl.policies.config import BasePolicyConfig, ExecutionConfig
 from robot_rl.utils.log import get_logger, pop_log_level, setup_logging
+from robot_rl.view.config import ViewConfig
 
 log = get_logger("robot_rl.cli")
 CONFIG_DIR = Path(__file__).parent / "configs"
@@ -287,6 +288,9 @@ class EvalArgs:
     """Base policy: how it is reached (its path is the positional argument)."""
     execution: ExecutionConfig = field(default_factory=lambda: ExecutionConfig(mode="sync"))
     """Base policy: how its chunks are executed."""
+    view: ViewConfig = field(default_factory=ViewConfig)
+    """The live operator view of the first run's episodes (``--view.enabled``; the view extra), each saved under
+    ``<run>/eval_view``."""
 
 
 def cmd_eval(argv: list[str]) -> int:
@@ -306,7 +310,7 @@ def cmd_eval(argv: list[str]) -> int:
                                           args.base_policy, args.execution, args.video, args.instruction)
             print(json.dumps(result, indent=2))
             return 0
-        result = evaluate_runs(list(args.run_dirs), args.episodes, args.video)
+        result = evaluate_runs(list(args.run_dirs), args.episodes, args.video, view=args.view)
     except (ConfigError, ValueError, FileNotFoundError) as exc:
         return fail("eval", exc)
     except PolicyError as exc:  # a base policy that cannot run: its error, not a 0 % success

@@ -43,7 +43,8 @@ EXTRA_CONFIGS = ("robot_rl.safety.limits:ArmLimits", "robot_rl.safety.limits:Car
 SECTIONS = {  # module prefix -> section title, in page order
     "robot_rl.runtime": "Training run", "robot_rl.envs": "Environments", "robot_rl.agents": "Agents",
     "robot_rl.replay": "Replay", "robot_rl.policies": "Base policies", "robot_rl.vla": "The small VLA",
-    "robot_rl.teleop": "Teleoperation", "robot_rl.cameras": "Cameras", "robot_rl.robots.camera": "Cameras",
+    "robot_rl.teleop": "Teleoperation", "robot_rl.view": "Operator view", "robot_rl.cameras": "Cameras",
+    "robot_rl.robots.camera": "Cameras",
     "robot_rl.rewards": "Reward classifier",
     "robot_rl.ros": "ROS 2", "robot_rl.safety": "Safety limits", "robot_rl_sim": "Simulation tasks",
     "robot_rl_controllers": "Controllers and ROS 2 nodes",

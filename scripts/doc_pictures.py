@@ -10,6 +10,11 @@
   project's launcher on a private ROS domain and the live graph is read back (every node's publishers, subscribers
   and services): ``docs/img/ros2-graph-<name>.json``, drawn as ``docs/img/ros2-graph-<name>.svg`` (pure Python, no
   graphviz).
+* ``operator-view``: what the live operator view holds, drawn with matplotlib from a recording it saved during a
+  short human-in-the-loop run (PickCube with two 96 px cameras, the scripted human as the operator: it presses ready,
+  takes over, gives back and labels the episode): the cameras at the takeover, the policy's and the person's
+  actions with who was in control, reward and success, and the events: ``docs/img/operator-view.png``. rerun's own
+  viewer needs a window and a GPU, which the machines that build the docs lack.
 
 ``bash scripts/gen_docs.sh`` runs ``python scripts/doc_pictures.py``, which re-renders a group only when its inputs
 (the files that decide what it shows, this script among them) changed since ``docs/img/pictures.json`` recorded
@@ -52,6 +57,8 @@ GROUP_INPUTS = {  # group -> the files (globs under ROOT) whose content decides 
               "robot_rl/configs/*.yaml"],
     "rollouts": ["sim/base.py", "sim/arm_env.py", "sim/arm_tasks.py", "sim/car.py", "sim/car_model.py",
                  "robot_rl/datasets/record.py", "robot_rl/datasets/show.py", "robot_rl/utils/video.py"],
+    "operator-view": ["robot_rl/view/*.py", "robot_rl/runtime/actor.py", "robot_rl/teleop/intervention.py",
+                      "robot_rl/teleop/scripted.py", "sim/arm_env.py", "sim/arm_tasks.py"],
     "ros2-graph": ["launch/sim_arm.launch.yaml", "launch/sim_car.launch.yaml", "robot_rl/configs/pickcube_ros.yaml",
                    "sim/ros_*.py", "controllers/ros_*.py", "robot_rl/envs/ros_env*.py", "robot_rl/ros/*.py"],
 }
@@ -440,8 +447,111 @@ def draw_graphs() -> list[Path]:
     return out
 
 
+# ------------------------------------------------------------------------------------------------ the operator view
+def record_operator_view(folder: Path) -> Path:
+    """A short human-in-the-loop run whose operator view saves its episodes under ``folder``; the recording of
+    the first finished episode in which the (scripted) person took over and labelled a success."""
+    from robot_rl.config import from_dict
+    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.runtime.supervisor import train
+    from robot_rl.view.recording import read_recording
+
+    cfg = from_dict(TrainConfig, {
+        "name": "view", "runs_dir": str(folder), "seed": 3, "total_env_steps": 120, "random_steps": 10**6,
+        "learning_starts": 10**6, "eval_every": 0, "eval_episodes": 1, "checkpoint_every": 0, "progress": False,
+        "env": {"id": "robot_rl/PickCube-v0", "max_episode_steps": 100,
+                "kwargs": {"image_size": 96, "terminate_on_success": False}},
+        "agent": {"num_critics": 2, "hidden_dims": [32, 32]},
+        "replay": {"online_capacity": 1000, "demos_capacity": 10, "interventions_capacity": 1000},
+        "runtime": {"processes": False, "spool": False},
+        "teleop": {"device": "scripted", "start": "ready",
+                   "scripted": {"label": True, "give_up_steps": 90, "max_takeovers": 2, "takeover_steps": 14,
+                                "noise": 0.05, "seed": 3}},
+        "view": {"enabled": True, "live": "none", "max_queue": 100_000}})
+    run_dir, _ = train(cfg)
+    for path in sorted((run_dir / "view").glob("episode_*.rrd")):
+        rec = read_recording(path)
+        events = rec.get("events")
+        if events and "the person steers" in events.values and "success (labelled" in events.values[-1]:
+            return path
+    raise RuntimeError("doc pictures: no episode with a takeover and a success label")
+
+
+def draw_operator_view(path: Path, out: Path) -> None:
+    """The streams of one saved recording as one picture: cameras at the takeover; actions (policy dashed, person
+    solid) over frames with the person's control shaded; reward and success; the events."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from robot_rl.view.recording import read_recording
+
+    rec = read_recording(path)
+    person = rec["control/person"]
+    steer = person.scalars().ravel() > 0
+    at = int(person.frames[np.argmax(steer)]) + 3 if steer.any() else int(person.frames[len(person) // 2])
+    fig = plt.figure(figsize=(10, 4.6), dpi=100)
+    grid = fig.add_gridspec(3, 3, width_ratios=[1.0, 1.0, 2.6], height_ratios=[1.2, 0.8, 1.0], wspace=0.25,
+                            hspace=0.45, left=0.02, right=0.98, top=0.9, bottom=0.08)
+    names = {"x": 0, "y": 1, "z": 2, "gripper": 3}
+    for col, camera in enumerate(("front", "wrist")):
+        series = rec[f"camera/{camera}"]
+        ax = fig.add_subplot(grid[0:2, col])
+        ax.imshow(series.values[int(np.searchsorted(series.frames, at))])
+        ax.set_title(f"camera/{camera} (frame {at})", fontsize=9)
+        ax.axis("off")
+
+    def shade(ax) -> None:  # noqa: ANN001 - a matplotlib axis
+        for f, on in zip(person.frames, steer, strict=True):
+            if on:
+                ax.axvspan(f - 0.5, f + 0.5, color="#f2c14e", alpha=0.35, lw=0)
+        ax.axvline(at, color="0.4", lw=0.8, ls=":")
+        ax.tick_params(labelsize=7)
+
+    ax = fig.add_subplot(grid[0, 2])
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for name, dim in names.items():
+        for stream, style in (("action/policy", "--"), ("action/person", "-")):
+            series = rec[stream]
+            ax.plot(series.frames, series.scalars()[:, dim], style, color=colors[dim], lw=1.0,
+                    label=name if stream == "action/person" else None)
+    shade(ax)
+    ax.set_title("actions: policy (dashed), person (solid); shaded: the person steers", fontsize=9)
+    ax.legend(fontsize=7, ncol=4, loc="lower left")
+    ax = fig.add_subplot(grid[1, 2], sharex=ax)
+    for stream, color, style in (("reward", "#3b7dd8", "-"), ("success", "#2a9d5c", "--")):
+        ax.step(rec[stream].frames, rec[stream].scalars().ravel(), style, where="mid", color=color, lw=1.2,
+                label=stream)
+    shade(ax)
+    ax.set_title("reward and success", fontsize=9)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_xlabel("frame (control period)", fontsize=8)
+    ax = fig.add_subplot(grid[2, :])
+    ax.axis("off")
+    lines = [f"frame {f:>3}:  {text}" for f, text in zip(rec["events"].frames, rec["events"].values, strict=True)]
+    ax.text(0.0, 1.0, "events\n" + "\n".join(lines), family="monospace", fontsize=7.5, va="top")
+    progress = rec.get("progress/env_steps")
+    if progress is not None:
+        ax.text(0.55, 1.0, f"run progress at the episode's end: {int(progress.scalars().ravel()[-1])} env steps",
+                fontsize=7.5, va="top")
+    fig.suptitle("The operator view of one training episode, drawn from its saved recording", fontsize=11)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+
+
+def make_operator_view() -> list[Path]:
+    out = IMG / "operator-view.png"
+    with tempfile.TemporaryDirectory() as tmp:
+        draw_operator_view(record_operator_view(Path(tmp)), out)
+    print(f"  -> {out.relative_to(ROOT)} ({out.stat().st_size // 1024} KB)")
+    return [out]
+
+
 # ------------------------------------------------------------------------------------------------------ the runner
-GROUPS = {"tasks": make_tasks, "rollouts": make_rollouts, "ros2-graph": make_graphs}
+GROUPS = {"tasks": make_tasks, "rollouts": make_rollouts, "ros2-graph": make_graphs,
+          "operator-view": make_operator_view}
 
 
 def inputs_hash(group: str) -> str:
@@ -458,6 +568,8 @@ def _available(group: str) -> str:
     try:
         if group == "ros2-graph":
             import rclpy  # noqa: F401
+        if group == "operator-view":
+            import rerun  # noqa: F401
         import mujoco  # noqa: F401
     except ImportError as e:
         return f"{e.name} is not installed"

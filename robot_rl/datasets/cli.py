@@ -24,6 +24,7 @@ from robot_rl.config import JsonDict, parse_command
 from robot_rl.datasets.record import DEFAULT_NOISE
 from robot_rl.utils.command import command_error, derived
 from robot_rl.utils.log import get_logger
+from robot_rl.view.config import ViewConfig
 
 if TYPE_CHECKING:
     from robot_rl.teleop.config import TeleopConfig
@@ -73,6 +74,9 @@ class RecordDemosArgs:
     """Replace an existing dataset at --out."""
     progress: Annotated[bool, arg(help_behavior_hint="")] = True
     """Progress bar (off with --no-progress)."""
+    view: ViewConfig = field(default_factory=ViewConfig)
+    """The live operator view (--view.enabled; the view extra): cameras, your actions, time left and the
+    session's progress in rerun's viewer, every attempt saved as <out>.view/attempt_<k>.rrd."""
 
 
 @tyro.conf.configure(tyro.conf.FlagCreatePairsOff)
@@ -123,7 +127,7 @@ def record_main(argv: list[str]) -> int:
         stats = record_demos(env_id, args.episodes, out, noise=args.noise, seed=args.seed,
                              only_successes=not args.keep_failures, env_kwargs=kwargs, progress=args.progress,
                              device=args.device, overwrite=args.overwrite, teleop=teleop, rate_hz=args.rate,
-                             start=args.countdown, episode_seconds=args.episode_seconds)
+                             start=args.countdown, episode_seconds=args.episode_seconds, view=args.view)
     except (ValueError, FileExistsError, RuntimeError, OSError) as exc:
         return command_error("robot-rl record-demos", exc)
     except KeyboardInterrupt:

@@ -52,6 +52,8 @@ from robot_rl.teleop.config import TeleopConfig
 from robot_rl.utils.log import get_logger
 from robot_rl.utils.progress import progress_bar
 from robot_rl.utils.state_io import atomic_write
+from robot_rl.view.config import ViewConfig
+from robot_rl.view.live import OperatorView, ViewFrame, copy_cameras
 
 __all__ = ["DEFAULT_NOISE", "DEVICES", "DeviceUnavailableError", "RecordStats", "ScriptedDevice", "dataset_name",
            "ensure_demos", "episode_seed", "make_device", "read_meta", "record_demos", "remove_stale_temps",
@@ -171,7 +173,7 @@ def record_demos(env_id: str, n: int, out_path: str | Path, noise: float = DEFAU
                  *, device: Any = "scripted", max_attempts: int | None = None, overwrite: bool = False,
                  teleop: TeleopConfig | None = None, rate_hz: float | None = None, success_reward: float = 1.0,
                  on_event: EventHook | None = None, start: float | None = None,
-                 episode_seconds: float | None = None) -> RecordStats:
+                 episode_seconds: float | None = None, view: ViewConfig | None = None) -> RecordStats:
     """Records ``n`` episodes of ``device`` acting in ``env_id`` into a new dataset at ``out_path``.
 
     With ``only_successes`` failed episodes are discarded (and counted) until ``n`` succeed or ``max_attempts``
@@ -187,7 +189,8 @@ def record_demos(env_id: str, n: int, out_path: str | Path, noise: float = DEFAU
     countdown of that many seconds; ``episode_seconds`` limits it (None: no limit but the task's own end and the
     operator's labels). ``on_event(kind, info)`` is told ``waiting``, ``countdown``, ``episode_start``, ``tick``,
     ``episode_end``, ``hold`` and ``resume``. The stop event or Ctrl-C while recording from a human keeps the
-    episodes already kept (``stopped`` / ``interrupted`` in the metadata).
+    episodes already kept (``stopped`` / ``interrupted`` in the metadata). ``view`` (enabled): the live operator
+    view, every attempt saved as ``<out>.view/attempt_<k>.rrd`` unless ``view.save_dir`` says otherwise.
     """
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
@@ -206,13 +209,19 @@ def record_demos(env_id: str, n: int, out_path: str | Path, noise: float = DEFAU
     tmp = temp_path(out)
     if max_attempts is None and not dev.human:
         max_attempts = 2 * n + 10
+    live = None
+    if view is not None and view.enabled:
+        live = OperatorView(view, "robot_rl record-demos", Path(view.save_dir or out.with_suffix(".view")))
     try:
         stats = _record(dev, env_id, kwargs, n, tmp, noise, seed, only_successes, progress, max_attempts,
-                        rate_hz, success_reward, on_event or (lambda kind, info: None), start, episode_seconds)
+                        rate_hz, success_reward, on_event or (lambda kind, info: None), start, episode_seconds, live)
         publish(tmp, out, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        if live is not None:
+            live.close()
     stats.path = out
     return stats
 
@@ -220,7 +229,7 @@ def record_demos(env_id: str, n: int, out_path: str | Path, noise: float = DEFAU
 def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, Any], n: int, tmp: Path,
             noise: float, seed: int, only_successes: bool, progress: bool, max_attempts: int | None,
             rate_hz: float | None, success_reward: float, hook: EventHook, start: float | None,
-            episode_seconds: float | None) -> RecordStats:
+            episode_seconds: float | None, view: OperatorView | None = None) -> RecordStats:
     from robot_rl import __version__ as robot_rl_version
     from robot_rl.envs.make import EnvConfig, make_env
     from robot_rl.replay.store import EpisodeWriter
@@ -287,9 +296,16 @@ def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, An
                     reset_seed = episode_seed(seed, placement)
                     attempts += 1
                     t0 = time.monotonic()
+                    show = None
+                    if view is not None:
+                        view.begin_episode(f"attempt_{attempts - 1:05d}")
+                        show = _shower(view, dev.human, t0, {"attempt": attempts - 1, "kept": len(meta["episodes"]),
+                                                             "discarded": discarded})
                     ep = run_episode(dev, env, reset_seed, 1.0 / rate if rate else 0.0, success_reward, notify,
-                                     start=start if dev.human else 0.0, limit_steps=limit)
+                                     start=start if dev.human else 0.0, limit_steps=limit, show=show)
                     if ep.stopped:
+                        if view is not None:
+                            view.end_episode("stopped by the operator")
                         attempts -= 1  # the attempt the operator stopped in is not one
                         meta["stopped"] = True
                         say("stopped by the operator")
@@ -316,6 +332,10 @@ def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, An
                     outcome = "to record again" if ep.discarded else ("success" if ep.success else "failure")
                     say(f"attempt {attempts - 1}: {outcome} ({ep.label}), {len(ep.actions)} steps, "
                         f"{'kept' if keep else 'not kept'}")
+                    if view is not None:
+                        by = {"key": "the operator's label", "env": "the task", "time": "the time limit"}
+                        view.end_episode(f"attempt {attempts - 1}: {outcome} ({by.get(ep.label, ep.label)}), "
+                                         f"{len(ep.actions)} steps, {'kept' if keep else 'not kept'}")
                     hook("episode_end", {"attempt": attempts - 1, "kept": keep, "success": ep.success,
                                          "discarded": ep.discarded, "length": len(ep.actions)})
                     meta.update(attempts=attempts, discarded=discarded)
@@ -334,6 +354,18 @@ def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, An
                        discarded=discarded, transitions=transitions, seconds=time.perf_counter() - began,
                        bytes=dir_bytes(tmp), successes=sum(e["success"] for e in meta["episodes"]),
                        returns=[e["return"] for e in meta["episodes"]])
+
+
+def _shower(view: OperatorView, human: bool, began: float, progress: dict[str, float]) -> Callable[..., None]:
+    """The ``show`` callback of one attempt: its control periods to the operator view (copies of the images)."""
+
+    def show(control: str, obs: Mapping[str, Any], action: np.ndarray, step: int, reward: float | None = None,
+             success: bool | None = None, seconds_left: float | None = None) -> None:
+        act = np.array(action, np.float32)
+        view.frame(ViewFrame(control, time.monotonic() - began, step, copy_cameras(obs),
+                             policy_action=None if human else act, person_action=act if human else None,
+                             reward=reward, success=success, seconds_left=seconds_left, progress=progress))
+    return show
 
 
 def _versions(robot_rl_version: str) -> dict[str, str]:

@@ -177,19 +177,25 @@ class Episode:
     """The operator ended the session (the attempt is discarded)."""
 
 
+Show = Callable[..., None]
+"""``show(control, obs, action, step, reward=None, success=None, seconds_left=None)``: one control period for the
+operator view (``control``: person | policy | held | waiting; ``step``: the recorded step, -1 for none)."""
+
+
 def run_episode(dev: ScriptedDevice | HumanDevice, env: Any, reset_seed: int, period: float,
                 success_reward: float, hook: Callable[[str, dict[str, Any]], None], start: float | None = 0.0,
-                limit_steps: int | None = None) -> Episode:
+                limit_steps: int | None = None, show: Show | None = None) -> Episode:
     """One attempt: the device steps the env until the env ends it, the operator labels / discards it, or
     ``limit_steps`` steps were recorded (truncated). ``start``: None waits for the operator's ready (or success)
     event, 0 starts at once, ``s > 0`` counts ``s`` seconds down (ready starts earlier); stop while waiting or
     acting ends the session. ``hook`` is told ``waiting``, ``countdown`` (seconds left), ``started``, ``tick``
-    (seconds left of the limit, once a second), ``hold`` and ``resume``."""
+    (seconds left of the limit, once a second), ``hold`` and ``resume``; ``show`` (the operator view) every
+    control period."""
     obs, info = env.reset(seed=reset_seed)
     dev.reset()
     ep = Episode([copy_obs(obs)], instruction=str(info.get(INSTRUCTION, "")))
     hardware = bool(getattr(env.unwrapped, "drives_hardware", False))
-    if start != 0 and not _ready(dev, env, ep, period, start, hook, hardware):
+    if start != 0 and not _ready(dev, env, ep, period, start, hook, hardware, show):
         ep.discarded = ep.stopped = True
         return ep
     hook("started", {})
@@ -222,6 +228,8 @@ def run_episode(dev: ScriptedDevice | HumanDevice, env: Any, reset_seed: int, pe
                     if ep.actions:
                         ep.terminated[-1], ep.truncated[-1] = bool(term), bool(trunc and not term)
                     return ep
+            if show is not None:
+                show("held", ep.observations[-1], step.action, -1)
         else:
             obs, reward, term, trunc, info = env.step(step.action)
             if observe is not None:
@@ -232,6 +240,10 @@ def run_episode(dev: ScriptedDevice | HumanDevice, env: Any, reset_seed: int, pe
             ep.terminated.append(bool(term))
             ep.truncated.append(bool(trunc))
             ep.success = bool(info.get("is_success", False))
+            if show is not None:
+                left = (limit_steps - len(ep.actions)) * period if limit_steps is not None and period else None
+                show("person" if dev.human else "policy", ep.observations[-1], step.action, len(ep.actions) - 1,
+                     float(reward), ep.success or "success" in step.events, left)
         labels = step.events & {"success", "failure"}
         if labels and ep.actions:  # the operator's label ends the attempt at the last recorded step
             ep.success, ep.label = "success" in labels, "key"
@@ -251,7 +263,7 @@ def run_episode(dev: ScriptedDevice | HumanDevice, env: Any, reset_seed: int, pe
 
 
 def _ready(dev: Any, env: Any, ep: Episode, period: float, start: float | None,
-           hook: Callable[[str, dict[str, Any]], None], hardware: bool) -> bool:
+           hook: Callable[[str, dict[str, Any]], None], hardware: bool, show: Show | None = None) -> bool:
     """Waits, the robot held, for the operator's ready (or success) event or the countdown's end: True; stop:
     False. Nothing is recorded meanwhile (a robot's held state becomes the episode's first observation)."""
     hook("waiting", {"countdown": start})
@@ -262,6 +274,8 @@ def _ready(dev: Any, env: Any, ep: Episode, period: float, start: float | None,
         step = dev.step(env)
         if "stop" in step.events:
             return False
+        if show is not None:
+            show("waiting", ep.observations[-1], step.action, -1)
         if step.events & {"ready", "success"} or (deadline is not None and time.monotonic() >= deadline):
             dev.reset()  # what the operator pressed while waiting (pause, the gripper) does not carry over
             return True

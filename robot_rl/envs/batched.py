@@ -19,7 +19,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from robot_rl.envs.contract import INSTRUCTION, BatchStep, StepReport
+from robot_rl.envs.contract import INSTRUCTION, BatchStep, OperatorState, StepReport
 from robot_rl.envs.registration import register_builtin
 
 
@@ -79,6 +79,7 @@ class BatchedEnv:
         self._executed = np.zeros((self.num_envs, *self.single_action_space.shape), np.float32)
         self.instructions = [""] * self.num_envs
         """Env i's current instruction text (its observation holds the embedding; '' = none)."""
+        self._operator: list[OperatorState | None] = [None] * self.num_envs
 
     def _map(self, fn: Callable[[int], Any]) -> list[Any]:
         if not self._workers:
@@ -124,6 +125,7 @@ class BatchedEnv:
             self._reward[i], self._terminated[i], self._truncated[i] = r, term, trunc
             self._success[i], self._intervened[i], self._paused[i] = report.success, report.intervened, report.paused
             self._executed[i] = report.executed_action
+            self._operator[i] = report.operator
             if term or trunc:
                 _write(final_obs, i, o)
                 final_info[i] = info
@@ -135,7 +137,8 @@ class BatchedEnv:
                          truncated=self._truncated.copy(), final_obs=self._out(final_obs), final_info=final_info,
                          success=self._success.copy(), intervened=self._intervened.copy(),
                          paused=self._paused.copy(), executed_action=self._executed.copy(),
-                         instruction=tuple(self.instructions))
+                         instruction=tuple(self.instructions),
+                         operator=tuple(self._operator) if any(o is not None for o in self._operator) else ())
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """``obs, reward [N], terminated [N], truncated [N], info`` (see :meth:`step_batch`)."""

@@ -25,9 +25,31 @@ PAUSED = "paused"
 """bool: the robot held still (pause key, teleop device gone); the actor records nothing for this step."""
 TELEOP_CONNECTED = "teleop_connected"
 """bool: the teleop device answers (informational)."""
+OPERATOR = "operator"
+"""OperatorState: the person at the teleop device this step (written by the intervention wrapper; absent without
+a device)."""
 INSTRUCTION = "instruction"
 """str: the episode's language instruction as text (in every ``reset`` and ``step`` info of an env whose
 observation carries one; the observation holds its embedding)."""
+
+
+LABELS = ("", "success", "failure")
+"""An episode's label by the operator: none (the env's own end, a reset, a time limit), success, failure."""
+
+
+@dataclass(frozen=True)
+class OperatorState:
+    """The person at the teleop device in one step: who is in control, what the device says, and the episode's
+    label when they gave one (what the operator view shows and the episode statistics count)."""
+
+    control: str
+    """policy | person (the device's action ran) | held (paused, device gone) | waiting (for the ready key)."""
+    action: np.ndarray
+    """float32 [A]: the device's action this step (zeros when untouched)."""
+    label: str = ""
+    """success | failure when the operator labelled the episode at this step (it ends here); '' otherwise."""
+    seconds_left: float | None = None
+    """Of the operator's time limit per episode (None: no limit)."""
 
 
 @dataclass(frozen=True)
@@ -38,13 +60,15 @@ class StepReport:
     intervened: bool
     paused: bool
     executed_action: np.ndarray
+    operator: OperatorState | None = None
 
     @classmethod
     def from_info(cls, info: Mapping[str, Any], action: np.ndarray) -> StepReport:
         executed = info.get(EXECUTED_ACTION)
         return cls(success=bool(info.get(SUCCESS, False)), intervened=bool(info.get(INTERVENED, False)),
                    paused=bool(info.get(PAUSED, False)),
-                   executed_action=np.asarray(action if executed is None else executed, np.float32))
+                   executed_action=np.asarray(action if executed is None else executed, np.float32),
+                   operator=info.get(OPERATOR))
 
 
 @dataclass(frozen=True)
@@ -66,6 +90,8 @@ class BatchStep:
     executed_action: np.ndarray
     instruction: tuple[str, ...] = ()
     """Each env's instruction text for ``obs`` (a new episode's where one started; '' = none)."""
+    operator: tuple[OperatorState | None, ...] = ()
+    """Each env's :class:`OperatorState` of this step (None without a teleop device; empty: none anywhere)."""
 
     @property
     def done(self) -> np.ndarray:

@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from robot_rl.agents.registry import make_agent
+from robot_rl.envs.contract import LABELS, BatchStep
 from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.env_pipeline import make_batched_env
 from robot_rl.runtime.seeds import Seeds
@@ -39,6 +40,7 @@ from robot_rl.spaces import ObsSpec, action_dim_of
 from robot_rl.utils.log import get_logger
 from robot_rl.utils.process import set_realtime
 from robot_rl.utils.state_io import atomic_write
+from robot_rl.view.live import OperatorView, ViewFrame, copy_cameras
 
 log = get_logger(__name__)
 
@@ -119,6 +121,7 @@ class Actor:
         if self.executors:
             self._warm_obs.update(base_action=np.zeros((self.n, self.action_dim), np.float32),
                                   chunk_index=np.zeros(self.n, np.int64))
+        self.view = self._make_view()
         self._thread = threading.Thread(target=self._weights_loop, name="weights", daemon=True)
         self._thread.start()
 
@@ -136,6 +139,34 @@ class Actor:
         future = self.cfg.execution.mode == "future"
         return base, [ChunkExecutor(base, self.cfg.execution, period, state_predictor(env) if future else None)
                       for env in self.env.envs]
+
+    def _make_view(self) -> OperatorView | None:
+        """The operator view of env 0 of actor 0 (``view.enabled``): recordings in ``<run>/view``."""
+        if not self.cfg.view.enabled or self.index != 0:
+            return None
+        folder = Path(self.cfg.view.save_dir) if self.cfg.view.save_dir else self.run_dir / "view"
+        view = OperatorView(self.cfg.view, "robot_rl train", folder)
+        view.begin_episode(f"episode_{self.episodes:05d}")
+        self._view_began = time.monotonic()
+        return view
+
+    def _show(self, actions: np.ndarray, b: BatchStep, version: int, steps: int) -> None:
+        """Env 0's control period to the operator view (copies only: the view logs on its own thread)."""
+        view, op, done = self.view, b.operator[0] if b.operator else None, bool(b.done[0])
+        now = time.monotonic()
+        control = op.control if op is not None else ("held" if b.paused[0] else "policy")
+        view.frame(ViewFrame(
+            control=control, episode_s=now - self._view_began, step=-1 if b.paused[0] else int(self._ep_step[0]),
+            cameras=copy_cameras(b.final_obs if done else b.obs, 0), policy_action=np.array(actions[0]),
+            person_action=None if op is None else op.action, reward=float(b.reward[0]), success=bool(b.success[0]),
+            seconds_left=None if op is None else op.seconds_left,
+            progress={"env_steps": steps, "episodes": self.episodes, "policy_version": version}))
+        if done:
+            outcome = "success" if b.success[0] else ("truncated" if b.truncated[0] else "failure")
+            by = " (labelled by the operator)" if op is not None and op.label else ""
+            view.end_episode(f"episode {self.episodes} ended: {outcome}{by}")
+            view.begin_episode(f"episode_{self.episodes + 1:05d}")
+            self._view_began = now
 
     def _register(self) -> None:
         path = actor_dir(self.run_dir) / f"{self.uid}.json"
@@ -282,6 +313,8 @@ class Actor:
             return False
         b = self.env.step_batch(actions)
         done = b.done
+        if self.view is not None:
+            self._show(actions, b, version, steps)
         for i in range(self.n):
             if b.paused[i]:  # the robot held still (pause key / device gone): nothing to learn from
                 self.builder.break_stream(i)
@@ -292,7 +325,8 @@ class Actor:
                                  source="intervention" if b.intervened[i] else "online",
                                  episode_id=self._episode_base + int(self._ep_ids[i]), step=int(self._ep_step[i]),
                                  success=bool(b.success[i]), base_action=None if base is None else base.action[i],
-                                 chunk_index=-1 if base is None else int(base.index[i]))
+                                 chunk_index=-1 if base is None else int(base.index[i]),
+                                 label=LABELS.index(b.operator[i].label) if b.operator and b.operator[i] else 0)
             self._ep_step[i] += 1
             if done[i]:
                 if self.executors:
@@ -406,6 +440,8 @@ class Actor:
             self.publish_stats()
             self.ring.mark_closed()
         self._thread.join(timeout=5)
+        if self.view is not None:
+            self.view.close()
         for ex in self.executors:
             ex.close()
         if self.base is not None:

@@ -15,6 +15,7 @@ from robot_rl.replay.buffer import ReplayConfig
 from robot_rl.rewards.wrapper import ClassifierRewardConfig
 from robot_rl.teleop.config import TeleopConfig
 from robot_rl.utils.imports import load_imports
+from robot_rl.view.config import ViewConfig
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,9 @@ class TrainConfig:
     """Actor/learner processes, transport, rate limiting and crash safety."""
     teleop: TeleopConfig = field(default_factory=TeleopConfig)
     """Who may take over from the policy on the actor's env (a person's device, or the scripted human in sim)."""
+    view: ViewConfig = field(default_factory=ViewConfig)
+    """The live operator view of the first actor's first env in rerun's viewer, each episode saved under
+    ``<run>/view`` (``view.enabled``; the view extra)."""
     base_policy: BasePolicyConfig = field(default_factory=BasePolicyConfig)
     """A base (generalist) policy the actor runs (a saved policy folder or a ws:// policy server); an agent that
     uses one (``agent.name: base``, the fine-tuning agents) acts on its proposals, and warm-up executes it
@@ -233,6 +237,7 @@ class TrainConfig:
         self.replay.validate()
         self.runtime.validate()
         self.teleop.validate()
+        self.view.validate()
         self.base_policy.validate()
         self.execution.validate()
         from robot_rl.agents.registry import uses_base

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,16 @@ from robot_rl.policies.loader import load_policy
 from robot_rl.runtime.stats import bootstrap_ci, iqm_ci
 from robot_rl.spaces import ObsSpec, action_dim_of
 from robot_rl.utils.failpoint import failpoint
+from robot_rl.view.config import ViewConfig
+from robot_rl.view.live import OperatorView, ViewFrame, copy_cameras
 
 
 def rollout(agent: Any, env: gym.Env, episodes: int, seed: int = 10_000,
-            frames: list[np.ndarray] | None = None) -> dict[str, np.ndarray]:
+            frames: list[np.ndarray] | None = None, view: OperatorView | None = None) -> dict[str, np.ndarray]:
     """Runs ``episodes`` deterministic episodes (episode i seeded ``seed + i``); per-episode ``returns``,
     ``lengths`` and ``successes`` (``info["is_success"]`` at the end, NaN when the env does not report it).
-    With ``frames`` (a list; the env made with ``render_mode="rgb_array"``), appends every rendered frame."""
+    With ``frames`` (a list; the env made with ``render_mode="rgb_array"``), appends every rendered frame; with
+    ``view``, shows every step in the operator view (one recording per episode)."""
     returns, lengths, successes = [], [], []
     begin = getattr(agent, "begin_episode", None)  # agents with per-episode state (base-policy executors)
     for i in range(episodes):
@@ -38,16 +42,29 @@ def rollout(agent: Any, env: gym.Env, episodes: int, seed: int = 10_000,
         done, ret, length = False, 0.0, 0
         if frames is not None:
             frames.append(env.render())
+        if view is not None:
+            view.begin_episode(f"episode_{i:05d}")
+            began = time.monotonic()
         while not done:
-            obs, reward, terminated, truncated, info = env.step(agent.act(obs, deterministic=True))
+            action = agent.act(obs, deterministic=True)
+            obs, reward, terminated, truncated, info = env.step(action)
             ret += float(reward)
             length += 1
             done = terminated or truncated
             if frames is not None:
                 frames.append(env.render())
+            if view is not None:
+                cameras = copy_cameras(obs) or ({"render": frames[-1]} if frames else {})
+                view.frame(ViewFrame("policy", time.monotonic() - began, length - 1, cameras,
+                                     policy_action=np.array(action, np.float32), reward=float(reward),
+                                     success=bool(info.get("is_success", False)),
+                                     progress={"episode": i, "successes": float(np.nansum(successes))}))
         returns.append(ret)
         lengths.append(length)
         successes.append(float(info["is_success"]) if "is_success" in info else np.nan)
+        if view is not None:
+            outcome = {1.0: "success", 0.0: "failure"}.get(successes[-1], "ended")
+            view.end_episode(f"episode {i}: {outcome}, return {ret:.2f}, {length} steps")
         failpoint("evaluation.episode")
     return {"returns": np.array(returns), "lengths": np.array(lengths), "successes": np.array(successes)}
 
@@ -104,17 +121,25 @@ def load_run(run: str | Path, render_mode: str | None = None) -> tuple[Any, gym.
 
 
 def evaluate_runs(run_dirs: list[str | Path], episodes: int, video: str | Path | None = None,
-                  seed: int = 10_000) -> dict[str, Any]:
+                  seed: int = 10_000, view: ViewConfig | None = None) -> dict[str, Any]:
     """Evaluates the latest policy of each run, every run on the same episodes (episode i resets with
     ``seed + i``); with ``video``, writes the first run's episodes to it (several cameras side by side when the
-    env renders more than one)."""
+    env renders more than one); with ``view`` enabled, shows the first run's episodes in the operator view (saved
+    under ``<first run>/eval_view`` unless ``view.save_dir`` says otherwise)."""
     from robot_rl.utils.video import write_video
 
     per_run, result = [], {}
     for i, run in enumerate(run_dirs):
         _, env, agent, actor = load_run(run, "rgb_array" if video and i == 0 else None)
         frames: list[np.ndarray] | None = [] if video and i == 0 else None
-        episodes_out = rollout(actor, env, episodes, seed, frames)
+        live = None
+        if view is not None and view.enabled and i == 0:
+            live = OperatorView(view, "robot_rl eval", Path(view.save_dir or Path(run) / "eval_view"))
+        try:
+            episodes_out = rollout(actor, env, episodes, seed, frames, live)
+        finally:
+            if live is not None:
+                live.close()
         if actor is not agent:
             actor.close()
         if frames:

@@ -47,6 +47,10 @@ class LearnerCounters:
     """Per actor uid: the replay stream id of its env 0 (keeps the envs of different actors apart)."""
     lost_chunks: int = 0
     """Chunks skipped because a ring overflowed with the spool off."""
+    labelled_success: int = 0
+    """Episodes the operator labelled a success (the success key or button, or the scripted human's label)."""
+    labelled_failure: int = 0
+    """Episodes the operator labelled a failure."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,6 +96,10 @@ class EpisodeStats:
                 self.window["episode_return"].append(ep[0])
                 self.window["episode_length"].append(ep[1])
                 self.window["episode_success"].append(float(chunk["success"][i]))
+                label = int(chunk["label"][i]) if "label" in chunk else 0
+                self.window["episode_labelled"].append(float(label > 0))  # by the operator (success or failure)
+                if label:
+                    self.window["episode_labelled_success"].append(float(label == 1))
                 self.window["episode_interventions"].append(ep[3])
                 self.window["episode_intervention_rate"].append(ep[2] / ep[1])
                 ep[:] = [0.0, 0, 0, 0, False]
@@ -159,6 +167,10 @@ class Intake:
         self.counters.ingested[uid] = seq + 1
         self.counters.episodes += self.episodes.add(chunk, base, self.counters.version, self.counters.env_steps,
                                                     self.published_at)
+        if "label" in chunk:  # chunks spooled by an older robot_rl have no labels
+            labels = chunk["label"][chunk["valid"]]
+            self.counters.labelled_success += int(np.count_nonzero(labels == 1))
+            self.counters.labelled_failure += int(np.count_nonzero(labels == 2))
         self.counters.env_steps += n
         return n
 

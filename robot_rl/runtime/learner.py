@@ -316,6 +316,9 @@ class Learner:
             "utd/owed_updates": float(self.owed_updates()),
             "replay/size": float(len(self.replay)),
         })
+        if c.labelled_success or c.labelled_failure:  # a person (or the scripted human) labels episodes
+            metrics.update({"train/labelled_successes": float(c.labelled_success),
+                            "train/labelled_failures": float(c.labelled_failure)})
         metrics.update(self.intake.episodes.take_window())
         metrics.update(self.intake.actor_metrics())
         self._warn_if_slow(metrics)
@@ -343,7 +346,9 @@ class Learner:
         """``status.json``: a small summary the supervisor's progress line reads."""
         c = self.counters
         status = {"env_steps": c.env_steps, "updates": c.updates, "version": c.version,
-                  "replay_size": len(self.replay), "replay_mb": self.replay.filled_bytes() / 2**20}
+                  "replay_size": len(self.replay), "replay_mb": self.replay.filled_bytes() / 2**20,
+                  "episodes": c.episodes, "labelled_success": c.labelled_success,
+                  "labelled_failure": c.labelled_failure}
         if metrics:
             status["utd_actual"] = metrics["utd/actual"]
             status["utd_window"] = metrics["utd/window"]

@@ -9,6 +9,7 @@ has. Any problem is one :class:`~robot_rl.config.ConfigError` naming the field; 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from pathlib import Path
 
 from robot_rl.agents.registry import agent_class, make_agent
@@ -54,6 +55,8 @@ def check_run(cfg: TrainConfig) -> None:
             import ray  # noqa: F401
         except ImportError:
             raise ConfigError("runtime.transport: 'ray' needs Ray (pip install 'robot-rl[ray]')") from None
+    if cfg.view.enabled and importlib.util.find_spec("rerun") is None:
+        raise ConfigError("view.enabled: the operator view needs rerun-sdk (pip install 'robot-rl[view]')")
 
 
 def _check_agent(cfg: TrainConfig, spec: ObsSpec, action_dim: int) -> None:

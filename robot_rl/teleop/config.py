@@ -11,6 +11,7 @@ the gripper, the takeover button, or ``"+z"`` / ``"-z"``: deflect a virtual axis
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from robot_rl.config import JsonDict
 from robot_rl.teleop.scripted import ScriptedHumanConfig
@@ -31,6 +32,17 @@ class TeleopConfig:
     """Who may take over: none | scripted (the task's expert, sim only) | keyboard | gamepad | spacemouse | ros."""
     success_reward: float = 1.0
     """Reward of a step the human labels a success (the episode then ends)."""
+    start: Literal["auto", "ready", "countdown", "now"] = "auto"
+    """Training: how each episode starts. ready: the robot is held until the operator presses the ready key or
+    button (the success key counts too); countdown: after ``countdown_s`` seconds (ready starts it earlier); now:
+    at once. auto: ready for a person's device, now for the scripted human and for ROS Twist input (it has no
+    buttons). Nothing is recorded while waiting, and a sim stands still (its step limit does not run)."""
+    countdown_s: float = 3.0
+    """Seconds of the ``start: countdown`` wait."""
+    episode_seconds: float = 0.0
+    """Training: a person's time limit per episode, in seconds of the episode's running time (waiting and paused
+    time excluded); the episode is truncated when it runs out, and the operator view shows the time left. 0: none
+    (the env's own step limit still applies)."""
     scripted: ScriptedHumanConfig = field(default_factory=ScriptedHumanConfig)
     """The scripted human's takeover rule (device: scripted)."""
     deadzone: float = 0.1
@@ -71,6 +83,14 @@ class TeleopConfig:
     """Message type of ``ros_topic``: joy (sensor_msgs/Joy: axes ``a0``.., buttons ``b0``..) or twist
     (geometry_msgs/Twist: axes ``linear.x`` .. ``angular.z``, no buttons)."""
 
+    def start_mode(self) -> str:
+        """``start`` with auto resolved: ready for a person's device, now for the scripted human (or none) and for
+        ROS Twist input (no buttons to press)."""
+        if self.start != "auto":
+            return self.start
+        buttonless = self.device == "ros" and self.ros_msg == "twist"
+        return "now" if self.device in ("none", "scripted") or buttonless else "ready"
+
     def validate(self) -> None:
         if self.device not in DEVICES:
             raise ValueError(f"teleop.device must be one of {', '.join(DEVICES)}, got {self.device!r}")
@@ -84,6 +104,10 @@ class TeleopConfig:
                                      ("ros_msg", self.ros_msg, ROS_MESSAGES)):
             if value not in allowed:
                 raise ValueError(f"teleop.{name} must be one of {', '.join(allowed)}, got {value!r}")
+        if self.start not in ("auto", "ready", "countdown", "now"):
+            raise ValueError(f"teleop.start must be auto, ready, countdown or now, got {self.start!r}")
+        if self.countdown_s < 0 or self.episode_seconds < 0:
+            raise ValueError("teleop.countdown_s and teleop.episode_seconds must be >= 0")
         if self.key_hold_s <= 0 or self.disconnect_timeout_s <= 0:
             raise ValueError("teleop.key_hold_s and teleop.disconnect_timeout_s must be > 0")
         if not -1.0 <= self.gripper_init <= 1.0:

@@ -5,6 +5,10 @@ action (shown to it by the intervention wrapper through :meth:`ScriptedHuman.obs
 expert (``env.unwrapped.expert_action``); when a running average of their disagreement passes a threshold it
 steers with the expert for ``takeover_steps`` steps, then hands back. A policy that has learned the task rarely
 disagrees, so the intervention rate falls over training — the behaviour HIL-SERL relies on from its operators.
+
+It can also work the episode controls a person works (``label``, ``ready_after``): press ready when an episode
+waits for the operator (``teleop.start: ready``), label an episode a success once the task reports one, or a
+failure after ``give_up_steps`` — through the same events a keyboard or gamepad raises.
 """
 
 from __future__ import annotations
@@ -34,12 +38,23 @@ class ScriptedHumanConfig:
     """Std of Gaussian noise on the expert's action while it steers (human imprecision)."""
     seed: int = 0
     """Seed of the noise."""
+    ready_after: int = 2
+    """An episode that waits for the operator's ready (``teleop.start: ready``): the ready press comes after this
+    many control periods."""
+    label: bool = False
+    """Label episodes as an operator does: success (the success event) the step after the task reports success,
+    failure after ``give_up_steps``. Useful where the env does not end episodes on success itself (a learned
+    reward, ``terminate_on_success: false``)."""
+    give_up_steps: int = 0
+    """With ``label``: label an episode a failure after this many steps without success (0: never)."""
 
     def validate(self) -> None:
         if self.threshold <= 0 or not 0.0 <= self.smoothing < 1.0:
             raise ValueError("scripted human: threshold must be > 0 and smoothing in [0, 1)")
         if self.takeover_steps < 1 or self.max_takeovers < 0 or self.noise < 0:
             raise ValueError("scripted human: takeover_steps >= 1, max_takeovers >= 0 and noise >= 0 needed")
+        if self.ready_after < 0 or self.give_up_steps < 0:
+            raise ValueError("scripted human: ready_after and give_up_steps must be >= 0")
 
 
 class ScriptedHuman:
@@ -55,6 +70,9 @@ class ScriptedHuman:
         self.remaining = 0
         self.takeovers = 0
         self._expert: np.ndarray | None = None
+        self._waited = 0  # reads before the episode's first step (waiting for the ready press)
+        self._steps = 0
+        self._label = ""  # the label to press at the next read
 
     def attach(self, env: Any) -> None:
         """Binds the task whose expert it uses (``env.unwrapped.expert_action``)."""
@@ -68,6 +86,18 @@ class ScriptedHuman:
     def reset(self) -> None:
         """A new episode: patience restored, nothing pending."""
         self.disagreement, self.remaining, self.takeovers = 0.0, 0, 0
+        self._expert, self._waited, self._steps, self._label = None, 0, 0, ""
+
+    def after_step(self, info: dict[str, Any]) -> None:
+        """Sees the step's outcome (``info["is_success"]``) and decides on a label (``label``)."""
+        self._steps += 1
+        c = self.cfg
+        if not c.label or self._label:
+            return
+        if info.get("is_success"):
+            self._label = "success"
+        elif c.give_up_steps and self._steps >= c.give_up_steps:
+            self._label = "failure"
 
     def observe(self, policy_action: np.ndarray) -> None:
         """Sees what the policy proposes for this step and decides whether to take over."""
@@ -86,11 +116,18 @@ class ScriptedHuman:
             self.takeovers += 1
 
     def read(self) -> TeleopReading:
-        if self.remaining <= 0 or self._expert is None:
-            return TeleopReading(np.zeros(self.action_dim or 0, np.float32), active=False)
+        events = frozenset({self._label}) if self._label else frozenset()
+        self._label = ""
+        if self._expert is None:  # before the episode's first step: the operator gets ready
+            self._waited += 1
+            ready = self._waited > self.cfg.ready_after
+            return TeleopReading(np.zeros(self.action_dim or 0, np.float32), events=frozenset({"ready"}) if ready
+                                 else frozenset())
+        if self.remaining <= 0:
+            return TeleopReading(np.zeros(self.action_dim or 0, np.float32), active=False, events=events)
         self.remaining -= 1
         action = self._expert + self.rng.normal(0.0, self.cfg.noise, self._expert.shape).astype(np.float32)
-        return TeleopReading(np.clip(action, -1.0, 1.0).astype(np.float32), active=True)
+        return TeleopReading(np.clip(action, -1.0, 1.0).astype(np.float32), active=True, events=events)
 
     def close(self) -> None:
         self.task = None

@@ -1,6 +1,7 @@
 """Recording demos from a person: the real keyboard device on a pty (the test types on the master side) drives
 PickCube through record_demos; keys label success / failure, discard an attempt, pause; the dataset round-trips
-(zarr -> load_transitions / ReplayBuffer / re-simulation), shows per-episode stats, and can be edited."""
+(zarr -> load_transitions / ReplayBuffer / re-simulation), shows per-episode stats, and can be edited; the operator
+view's recording of each attempt reads back with rerun's reader."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import queue
 import threading
 import time
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,7 @@ from robot_rl.datasets import dataset_stats, read_meta, record_demos, render_epi
 from robot_rl.replay import ReplayBuffer
 from robot_rl.replay.store import add_dataset, load_transitions
 from robot_rl.teleop.config import TeleopConfig
+from robot_rl.view.config import ViewConfig
 
 pytestmark = pytest.mark.timeout(120)
 PICK = "robot_rl/PickCube-v0"
@@ -69,9 +72,10 @@ def test_keyboard_recording_round_trip(pty, tmp_path: Path, capsys: pytest.Captu
         2: [b"a"] * 4 + [b"p", 0.5, b"p"] + [b"a"] * 2 + [b"x"],  # left, pause 0.5 s, resume, left, x: failure
     })
     out = tmp_path / "human.zarr"
+    view = ViewConfig(enabled=True, live="none", max_queue=100_000) if find_spec("rerun") else None
     try:
         stats = record_demos(PICK, 2, out, device="keyboard", teleop=cfg, only_successes=False, progress=False,
-                             on_event=hook)
+                             on_event=hook, view=view)
     finally:
         hook.stop()
         thread.join(5)
@@ -109,6 +113,31 @@ def test_keyboard_recording_round_trip(pty, tmp_path: Path, capsys: pytest.Captu
     assert np.array_equal(after["action"][rows_of(after, 1)], arrays["action"][ep1])
     assert [e["episode_id"] for e in read_meta(out)["episodes"]] == [1] and read_meta(out)["discarded"] == 2
     assert cli_main(["demos", "discard", str(out), "7"]) == 2 and "no episode(s) [7]" in capsys.readouterr().err
+    if view is not None:
+        check_attempt_recordings(out.with_suffix(".view"), arrays, (first, second))
+
+
+def check_attempt_recordings(folder: Path, arrays: dict[str, np.ndarray], kept: tuple[dict, dict]) -> None:
+    """The operator view's recordings of the three attempts, read back with rerun's reader: the wait for the ready
+    key, the person's actions step for step as the dataset holds them, the pause, and how each attempt ended."""
+    from robot_rl.view.recording import read_recording
+
+    assert sorted(p.name for p in folder.iterdir()) == [f"attempt_{k:05d}.rrd" for k in range(3)]
+    recs = [read_recording(folder / f"attempt_{k:05d}.rrd") for k in range(3)]
+    for rec, meta, episode in ((recs[0], kept[0], 0), (recs[2], kept[1], 1)):
+        steps, person = rec["episode/step"], rec["action/person"]
+        assert np.array_equal(steps.scalars().ravel(), np.arange(meta["length"]))
+        shown = np.stack([v for f, v in zip(person.frames, person.values, strict=True) if f in set(steps.frames)])
+        assert np.array_equal(shown, arrays["action"][rows_of(arrays, episode)])  # what the person did, step by step
+        waited = int(np.sum(rec["control/person"].frames < steps.frames[0]))
+        assert waited >= 1 and rec["events"].values[0] == "waiting for the operator's ready"
+        assert len(rec["control/person"]) == waited + meta["length"] + meta["held_steps"]  # held periods shown too
+        assert "the person steers" in rec["events"].values
+    assert recs[0]["events"].values[-1] == f"attempt 0: success (the operator's label), {kept[0]['length']} steps, kept"
+    assert recs[1]["events"].values[-1].startswith("attempt 1: to record again") and "not kept" in \
+        recs[1]["events"].values[-1]
+    assert "held (paused or device gone)" in recs[2]["events"].values
+    assert recs[2]["events"].values[-1] == f"attempt 2: failure (the operator's label), {kept[1]['length']} steps, kept"
 
 
 def test_ctrl_c_keeps_the_demos_recorded(pty, tmp_path: Path) -> None:

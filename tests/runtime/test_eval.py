@@ -1,10 +1,13 @@
-"""`robot-rl eval`: per-run figures with CIs, IQM across runs (seeds), and a video of the episodes."""
+"""`robot-rl eval`: per-run figures with CIs, IQM across runs (seeds), a video of the episodes and the operator
+view's recordings of them."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from importlib.util import find_spec
+from pathlib import Path
 
 import numpy as np
 
@@ -34,8 +37,9 @@ def test_eval_two_seeds_reports_iqm_and_writes_a_video(tmp_path):
                             "runtime.processes": False})
         runs.append(str(train(cfg)[0]))
     video = tmp_path / "episodes.gif"
+    view = ["--view.enabled", "--view.live", "none"] if find_spec("rerun") else []  # the operator view's recordings
     proc = subprocess.run([sys.executable, "-m", "robot_rl.cli", "eval", *runs, "--episodes", "2", "--video",
-                           str(video)], capture_output=True, text=True, timeout=300)
+                           str(video), *view], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)
     assert set(result) == {*runs, "across_runs"}
@@ -44,3 +48,13 @@ def test_eval_two_seeds_reports_iqm_and_writes_a_video(tmp_path):
         assert 0.0 <= result[run]["success_rate"] <= 1.0
     frames = read_video(video)
     assert frames.shape[0] >= 2 and frames.shape[-1] == 3  # two episodes of up to 21 frames each
+    if view:  # the first run's episodes, each a recording: every step with its rendered frame and the outcome
+        from robot_rl.view.recording import read_recording
+
+        saved = sorted((Path(runs[0]) / "eval_view").glob("*.rrd"))
+        assert [p.name for p in saved] == ["episode_00000.rrd", "episode_00001.rrd"]
+        for path in saved:
+            rec = read_recording(path)
+            steps = len(rec["episode/step"])
+            assert 1 <= steps <= 20 and len(rec["camera/render"]) == len(rec["action/policy"]) == steps
+            assert rec["events"].values[-1].startswith(f"episode {path.stem[-1]}: ")

@@ -43,6 +43,11 @@ def test_keyboard_takes_over_pickcube_through_the_wrapper(pty) -> None:
     policy = np.array([0.0, -1.0, 0.0, -1.0], np.float32)
     try:
         env.reset(seed=0)
+        info = env.step(policy)[4]  # a person's episode waits for the ready key, the robot held
+        assert info["paused"] and info["operator"].control == "waiting" and env.unwrapped.steps == 0
+        os.write(master, b"g")
+        time.sleep(0.1)
+        assert env.step(policy)[4]["operator"].control == "waiting" and not env.waiting  # it runs from the next
         assert not env.step(policy)[4]["intervened"]
         os.write(master, b"r")  # up: the human takes over
         wait_for(env.device, lambda r: r.active)
@@ -55,6 +60,9 @@ def test_keyboard_takes_over_pickcube_through_the_wrapper(pty) -> None:
         _, reward, terminated, _, info = env.step(policy)
         assert terminated and reward == 1.0 and info["is_success"]
         env.reset(seed=1)
+        os.write(master, b"g")
+        time.sleep(0.1)
+        env.step(policy)
         os.close(master)  # the terminal is gone: the robot is held, never left to the policy
         deadline = time.monotonic() + 3
         while env.device.connected and time.monotonic() < deadline:

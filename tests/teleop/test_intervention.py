@@ -143,3 +143,79 @@ def test_scripted_human_leaves_the_expert_alone_and_corrects_a_random_policy() -
     assert segments == env.interventions >= 1  # back-to-back takeovers are one intervention
     with pytest.raises(ValueError, match="expert_action"):
         InterventionWrapper(make_env(EnvConfig(id="Pendulum-v1")), ScriptedHuman())
+
+
+def test_an_episode_waits_for_the_ready_press_and_the_operator_sets_its_end() -> None:
+    """teleop.start ready: the sim stands still (its step limit does not run) until ready; a countdown starts it by
+    itself; the operator's time limit counts running time only; labels travel in the OperatorState; a label while
+    paused ends the episode there, the robot held."""
+    dev, now = QueuedDevice(), [0.0]
+    env = InterventionWrapper(make_env(EnvConfig(id="robot_rl/PickCube-v0", max_episode_steps=5)), dev,
+                              start="ready", episode_seconds=1.0, clock=lambda: now[0])
+    zero = np.zeros(4, np.float32)
+    env.reset(seed=7)
+    for _ in range(20):  # far past the env's 5-step limit: nothing ran
+        _, _, terminated, truncated, info = env.step(zero)
+        assert info["paused"] and info["operator"].control == "waiting" and not (terminated or truncated)
+    assert env.unwrapped.steps == 0
+    dev.queue.append(TeleopReading(zero, events=frozenset({"ready"})))
+    env.step(zero)
+    controls = []
+    for _ in range(3):
+        now[0] += 0.4
+        _, _, _, truncated, info = env.step(zero)
+        controls.append((info["operator"].control, info["operator"].seconds_left, truncated))
+    assert controls == [("policy", 1.0, False), ("policy", pytest.approx(0.6), False), ("policy", pytest.approx(0.2),
+                                                                                        False)]
+    dev.queue.append(TeleopReading(zero, events=frozenset({"pause"})))
+    now[0] += 5.0  # paused time does not count
+    assert env.step(zero)[4]["operator"].control == "held"
+    dev.queue.append(TeleopReading(zero, events=frozenset({"failure"})))  # a label while paused
+    _, _, terminated, truncated, info = env.step(zero)
+    assert terminated and info["operator"].label == "failure" and not info["paused"] and not env.paused
+    np.testing.assert_array_equal(info["executed_action"], env.unwrapped.hold_action())
+    env.reset(seed=8)
+    env.step(zero)
+    dev.queue.append(TeleopReading(zero, events=frozenset({"success"})))  # success counts as ready too
+    env.step(zero)
+    for _ in range(3):  # the first step starts the clock
+        now[0] += 0.6
+        _, _, _, truncated, info = env.step(zero)
+    assert truncated and info["operator"].label == "" and info["operator"].seconds_left == 0.0  # time is up
+    countdown = InterventionWrapper(make_env(EnvConfig(id="robot_rl/PickCube-v0")), QueuedDevice(), start="countdown",
+                                    countdown_s=2.0, clock=lambda: now[0])
+    countdown.reset(seed=9)
+    assert countdown.step(zero)[4]["operator"].control == "waiting"
+    now[0] += 2.0
+    countdown.step(zero)
+    assert countdown.step(zero)[4]["operator"].control == "policy"
+
+
+def test_the_scripted_human_presses_ready_and_labels() -> None:
+    cfg = ScriptedHumanConfig(ready_after=3, label=True, give_up_steps=4, threshold=100.0)  # never takes over
+    env = InterventionWrapper(make_env(EnvConfig(id="robot_rl/PickCube-v0")), ScriptedHuman(cfg), start="ready")
+    env.reset(seed=0)
+    waiting = 0
+    while env.step(np.zeros(4, np.float32))[4]["operator"].control == "waiting":
+        waiting += 1
+    assert waiting == 4  # three periods, then the press (that period still waits)
+    labels = []
+    for _ in range(6):
+        _, _, terminated, _, info = env.step(np.zeros(4, np.float32))
+        labels.append(info["operator"].label)
+        if terminated:
+            break
+    assert labels == ["", "", "", "failure"]  # with the loop's first step: gave up after 4, its press on the 5th
+
+
+def test_who_waits_for_the_ready_press() -> None:
+    from robot_rl.teleop.config import TeleopConfig
+
+    modes = {(d, m): TeleopConfig(device=d, ros_msg=m).start_mode() for d, m in
+             (("keyboard", "joy"), ("gamepad", "joy"), ("spacemouse", "joy"), ("ros", "joy"), ("ros", "twist"),
+              ("scripted", "joy"))}
+    assert modes == {("keyboard", "joy"): "ready", ("gamepad", "joy"): "ready", ("spacemouse", "joy"): "ready",
+                     ("ros", "joy"): "ready", ("ros", "twist"): "now", ("scripted", "joy"): "now"}  # twist: no buttons
+    assert TeleopConfig(device="scripted", start="ready").start_mode() == "ready"
+    with pytest.raises(ValueError, match="teleop.start"):
+        TeleopConfig(start="later").validate()  # type: ignore[arg-type]

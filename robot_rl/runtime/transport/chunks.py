@@ -3,7 +3,8 @@
 A chunk has the replay's row layout (see ``robot_rl.replay.storage``): one row per observation; a transition
 lives in the row of its observation and points at its next observation's row with ``next_row`` (chunk-relative);
 rows holding only a final observation have ``valid = False``. ``stream`` says which env of the actor a row
-belongs to, ``success`` the env's ``is_success`` after the transition (for logging). All fields are plain
+belongs to, ``success`` the env's ``is_success`` after the transition and ``label`` the operator's label of the
+episode at its last transition (0 none, 1 success, 2 failure; both for the episode statistics). All fields are plain
 arrays with a declared spec (:func:`chunk_specs`), so a chunk can travel through shared memory, a file or the
 network without pickling.
 """
@@ -22,7 +23,12 @@ from robot_rl.spaces import ObsSpec, obs_leaf, obs_row
 
 def chunk_specs(spec: ObsSpec, action_dim: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """Every chunk array: name -> (per-row shape, dtype)."""
-    return {**array_specs(spec, action_dim), "stream": ((), np.dtype(np.int64)), "success": ((), np.dtype(bool))}
+    return {**array_specs(spec, action_dim), "stream": ((), np.dtype(np.int64)), "success": ((), np.dtype(bool)),
+            "label": ((), np.dtype(np.int8))}
+
+
+OPTIONAL = frozenset({"label"})
+"""Chunk arrays a chunk written by an older robot_rl lacks (a resumed run's spool): read as zeros."""
 
 
 class ChunkBuilder:
@@ -51,6 +57,7 @@ class ChunkBuilder:
         for name in self._obs_names:
             a[name][row] = obs_leaf(obs, name)
         a["valid"][row] = a["success"][row] = False
+        a["label"][row] = 0
         a["next_row"][row] = a["chunk_index"][row] = -1
         a["base_action"][row] = 0.0
         a["stream"][row] = stream
@@ -60,10 +67,11 @@ class ChunkBuilder:
     def add(self, stream: int, obs: Mapping[str, Any], action: np.ndarray, reward: float, terminated: bool,
             truncated: bool, next_obs: Mapping[str, Any], *, source: str = "online", intervened: bool = False,
             policy_version: int = 0, episode_id: int = 0, step: int = 0, success: bool = False,
-            base_action: np.ndarray | None = None, chunk_index: int = -1) -> None:
+            base_action: np.ndarray | None = None, chunk_index: int = -1, label: int = 0) -> None:
         """Adds one transition of env ``stream``; its observation row is shared with the previous transition's
         next observation when the episode continues inside this chunk. ``base_action``/``chunk_index``: a base
-        policy's proposal for this step and its index in the base's action chunk."""
+        policy's proposal for this step and its index in the base's action chunk; ``label``: the operator's label
+        (index into :data:`robot_rl.envs.contract.LABELS`)."""
         if self.full:
             raise RuntimeError("chunk is full: take() it first")
         row = self._open.pop(stream, None)
@@ -81,6 +89,7 @@ class ChunkBuilder:
         a["episode_id"][row] = episode_id
         a["step"][row] = step
         a["success"][row] = success
+        a["label"][row] = label
         if base_action is not None:
             a["base_action"][row] = base_action
         a["chunk_index"][row] = chunk_index
@@ -105,11 +114,13 @@ class ChunkBuilder:
 def check_chunk(chunk: Mapping[str, np.ndarray], spec: ObsSpec, action_dim: int) -> int:
     """Validates a chunk from a peer (shapes, dtypes, row links); returns its number of rows."""
     specs = chunk_specs(spec, action_dim)
-    missing = sorted(set(specs) - set(chunk))
+    missing = sorted(set(specs) - set(chunk) - OPTIONAL)
     if missing:
         raise ValueError(f"chunk lacks array(s) {missing}")
     rows = len(chunk["valid"])
     for key, (shape, dtype) in specs.items():
+        if key not in chunk:
+            continue
         arr = chunk[key]
         if arr.dtype != dtype or tuple(arr.shape) != (rows, *shape):
             raise ValueError(f"chunk array {key!r}: expected {(rows, *shape)} {dtype}, found {arr.shape} {arr.dtype}")
