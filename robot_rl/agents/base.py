@@ -52,6 +52,9 @@ class AgentConfig:
     device: str = "cpu"
     """Torch device of the learner ('cpu', 'cuda', 'cuda:1', ...). Actors act on the CPU unless this names a CUDA
     device and the actor's machine has one."""
+    retired_fields: ClassVar[frozenset[str]] = frozenset()
+    # Fields an earlier version of the config had that no longer mean anything: a saved run's config that lists them
+    # still loads (robot_rl.config.from_dict drops them).
 
     def validate(self) -> None:
         """Raises ValueError naming the offending field (each agent's config adds its own checks)."""

@@ -122,7 +122,7 @@ def test_demo_rows_pull_the_base_to_their_action_and_resume_is_exact(tiny_vla) -
         a.update(r.sample(s.batch_size, utd=s.utd, pixels=False))
     assert twin.improve_step == agent.improve_step == 4
     assert all(torch.equal(v, twin.base_weights()[k]) for k, v in agent.base_weights().items())
-    assert all(torch.equal(v, twin.critic.state_dict()[k]) for k, v in agent.critic.state_dict().items())
+    assert all(torch.equal(v, twin.critic.net.state_dict()[k]) for k, v in agent.critic.net.state_dict().items())
     assert all(torch.equal(v, twin.reference.state_dict()[k]) for k, v in agent.reference.state_dict().items())
 
 
