@@ -97,15 +97,17 @@ class IBRLAgent(ResidualAgent):
 
     name: ClassVar[str] = "ibrl"
     config_class: ClassVar[type[IBRLConfig]] = IBRLConfig
+    keeps_acting_state: ClassVar[bool] = True
+    acting_state: dict[int, torch.Tensor]
+    """choice_per_chunk: the choice held per row, by batch size (an agent acts for one caller: the actor's envs, or
+    the learner's evaluation); the control loop's state, not the weights': the actor's two policy copies hand it
+    over when they swap (robot_rl.runtime.actor)."""
 
     def __init__(self, obs_spec: Any, action_dim: int, cfg: IBRLConfig | None = None, seed: int = 0) -> None:
         self._actor_alone = torch.zeros((), dtype=torch.bool)  # before the base class's first _set_bound
         super().__init__(obs_spec, action_dim, cfg or IBRLConfig(), seed)
         self._actor_share = torch.zeros((), device=self.device)
-        # choice_per_chunk: the choice held per row, by batch size (an agent acts for one caller: the actor's envs,
-        # or the learner's evaluation); the control loop's state, not the weights': the actor's two policy copies
-        # hand it over when they swap (robot_rl.runtime.actor)
-        self.acting_state: dict[int, torch.Tensor] = {}
+        self.acting_state = {}
 
     @property
     def actor_alone(self) -> bool:

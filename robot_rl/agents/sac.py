@@ -50,6 +50,7 @@ class SACAgent:
 
     name: ClassVar[str] = "sac"
     config_class: ClassVar[type[SACConfig]] = SACConfig
+    exportable: ClassVar[bool] = True
 
     def __init__(self, obs_spec: ObsSpec, action_dim: int, cfg: SACConfig | None = None, seed: int = 0) -> None:
         self.cfg = cfg = cfg or SACConfig()
