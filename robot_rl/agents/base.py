@@ -56,6 +56,12 @@ class AgentConfig:
     def validate(self) -> None:
         """Raises ValueError naming the offending field (each agent's config adds its own checks)."""
 
+    def require(self, checks: list[tuple[bool, str]]) -> None:
+        """Raises ValueError with the message of the first ``(ok, message)`` that is not ok, naming the agent."""
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"agent config ({self.name}): {message}")
+
     @classmethod
     def resolve_config_class(cls, data: Mapping[str, Any]) -> type[AgentConfig]:
         """The config class of the agent ``data["name"]`` names (used when a config is read from YAML)."""

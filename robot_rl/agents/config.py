@@ -79,7 +79,7 @@ class CriticConfig(AgentConfig):
 
     def validate(self) -> None:
         """Raises ValueError naming the offending field (an agent's config adds its own checks after these)."""
-        checks = [
+        self.require([
             (self.num_critics >= 1, "num_critics must be >= 1"),
             (1 <= self.num_min_critics <= self.num_critics, "num_min_critics must be in [1, num_critics]"),
             (self.utd >= 1, "utd must be >= 1"),
@@ -92,10 +92,7 @@ class CriticConfig(AgentConfig):
             (self.hl_gauss_range[0] < self.hl_gauss_range[1], "hl_gauss_range must be (min, max) with min < max"),
             (len(self.encoder.conv_channels) == len(self.encoder.conv_strides),
              "encoder.conv_channels and encoder.conv_strides must have the same length"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"agent config ({self.name}): {message}")
+        ])
 
 
 @dataclass(frozen=True)
@@ -136,10 +133,7 @@ class SACConfig(CriticConfig):
     def validate(self) -> None:
         """Raises ValueError naming the offending field."""
         super().validate()
-        checks = [
+        self.require([
             (self.bc_weight >= 0, "bc_weight must be >= 0"),
             (self.init_temperature > 0, "init_temperature must be > 0"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"agent config ({self.name}): {message}")
+        ])

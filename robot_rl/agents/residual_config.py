@@ -96,7 +96,7 @@ class OnBaseConfig(CriticConfig):
     def validate(self) -> None:
         """Raises ValueError naming the offending field."""
         super().validate()
-        checks = [
+        self.require([
             (self.scale_anneal_updates >= 0 and self.critic_warmup_updates >= 0,
              "scale_anneal_updates and critic_warmup_updates must be >= 0"),
             (self.exploration_std >= 0 and self.target_noise_std >= 0 and self.target_noise_clip >= 0,
@@ -110,10 +110,7 @@ class OnBaseConfig(CriticConfig):
              "init_temperature must be > 0 and temperature_lr >= 0"),
             (not self.stochastic or self.exploration_std > 0,
              "stochastic needs exploration_std > 0 (its initial std)"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"agent config ({self.name}): {message}")
+        ])
 
 
 @dataclass(frozen=True)
@@ -156,11 +153,8 @@ class ResidualConfig(OnBaseConfig):
     def validate(self) -> None:
         """Raises ValueError naming the offending field."""
         super().validate()
-        checks = [
+        self.require([
             (0.0 < self.residual_scale <= 2.0, "residual_scale must be in (0, 2]"),
             (all(0.0 < b <= 2.0 for b in self.residual_scales), "every residual_scales entry must be in (0, 2]"),
             (self.clip_excess_penalty >= 0, "clip_excess_penalty must be >= 0"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"agent config (residual): {message}")
+        ])

@@ -81,7 +81,7 @@ class CriticGuidedConfig(CriticConfig):
     def validate(self) -> None:
         """Raises ValueError naming the offending field."""
         super().validate()
-        checks = [
+        self.require([
             (self.num_samples >= 1 and self.improve_batch >= 1 and self.improve_every >= 1,
              "num_samples, improve_batch and improve_every must be >= 1"),
             (self.noise_std >= 0 and self.exploration_std >= 0 and self.target_noise_std >= 0,
@@ -94,7 +94,4 @@ class CriticGuidedConfig(CriticConfig):
             (self.base_lr_decay_steps >= 0, "base_lr_decay_steps must be >= 0"),
             (0.0 <= self.anchor_tau <= 1.0, "anchor_tau must be in [0, 1]"),
             (self.chunk_phases >= 0, "chunk_phases must be >= 0"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"agent config (critic_guided): {message}")
+        ])
