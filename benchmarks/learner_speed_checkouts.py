@@ -2,7 +2,7 @@
 checkout B (e.g. before and after a refactor), timed in interleaved rounds.
 
     python benchmarks/learner_speed_checkouts.py A_DIR B_DIR [--labels before after] [--seconds 24] [--rounds 8]
-                                                 [--threads 1] [--clock cpu] [--out FILE]
+                                                 [--threads 1] [--clock cpu] [--out FILE] [--note TEXT]
 
 Rows: SAC with 2 LayerNorm critics at UTD 1 (the default hand-derived gradients, and autograd), the full RLPD
 config (10 LayerNorm critics, UTD 20) and the residual agent's defaults (10 critics, UTD 20, n-step samples with the
@@ -131,6 +131,7 @@ def main() -> None:
     parser.add_argument("--clock", choices=("wall", "cpu"), default="cpu", help="time base of the rates")
     parser.add_argument("--out", default=None,
                         help="result file (default: benchmarks/results/learner_speed_checkouts.json)")
+    parser.add_argument("--note", default="", help="a note on the machine for the record (e.g. what lscpu says)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -170,7 +171,12 @@ def main() -> None:
                                for x in sys.argv[1:]]]  # the record names the checkouts, not this machine's paths
     figures = {"checkouts": {la: commits[0], lb: commits[1]}, "rates": {row: dict(zip(args.labels, rates[row]))
                                                                           for row in ROWS}}
-    print(f"results: {write_result('learner_speed_checkouts', figures, args.out, tables=[table])}")
+    path = write_result("learner_speed_checkouts", figures, args.out, tables=[table])
+    if args.note:
+        record = json.loads(path.read_text())
+        record["machine"]["note"] = args.note
+        path.write_text(json.dumps(record, indent=1))
+    print(f"results: {path}")
 
 
 if __name__ == "__main__":
