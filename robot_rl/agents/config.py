@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from robot_rl.agents.base import AgentConfig
+from robot_rl.agents.base import AgentConfig, Sampling
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,12 @@ class CriticConfig(AgentConfig):
     on; the agents on a base policy (residual, ibrl, critic_guided): off."""
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     """Observation encoder (state MLP; conv nets when use_cameras); the critics' loss trains it, an actor reads it."""
+
+    def critic_sampling(self) -> Sampling:
+        """What one update of ``utd`` critic steps draws: a ``[utd, batch_size]`` sample in the replay's mix, with
+        ``n_step`` returns, and the camera frames only where the encoder reads them."""
+        return Sampling(batch_size=self.batch_size, utd=self.utd, n_step=self.n_step, discount=self.discount,
+                        pixels=self.use_cameras)
 
     def validate(self) -> None:
         """Raises ValueError naming the offending field (an agent's config adds its own checks after these)."""

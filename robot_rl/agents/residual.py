@@ -135,8 +135,7 @@ class ResidualAgent:
     @classmethod
     def sampling(cls, cfg: OnBaseConfig) -> Sampling:
         """``utd`` critic steps per update on n-step samples in the replay's mix (online vs prior data)."""
-        return Sampling(batch_size=cfg.batch_size, utd=cfg.utd, n_step=cfg.n_step, discount=cfg.discount,
-                        pixels=cfg.use_cameras)
+        return cfg.critic_sampling()
 
     def prepare(self, replay: ReplayBuffer) -> None:
         """Before the first update: fit the state standardisation on the replay's contents (then frozen)."""

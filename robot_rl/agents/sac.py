@@ -93,7 +93,7 @@ class SACAgent:
     @classmethod
     def sampling(cls, cfg: SACConfig) -> Sampling:
         """One update = ``utd`` critic steps on a ``[utd, batch_size]`` sample in the replay's mix."""
-        return Sampling(batch_size=cfg.batch_size, utd=cfg.utd, pixels=cfg.use_cameras)
+        return cfg.critic_sampling()
 
     def prepare(self, replay: ReplayBuffer) -> None:
         """Before the first update: fit the state standardisation on everything in the replay (demos and warm-up
@@ -120,6 +120,7 @@ class SACAgent:
 
         A ``[B, ...]`` batch (no utd axis) is treated as ``utd = 1``. Returns the last step's metrics.
         """
+        self.critic.check_batch(batch, self.name)
         tb = utd_batch(batch, self.device)
         utd = tb["action"].shape[0]
         metrics: dict[str, torch.Tensor] = {}

@@ -126,8 +126,7 @@ class CriticGuidedAgent:
     @classmethod
     def sampling(cls, cfg: CriticGuidedConfig) -> Sampling:
         """Critic samples (n-step, frames only when the critics read them); improvement draws its own."""
-        return Sampling(batch_size=cfg.batch_size, utd=cfg.utd, n_step=cfg.n_step, discount=cfg.discount,
-                        pixels=cfg.use_cameras)
+        return cfg.critic_sampling()
 
     def prepare(self, replay: ReplayBuffer) -> None:
         """Fits the critics' state standardisation once; keeps the replay to draw improvement batches with frames."""

@@ -162,6 +162,36 @@ def test_every_off_policy_agent_learns_with_the_component():
     assert isinstance(agent.critic, Critic) and agent.encoder is agent.critic.encoder
 
 
+def test_n_step_returns_and_hl_gauss_for_every_agent_with_critics():
+    """The critic's options reach every agent: sac samples n-step returns when asked (and refuses one-step samples
+    then), the residual agent learns with an HL-Gauss critic."""
+    from robot_rl.agents.residual import ResidualAgent
+    from robot_rl.agents.residual_config import ResidualConfig
+    from robot_rl.agents.sac import SACAgent
+
+    cfg = dataclasses.replace(SMALL_SAC, n_step=3, utd=1)
+    s = SACAgent.sampling(cfg)
+    assert (s.n_step, s.discount, s.utd) == (3, cfg.discount, 1)
+    sac = SACAgent(ObsSpec(D), A, cfg)
+    one_step = {k: (v.numpy() if isinstance(v, torch.Tensor) else {kk: vv.numpy() for kk, vv in v.items()})
+                for k, v in fixed_batch().items()}
+    with pytest.raises(ValueError, match="needs n-step samples"):
+        sac.update(one_step)
+    assert np.isfinite(sac.update({**one_step, "discount": np.full(B, 0.97, np.float32)})["critic_loss"])
+
+    rcfg = ResidualConfig(hidden_dims=(16, 16), num_critics=3, utd=1, batch_size=B, n_step=1, hl_gauss=True,
+                          hl_gauss_bins=11, hl_gauss_range=(-5.0, 5.0), critic_warmup_updates=0)
+    residual = ResidualAgent(ObsSpec(D), A, rcfg)
+    assert residual.critic.net.head.weight.shape[-1] == 11
+    g = np.random.default_rng(0)
+    based = {**one_step, "base_action": g.uniform(-1, 1, (B, A)).astype(np.float32),
+             "next_base_action": g.uniform(-1, 1, (B, A)).astype(np.float32), "chunk_index": np.zeros(B, np.int64),
+             "next_chunk_index": np.ones(B, np.int64), "source": np.zeros(B, np.uint8),
+             "intervened": np.zeros(B, bool)}
+    losses = [residual.update(based)["critic_loss"] for _ in range(30)]
+    assert losses[-1] < losses[0] and "actor_loss" in residual.update(based)
+
+
 SMALL_SAC = from_dict(AgentConfig.resolve_config_class({"name": "sac"}), {"hidden_dims": [16, 16], "num_critics": 2})
 
 
