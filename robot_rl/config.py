@@ -116,6 +116,8 @@ def from_dict(cls: type[T], data: dict[str, Any], where: str = "") -> T:
     """Builds dataclass ``cls`` from nested dicts, checking every key and type."""
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    retired = getattr(cls, "retired_fields", frozenset())  # e.g. AgentConfig.retired_fields
+    data = {k: v for k, v in data.items() if k not in retired}
     unknown = set(data) - set(fields)
     if unknown:
         prefix = f"{where}." if where else ""

@@ -12,19 +12,16 @@ An agent is a class with
 * ``sampling(cfg)`` (classmethod): :class:`Sampling`, what the learner draws from the replay for one ``update``;
 * ``act``, ``update``, ``prepare``, ``policy_state`` / ``load_policy_state`` and ``state_dict`` /
   ``load_state_dict`` as in :class:`Agent` below;
-* ``uses_base`` (class attribute, optional, default False): the agent acts on a base (generalist) policy's
-  proposals - the run must name one (``base_policy.path``), and the actor adds the proposal for each env to the
-  observation ``act`` gets (``base_action [N, A]``, ``chunk_index [N]``; see robot_rl.agents.base_rollout). The
-  replay stores them per transition (``base_action``, ``next_base_action``, ``chunk_index`` in a sample).
-* ``acting_state`` (attribute, optional): memory ``act`` keeps between an env's steps (ibrl's held choices);
-  the actor's two policy copies hand it over when new weights are swapped in, so it follows the envs, not the
-  weights.
+* optional capabilities, each a class attribute ``True`` where the agent has it (:class:`Capabilities`: ``uses_base``,
+  ``trains_base``, ``keeps_acting_state``, ``exportable``); the registry checks that a class has what it declares,
+  and the runtime reads the declarations (:func:`capabilities`), never probes for methods.
 
 Agents are usable without any process or transport: ``agent.update(replay.sample(...))`` is a training step.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
@@ -52,9 +49,18 @@ class AgentConfig:
     device: str = "cpu"
     """Torch device of the learner ('cpu', 'cuda', 'cuda:1', ...). Actors act on the CPU unless this names a CUDA
     device and the actor's machine has one."""
+    retired_fields: ClassVar[frozenset[str]] = frozenset()
+    # Fields an earlier version of the config had that no longer mean anything: a saved run's config that lists them
+    # still loads (robot_rl.config.from_dict drops them).
 
     def validate(self) -> None:
         """Raises ValueError naming the offending field (each agent's config adds its own checks)."""
+
+    def require(self, checks: list[tuple[bool, str]]) -> None:
+        """Raises ValueError with the message of the first ``(ok, message)`` that is not ok, naming the agent."""
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"agent config ({self.name}): {message}")
 
     @classmethod
     def resolve_config_class(cls, data: Mapping[str, Any]) -> type[AgentConfig]:
@@ -122,6 +128,61 @@ class Agent(Protocol):
         ...
 
 
+# ------------------------------------------------------------ optional capabilities
+@dataclass(frozen=True)
+class Capabilities:
+    """The optional parts of the contract. An agent class declares each it has with a class attribute of the field's
+    name set to True (``uses_base: ClassVar[bool] = True``); :func:`check_agent_class` checks that it has what goes
+    with it, and the runtime reads them through :func:`capabilities`."""
+
+    uses_base: bool = False
+    """The agent acts on a base (generalist) policy's proposals: the run must name one (``base_policy.path``), and
+    the actor adds the proposal for each env to the observation ``act`` gets (``base_action [N, A]``,
+    ``chunk_index [N]``; see robot_rl.agents.base_rollout). The replay stores them per transition (``base_action``,
+    ``next_base_action``, ``chunk_index``, ``next_chunk_index`` in a sample)."""
+    trains_base: bool = False
+    """The agent fine-tunes the base's own weights (with ``uses_base``): ``base_weights()`` returns them (an actor
+    loads them into the base its executors run), ``base_policy()`` is the base evaluation acts with, and its config
+    has a ``base_path`` field, which a run fills with its ``base_policy.path`` (TrainConfig.agent_config)."""
+    keeps_acting_state: bool = False
+    """``act`` keeps memory between an env's steps in the attribute ``acting_state`` (ibrl's held choices, annotated
+    on the class); the actor's two policy copies hand it over when new weights are swapped in, so it follows the
+    envs, not the weights."""
+    exportable: bool = False
+    """``deterministic_module()`` returns the deterministic action as one ``obs -> action`` module (robot_rl.deploy
+    exports it)."""
+    episodic: bool = False
+    """``begin_episode(info)`` is called after every reset in evaluation (the per-episode state of a base policy's
+    executor: robot_rl.policies.evaluate)."""
+
+
+NEEDS = {"trains_base": ("base_weights", "base_policy"), "exportable": ("deterministic_module",),
+         "episodic": ("begin_episode",)}
+"""The methods a class declaring a capability must have."""
+
+
+def capabilities(cls: type) -> Capabilities:
+    """The capabilities ``cls`` declares (its class attributes named like :class:`Capabilities`' fields)."""
+    return Capabilities(**{f.name: getattr(cls, f.name, False) is True for f in dataclasses.fields(Capabilities)})
+
+
+def check_capabilities(cls: type, what: str) -> None:
+    """Raises ValueError where ``cls`` declares a capability without what goes with it."""
+    caps = capabilities(cls)
+    missing = [f"{m}() ({flag})" for flag, methods in NEEDS.items() if getattr(caps, flag)
+               for m in methods if not callable(getattr(cls, m, None))]
+    if caps.trains_base and not caps.uses_base:
+        missing.append("uses_base (trains_base)")
+    config = getattr(cls, "config_class", None)
+    if caps.trains_base and dataclasses.is_dataclass(config) and "base_path" not in {
+            f.name for f in dataclasses.fields(config)}:
+        missing.append("a base_path field in its config (trains_base)")
+    if caps.keeps_acting_state and not any("acting_state" in vars(k).get("__annotations__", {}) for k in cls.__mro__):
+        missing.append("an acting_state annotation (keeps_acting_state)")
+    if missing:
+        raise ValueError(f"{what} declares capabilities it lacks: {', '.join(missing)} (see robot_rl.agents.base)")
+
+
 # --------------------------------------------------------------- agents by name
 # The name lookup lives beside AgentConfig: AgentConfig.resolve_config_class needs it, and it checks classes against
 # AgentConfig. robot_rl.agents.registry (make_agent) re-exports it.
@@ -157,6 +218,7 @@ def check_agent_class(cls: Any, what: str) -> None:
         raise ValueError(f"{what} is not an agent: it lacks {', '.join(missing)} (see robot_rl.agents.base)")
     if not (isinstance(config, type) and issubclass(config, AgentConfig)):
         raise ValueError(f"{what}: config_class must be a dataclass deriving from robot_rl.agents.base.AgentConfig")
+    check_capabilities(cls, what)
 
 
 def agent_class(name: str) -> type:
@@ -164,7 +226,9 @@ def agent_class(name: str) -> type:
     if name in _registered:
         return _registered[name]
     if name in BUILTIN:
-        return import_object(BUILTIN[name], "agent")
+        cls = import_object(BUILTIN[name], "agent")
+        check_agent_class(cls, f"agent {name!r}")
+        return cls
     if ":" not in name:
         raise ValueError(f"unknown agent {name!r}; registered: {', '.join(registered_names())}, or give "
                          "'module:Class' for an agent of your own")

@@ -70,6 +70,7 @@ class BCAgent:
 
     name: ClassVar[str] = "bc"
     config_class: ClassVar[type[BCConfig]] = BCConfig
+    exportable: ClassVar[bool] = True
 
     def __init__(self, obs_spec: ObsSpec, action_dim: int, cfg: BCConfig | None = None, seed: int = 0) -> None:
         self.cfg = cfg = cfg or BCConfig()

@@ -1,10 +1,11 @@
-"""Configuration of the SAC/RLPD agent. Every field is documented; all are overridable from CLI and YAML."""
+"""Configuration of the observation encoder, of the critic ensemble every off-policy agent learns (CriticConfig,
+declared once) and of the SAC/RLPD agent. Every field is documented; all are overridable from CLI and YAML."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from robot_rl.agents.base import AgentConfig
+from robot_rl.agents.base import AgentConfig, Sampling
 
 
 @dataclass(frozen=True)
@@ -34,37 +35,82 @@ class EncoderConfig:
 
 
 @dataclass(frozen=True)
-class SACConfig(AgentConfig):
-    """Soft actor-critic with the RLPD recipe (LayerNorm critic ensemble, subset-min target, high UTD)."""
-
-    name: str = "sac"
-    """Which agent (``sac`` here; see AgentConfig)."""
+class CriticConfig(AgentConfig):
+    """The critic ensemble of an off-policy agent (robot_rl.agents.critic.Critic), declared once for every agent that
+    learns one (sac, residual, ibrl, critic_guided): LayerNorm critics, the target as the min over a random subset of
+    target critics (RLPD), n-step returns, a Polyak-averaged target, an optional HL-Gauss categorical critic, and the
+    observation encoder they train."""
 
     hidden_dims: tuple[int, ...] = (256, 256)
-    """Hidden layer sizes of the actor and of every critic."""
-    use_cameras: bool = True
-    """Encode the env's cameras (a conv net per camera). Off: the agent reads the state and the instruction only,
-    and samples carry no frames (e.g. SAC steering a base that reads the cameras itself)."""
+    """Hidden layer sizes of every critic, and of the agent's actor where it has one."""
+    critic_layer_norm: bool = True
+    """LayerNorm after every hidden critic layer (RLPD's key stabiliser for offline data)."""
     num_critics: int = 10
     """Critic ensemble size (RLPD: 10)."""
     num_min_critics: int = 2
     """Target = min over a random subset of this many target critics (RLPD: 2)."""
-    critic_layer_norm: bool = True
-    """LayerNorm after every hidden critic layer (RLPD's key stabiliser for offline data)."""
-    actor_layer_norm: bool = False
-    """LayerNorm in the actor's hidden layers."""
-    utd: int = 20
-    """Update-to-data ratio: critic updates per environment step; the actor and temperature update once."""
-    batch_size: int = 256
-    """Transitions per gradient step."""
+    hl_gauss: bool = False
+    """Categorical critic trained with the HL-Gauss cross-entropy loss ("Stop Regressing") instead of MSE."""
+    hl_gauss_bins: int = 101
+    """Number of value bins of the HL-Gauss critic."""
+    hl_gauss_range: tuple[float, float] = (-200.0, 200.0)
+    """Value range (min, max) covered by the HL-Gauss bins; set it to the task's return range."""
+    hl_gauss_sigma_ratio: float = 0.75
+    """Gaussian width as a multiple of the bin width (paper default 0.75)."""
     discount: float = 0.99
     """Discount factor gamma."""
+    n_step: int = 1
+    """Transitions summed into each critic target (n-step returns; 1 = one-step TD). sac: 1; the agents on a base
+    policy (residual, ibrl, critic_guided): 3."""
     tau: float = 0.005
-    """Polyak rate of the target critics (and target encoder)."""
+    """Polyak rate of the target critics."""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critics and of the encoder they train."""
+    utd: int = 20
+    """Update-to-data ratio: critic updates per environment step (an actor, where the agent has one, updates once)."""
+    batch_size: int = 256
+    """Transitions per gradient step."""
+    use_cameras: bool = True
+    """Encode the env's cameras (a conv net per camera). Off: the agent reads the state and the instruction only,
+    and samples carry no frames (the base has read the pixels, or SAC steers a base that reads them itself). sac:
+    on; the agents on a base policy (residual, ibrl, critic_guided): off."""
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    """Observation encoder (state MLP; conv nets when use_cameras); the critics' loss trains it, an actor reads it."""
+
+    def critic_sampling(self) -> Sampling:
+        """What one update of ``utd`` critic steps draws: a ``[utd, batch_size]`` sample in the replay's mix, with
+        ``n_step`` returns, and the camera frames only where the encoder reads them."""
+        return Sampling(batch_size=self.batch_size, utd=self.utd, n_step=self.n_step, discount=self.discount,
+                        pixels=self.use_cameras)
+
+    def validate(self) -> None:
+        """Raises ValueError naming the offending field (an agent's config adds its own checks after these)."""
+        self.require([
+            (self.num_critics >= 1, "num_critics must be >= 1"),
+            (1 <= self.num_min_critics <= self.num_critics, "num_min_critics must be in [1, num_critics]"),
+            (self.utd >= 1, "utd must be >= 1"),
+            (self.batch_size >= 1, "batch_size must be >= 1"),
+            (self.n_step >= 1, "n_step must be >= 1"),
+            (0.0 <= self.discount <= 1.0, "discount must be in [0, 1]"),
+            (0.0 < self.tau <= 1.0, "tau must be in (0, 1]"),
+            (self.critic_lr > 0, "critic_lr must be > 0"),
+            (self.hl_gauss_bins >= 2, "hl_gauss_bins must be >= 2"),
+            (self.hl_gauss_range[0] < self.hl_gauss_range[1], "hl_gauss_range must be (min, max) with min < max"),
+            (len(self.encoder.conv_channels) == len(self.encoder.conv_strides),
+             "encoder.conv_channels and encoder.conv_strides must have the same length"),
+        ])
+
+
+@dataclass(frozen=True)
+class SACConfig(CriticConfig):
+    """Soft actor-critic with the RLPD recipe (the critic ensemble of CriticConfig, high UTD)."""
+
+    name: str = "sac"
+    """Which agent (``sac`` here; see AgentConfig)."""
+    actor_layer_norm: bool = False
+    """LayerNorm in the actor's hidden layers."""
     actor_lr: float = 3e-4
     """Adam learning rate of the actor."""
-    critic_lr: float = 3e-4
-    """Adam learning rate of the critics and the shared encoder."""
     temperature_lr: float = 3e-4
     """Adam learning rate of log(alpha)."""
     init_temperature: float = 1.0
@@ -80,14 +126,6 @@ class SACConfig(AgentConfig):
     bc_q_filter: bool = True
     """Apply the BC term only where the critics value the demo action above the policy's own
     (Q(s, a_demo) > Q(s, a_pi)): once the policy is better than a demo there, RL alone drives it."""
-    hl_gauss: bool = False
-    """Categorical critic trained with the HL-Gauss cross-entropy loss ("Stop Regressing") instead of MSE."""
-    hl_gauss_bins: int = 101
-    """Number of value bins of the HL-Gauss critic."""
-    hl_gauss_range: tuple[float, float] = (-200.0, 200.0)
-    """Value range (min, max) covered by the HL-Gauss bins; set it to the task's return range."""
-    hl_gauss_sigma_ratio: float = 0.75
-    """Gaussian width as a multiple of the bin width (paper default 0.75)."""
     bf16: bool = False
     """Run the network matmuls in bfloat16 autocast (fast on CPUs with AMX and on GPUs)."""
     manual_grad: bool | None = None
@@ -97,25 +135,11 @@ class SACConfig(AgentConfig):
     encoder, HL-Gauss, bf16 and compile always use autograd."""
     compile: bool = False
     """torch.compile the update step; see benchmarks/learner_speed.py before enabling."""
-    encoder: EncoderConfig = field(default_factory=EncoderConfig)
-    """Observation encoder."""
 
     def validate(self) -> None:
         """Raises ValueError naming the offending field."""
-        checks = [
-            (self.num_critics >= 1, "num_critics must be >= 1"),
-            (1 <= self.num_min_critics <= self.num_critics, "num_min_critics must be in [1, num_critics]"),
-            (self.utd >= 1, "utd must be >= 1"),
-            (self.batch_size >= 1, "batch_size must be >= 1"),
+        super().validate()
+        self.require([
             (self.bc_weight >= 0, "bc_weight must be >= 0"),
-            (0.0 <= self.discount <= 1.0, "discount must be in [0, 1]"),
-            (0.0 < self.tau <= 1.0, "tau must be in (0, 1]"),
             (self.init_temperature > 0, "init_temperature must be > 0"),
-            (self.hl_gauss_bins >= 2, "hl_gauss_bins must be >= 2"),
-            (self.hl_gauss_range[0] < self.hl_gauss_range[1], "hl_gauss_range must be (min, max) with min < max"),
-            (len(self.encoder.conv_channels) == len(self.encoder.conv_strides),
-             "encoder.conv_channels and encoder.conv_strides must have the same length"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"agent config: {message}")
+        ])

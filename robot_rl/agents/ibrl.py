@@ -25,16 +25,19 @@ from typing import Any, ClassVar
 import torch
 
 from robot_rl.agents.residual import ResidualAgent
-from robot_rl.agents.residual_config import ResidualConfig
+from robot_rl.agents.residual_config import OnBaseConfig
 
 
 @dataclass(frozen=True)
-class IBRLConfig(ResidualConfig):
-    """The residual agent's fields (ResidualConfig) with the actor's output a full action in [-1, 1]: the residual
-    bounds (residual_scale, residual_scales) and straight_through_clip do not apply."""
+class IBRLConfig(OnBaseConfig):
+    """The fields an actor and critics on a base's proposals share with the residual agent (OnBaseConfig), with the
+    actor's output a full action in [-1, 1], and the choice between the base's proposal and the actor's action."""
 
     name: str = "ibrl"
     """Which agent (``ibrl`` here; see AgentConfig)."""
+    retired_fields: ClassVar[frozenset[str]] = frozenset({
+        "residual_scale", "residual_scales", "straight_through_clip", "clip_excess_penalty"})
+    # (ibrl configs had the residual's bounds and clip options, which never applied: saved runs listing them load)
     scale_anneal_updates: int = 0
     """Updates (after the critic warm-up) over which the actor's output range grows from 0 to [-1, 1]; 0 = the
     whole range once the warm-up ends."""
@@ -88,25 +91,23 @@ class IBRLConfig(ResidualConfig):
             raise ValueError("base_anchor_weight and base_anchor_decay_updates must be >= 0, got "
                              f"{self.base_anchor_weight} and {self.base_anchor_decay_updates}")
 
-    def bounds(self, action_dim: int) -> tuple[float, ...]:
-        """The actor's output range: the whole action, every dimension."""
-        return (1.0,) * action_dim
-
 
 class IBRLAgent(ResidualAgent):
     """See the module docstring and :class:`IBRLConfig`."""
 
     name: ClassVar[str] = "ibrl"
     config_class: ClassVar[type[IBRLConfig]] = IBRLConfig
+    keeps_acting_state: ClassVar[bool] = True
+    acting_state: dict[int, torch.Tensor]
+    """choice_per_chunk: the choice held per row, by batch size (an agent acts for one caller: the actor's envs, or
+    the learner's evaluation); the control loop's state, not the weights': the actor's two policy copies hand it
+    over when they swap (robot_rl.runtime.actor)."""
 
     def __init__(self, obs_spec: Any, action_dim: int, cfg: IBRLConfig | None = None, seed: int = 0) -> None:
         self._actor_alone = torch.zeros((), dtype=torch.bool)  # before the base class's first _set_bound
         super().__init__(obs_spec, action_dim, cfg or IBRLConfig(), seed)
         self._actor_share = torch.zeros((), device=self.device)
-        # choice_per_chunk: the choice held per row, by batch size (an agent acts for one caller: the actor's envs,
-        # or the learner's evaluation); the control loop's state, not the weights': the actor's two policy copies
-        # hand it over when they swap (robot_rl.runtime.actor)
-        self.acting_state: dict[int, torch.Tensor] = {}
+        self.acting_state = {}
 
     @property
     def actor_alone(self) -> bool:
@@ -125,11 +126,9 @@ class IBRLAgent(ResidualAgent):
     def _bc_target(self, base: torch.Tensor, action: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
         return action
 
-    def _value(self, critic: torch.nn.Module, x: torch.Tensor, action: torch.Tensor,
-               members: torch.Tensor | None = None) -> torch.Tensor:
-        """The value a choice is made on: the subset-min over ``members``, else the ensemble's mean."""
-        q = critic(self._critic_input(x), action, members=members).squeeze(-1)
-        return q.min(0).values if members is not None else q.mean(0)
+    def _target_value(self, x: torch.Tensor, action: torch.Tensor, members: torch.Tensor) -> torch.Tensor:
+        """The subset-min over ``members`` of the target critics at ``action``."""
+        return self.critic.target_value(self._critic_input(x), action, members)
 
     def _base_anchor_weight(self) -> float:
         return self._faded(self.cfg.base_anchor_weight, self.cfg.base_anchor_decay_updates)
@@ -155,21 +154,19 @@ class IBRLAgent(ResidualAgent):
 
     def _choice_value(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """The ensemble's mean, less choice_pessimism standard deviations."""
+        q = self.critic.values(self._critic_input(x), action)
         k = self.cfg.choice_pessimism
-        if k == 0:
-            return self._value(self.critic, x, action)
-        q = self.critic(self._critic_input(x), action).squeeze(-1)
-        return q.mean(0) - k * q.std(0)
+        return q.mean(0) if k == 0 else q.mean(0) - k * q.std(0)
 
     def _target_q(self, x_next: torch.Tensor, next_base: torch.Tensor, next_action: torch.Tensor,
                   members: torch.Tensor) -> torch.Tensor:
         if self.actor_alone:  # (after the warm-up) the next step is the actor's: no pass over the base's proposal
             self._actor_share.fill_(1.0)
-            return self._value(self.target_critic, x_next, next_action, members)
-        q_base = self._value(self.target_critic, x_next, next_base, members)
+            return self._target_value(x_next, next_action, members)
+        q_base = self._target_value(x_next, next_base, members)
         if self.update_step < self.cfg.critic_warmup_updates:  # warm-up: the next step is the base's
             return q_base
-        q_actor = self._value(self.target_critic, x_next, next_action, members)
+        q_actor = self._target_value(x_next, next_action, members)
         self._actor_share = (q_actor > q_base).float().mean()
         return torch.maximum(q_actor, q_base)
 
@@ -184,13 +181,13 @@ class IBRLAgent(ResidualAgent):
         """The actor, the encoder and the critics (an actor chooses between the base and the actor with them)."""
         out = super().policy_state()
         out.update({f"critic.{k}": v.detach().to("cpu", copy=True).contiguous()
-                    for k, v in self.critic.state_dict().items()})
+                    for k, v in self.critic.net.state_dict().items()})
         out["ibrl.actor_alone"] = self._actor_alone.clone()
         return out
 
     def load_policy_state(self, state: Mapping[str, torch.Tensor]) -> None:
         super().load_policy_state(state)
-        self.critic.load_state_dict({k[7:]: v for k, v in state.items() if k.startswith("critic.")})
+        self.critic.net.load_state_dict({k[7:]: v for k, v in state.items() if k.startswith("critic.")})
         if "ibrl.actor_alone" in state:  # (absent from policies saved before the handover existed: never alone)
             self._actor_alone.copy_(state["ibrl.actor_alone"])
 

@@ -2,7 +2,8 @@
 
 At HalfCheetah size (256x256 MLPs, batch 256) a CPU update is bound by the matmuls plus a large per-op and
 per-allocation overhead. This path computes the gradients autograd computes for
-:meth:`SACAgent._compute_losses` (``tests/agents`` compares them), with about half the ops:
+:meth:`SACAgent._compute_losses` (``tests/agents`` compares them), with about half the ops (the TD target itself is
+the critic's, :meth:`robot_rl.agents.critic.Critic.td_target`):
 
 - the actor runs once on ``[next_obs; obs]`` (2B rows): the next-obs half feeds the target, the obs half the
   actor loss;
@@ -33,8 +34,9 @@ from robot_rl.agents.torch_compat import Probe, available, check_close
 if TYPE_CHECKING:
     from robot_rl.agents.base import Batch
     from robot_rl.agents.config import SACConfig
+    from robot_rl.agents.critic import Critic
     from robot_rl.agents.encoders import ObservationEncoder
-    from robot_rl.agents.networks import EnsembleCritic, TanhGaussianActor
+    from robot_rl.agents.networks import TanhGaussianActor
 
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 _LOG2 = math.log(2.0)
@@ -48,8 +50,7 @@ class SACModules(Protocol):
     cfg: SACConfig
     encoder: ObservationEncoder
     actor: TanhGaussianActor
-    critic: EnsembleCritic
-    target_critic: EnsembleCritic
+    critic: Critic
     log_alpha: torch.Tensor
     target_entropy: float
     action_dim: int
@@ -62,7 +63,7 @@ def supports(agent: SACModules) -> bool:
     cfg = agent.cfg
     return (not cfg.hl_gauss and not cfg.bf16 and not agent.encoder.has_pixels
             and not any(p.requires_grad for p in agent.encoder.parameters())
-            and all(p.dtype == torch.float32 for p in agent.critic.parameters())
+            and all(p.dtype == torch.float32 for p in agent.critic.net.parameters())
             and manual_grad_available())
 
 
@@ -137,7 +138,7 @@ class ManualSACStep:
             relu = i < len(mods) and isinstance(mods[i], nn.ReLU)
             i += int(relu)
             self.actor_layers.append(_ActorLayer(lin, norm, relu))
-        critic, target = agent.critic, agent.target_critic
+        critic, target = agent.critic.net, agent.critic.target
         self.critic_norm = cfg.critic_layer_norm
         self.critic_linears = list(critic.linears) + [critic.head]
         self.critic_norms = list(critic.norms) if cfg.critic_layer_norm else []
@@ -222,8 +223,7 @@ class ManualSACStep:
         q_next = self._target_q(x_next, members).amin(0)
         if cfg.backup_entropy:
             q_next = q_next.sub_(alpha * logp[:n])
-        not_done = 1.0 - mb["terminated"].reshape(-1).float()
-        target = torch.addcmul(mb["reward"].reshape(-1).float(), not_done, q_next, value=cfg.discount)
+        target = self.agent.critic.td_target(mb, q_next)
 
         # ---- online critics on [(obs, action); (obs, actor action)]
         x_q = buf("x_q", rows, d + a_dim)

@@ -1,6 +1,7 @@
 """Agents by name: ``agent.name`` in a config selects the class; ``module:Class`` loads an agent of your own. The
-name lookup itself (``BUILTIN``, :func:`register_agent`, :func:`agent_class`) is defined in robot_rl.agents.base,
-beside ``AgentConfig`` which resolves its subclass through it, and re-exported here.
+name lookup itself (``BUILTIN``, :func:`register_agent`, :func:`agent_class`) and the optional capabilities an agent
+class declares (:func:`capabilities`) are defined in robot_rl.agents.base, beside ``AgentConfig`` which resolves its
+subclass through it, and re-exported here.
 
     from robot_rl.agents.registry import make_agent
     agent = make_agent(cfg.agent, obs_spec, action_dim, seed=0)
@@ -13,7 +14,9 @@ from robot_rl.agents.base import (
     REQUIRED,
     Agent,
     AgentConfig,
+    Capabilities,
     agent_class,
+    capabilities,
     check_agent_class,
     config_class,
     register_agent,
@@ -21,8 +24,8 @@ from robot_rl.agents.base import (
 )
 from robot_rl.spaces import ObsSpec
 
-__all__ = ["BUILTIN", "REQUIRED", "agent_class", "check_agent_class", "config_class", "make_agent", "register_agent",
-           "registered_names", "uses_base"]
+__all__ = ["BUILTIN", "REQUIRED", "Capabilities", "agent_class", "capabilities", "check_agent_class", "config_class",
+           "make_agent", "register_agent", "registered_names", "uses_base"]
 
 def make_agent(cfg: AgentConfig, obs_spec: ObsSpec, action_dim: int, seed: int = 0) -> Agent:
     """The agent ``cfg.name`` selects, built for these spaces."""
@@ -33,5 +36,5 @@ def make_agent(cfg: AgentConfig, obs_spec: ObsSpec, action_dim: int, seed: int =
 
 
 def uses_base(cfg: AgentConfig) -> bool:
-    """Whether the agent ``cfg.name`` acts on a base policy's proposals (``uses_base`` class attribute)."""
-    return bool(getattr(agent_class(cfg.name), "uses_base", False))
+    """Whether the agent ``cfg.name`` acts on a base policy's proposals (its declared ``uses_base``)."""
+    return capabilities(agent_class(cfg.name)).uses_base

@@ -5,23 +5,22 @@ action each control step; this agent adds a bounded residual:
 
     executed = clip(base + residual, -1, 1),   residual = bound * tanh(f(state, instruction, base, phase))
 
-``f``'s output layer starts at zero, so the untrained agent executes the base exactly. The critics (a LayerNorm
-ensemble, RLPD's subset-min target) score the executed action next to the base's proposal and the step's phase in
-its chunk, trained on n-step returns; the residual actor is deterministic (TD3-style) with small fixed exploration
-noise (or, ``stochastic``, a squashed Gaussian with SAC's tuned entropy bonus), trained after a critic-only warm-up,
-with its bound optionally annealed in (``straight_through_clip`` lets its gradients pass the clip to [-1, 1], with
-a penalty on the excess, so a residual past a saturated base's edge can come back). Its objective is ``-Q`` plus
-behaviour cloning on the demo and intervention rows' residuals (which holds the early residual near what the
-demonstrator did), or, with a residual_penalty, ``-Q / mean|Q| + residual_penalty * |residual / bound|^2`` (the
-residual then grows only where the critics' gradient holds it; without demos a plain
-``-Q`` can follow an extrapolating critic to the bound and make a working base fail). Demo and intervention rows
-enter as they are (the executed action); the base's proposals on demo observations are labelled when the run starts
+``f``'s output layer starts at zero, so the untrained agent executes the base exactly. The critics
+(robot_rl.agents.critic: a LayerNorm ensemble, RLPD's subset-min target) score the executed action next to the base's
+proposal and the step's phase in its chunk, trained on n-step returns; the residual actor is deterministic (TD3-style)
+with small fixed exploration noise (or, ``stochastic``, a squashed Gaussian with SAC's tuned entropy bonus), trained
+after a critic-only warm-up, with its bound optionally annealed in (``straight_through_clip`` lets its gradients pass
+the clip to [-1, 1], with a penalty on the excess, so a residual past a saturated base's edge can come back). Its
+objective is ``-Q`` plus behaviour cloning on the demo and intervention rows' residuals (which holds the early residual
+near what the demonstrator did), or, with a residual_penalty, ``-Q / mean|Q| + residual_penalty * |residual / bound|^2``
+(the residual then grows only where the critics' gradient holds it; without demos a plain ``-Q`` can follow an
+extrapolating critic to the bound and make a working base fail). Demo and intervention rows enter as they are (the
+executed action); the base's proposals on demo observations are labelled when the run starts
 (robot_rl.policies.relabel), so their residual is ``a - base``.
 """
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -32,10 +31,9 @@ from torch import nn
 
 from robot_rl.agents.base import Sampling, index_tree, keep_global_rng, obs_batch, seeded_generator, utd_batch
 from robot_rl.agents.bc_loss import bc_term
-from robot_rl.agents.encoders import ObservationEncoder
-from robot_rl.agents.networks import EnsembleCritic, init_parameters, mlp, phase_one_hot, squashed_gaussian
-from robot_rl.agents.residual_config import ResidualConfig
-from robot_rl.agents.torch_compat import foreach_lerp_
+from robot_rl.agents.critic import Critic
+from robot_rl.agents.networks import init_parameters, mlp, phase_one_hot, squashed_gaussian
+from robot_rl.agents.residual_config import OnBaseConfig, ResidualConfig
 from robot_rl.spaces import ObsSpec
 
 if TYPE_CHECKING:
@@ -93,74 +91,61 @@ class ResidualAgent:
     config_class: ClassVar[type[ResidualConfig]] = ResidualConfig
     uses_base: ClassVar[bool] = True
 
-    def __init__(self, obs_spec: ObsSpec, action_dim: int, cfg: ResidualConfig | None = None, seed: int = 0) -> None:
+    def __init__(self, obs_spec: ObsSpec, action_dim: int, cfg: OnBaseConfig | None = None, seed: int = 0) -> None:
         self.cfg = cfg = cfg or ResidualConfig()
         cfg.validate()
         self.check_spaces(obs_spec, action_dim, cfg)
         self.obs_spec, self.action_dim = obs_spec, action_dim
         self.device = torch.device(cfg.device)
-        seen = obs_spec if cfg.use_cameras else ObsSpec(obs_spec.state_dim, {}, obs_spec.instruction_dim)
         init = seeded_generator(seed)
+        self.generator = seeded_generator(seed + 1, self.device)
+        self.act_generator = seeded_generator(seed + 2, self.device)
+        # the features x: the encoder's latent, the base's proposal, the step's phase in its chunk
+        extra = action_dim + cfg.chunk_phases
+        self.critic = Critic(cfg, obs_spec, action_dim, extra if cfg.critic_base_input else cfg.chunk_phases,
+                             init=init, generator=self.generator, device=self.device)
+        self.encoder = self.critic.encoder  # trained by the critics' loss; the actor reads its output (detached)
+        actor_dim = self.encoder.out_dim + (extra if cfg.actor_base_input else cfg.chunk_phases)
+        # the stochastic actor's first noise is exploration_std in action units, as the fixed noise is
+        init_std = tuple(cfg.exploration_std / b for b in cfg.bounds(action_dim))
         with keep_global_rng():
-            self.encoder = ObservationEncoder(seen, cfg.encoder, generator=init).to(self.device)
-            x_dim = self.encoder.out_dim + action_dim + cfg.chunk_phases
-            critic_dim = x_dim if cfg.critic_base_input else x_dim - action_dim
-            actor_dim = x_dim if cfg.actor_base_input else x_dim - action_dim
-            self.critic = EnsembleCritic(cfg.num_critics, critic_dim + action_dim, cfg.hidden_dims, 1, True)
-            # the stochastic actor's first noise is exploration_std in action units, as the fixed noise is
-            init_std = tuple(cfg.exploration_std / b for b in cfg.bounds(action_dim))
-            self.actor = ResidualActor(actor_dim, action_dim, cfg.hidden_dims, cfg.actor_layer_norm,
-                                       cfg.stochastic, init_std)
-        init_parameters(self.critic, init)
-        init_parameters(self.actor, init)
-        self.actor.zero_output()
-        self.critic, self.actor = self.critic.to(self.device), self.actor.to(self.device)
-        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-        critic_params = list(self.critic.parameters()) + [p for p in self.encoder.parameters() if p.requires_grad]
-        groups = [{"params": critic_params, "lr": cfg.critic_lr, "name": "critic"},
-                  {"params": list(self.actor.parameters()), "lr": cfg.actor_lr, "name": "actor"}]
+            actor = ResidualActor(actor_dim, action_dim, cfg.hidden_dims, cfg.actor_layer_norm, cfg.stochastic,
+                                  init_std)
+        init_parameters(actor, init)
+        actor.zero_output()
+        self.actor = actor.to(self.device)
+        self.critic.add_param_group(self.actor.parameters(), cfg.actor_lr, "actor")
         # the stochastic actor's entropy temperature (SAC's), tuned towards target_entropy
         self.log_alpha = torch.tensor(math.log(cfg.init_temperature), device=self.device, requires_grad=True)
         self.target_entropy = cfg.target_entropy if cfg.target_entropy is not None else -action_dim / 2
         if cfg.stochastic:
-            groups.append({"params": [self.log_alpha], "lr": cfg.temperature_lr, "name": "temperature"})
-        self.optimizer = torch.optim.Adam(groups, fused=self.device.type in ("cpu", "cuda"))
-        self._online, self._target = list(self.critic.parameters()), list(self.target_critic.parameters())
-        self.generator = seeded_generator(seed + 1, self.device)
-        self.act_generator = seeded_generator(seed + 2, self.device)
+            self.critic.add_param_group([self.log_alpha], cfg.temperature_lr, "temperature")
         self._full_bound = torch.tensor(cfg.bounds(action_dim), dtype=torch.float32, device=self.device)
         self.update_step = 0
-        self.critic_step = 0
         self._set_bound()
 
     # ---------------------------------------------------------------- contract
     @classmethod
-    def check_spaces(cls, obs_spec: ObsSpec, action_dim: int, cfg: ResidualConfig) -> None:
+    def check_spaces(cls, obs_spec: ObsSpec, action_dim: int, cfg: OnBaseConfig) -> None:
         if action_dim < 1:
             raise ValueError(f"agent residual needs a continuous action of at least 1 dimension, got {action_dim}")
         if obs_spec.state_dim < 1 and not (cfg.use_cameras and obs_spec.cameras):
             raise ValueError("agent residual needs a state vector (or use_cameras with cameras in the observation)")
 
     @classmethod
-    def sampling(cls, cfg: ResidualConfig) -> Sampling:
+    def sampling(cls, cfg: OnBaseConfig) -> Sampling:
         """``utd`` critic steps per update on n-step samples in the replay's mix (online vs prior data)."""
-        return Sampling(batch_size=cfg.batch_size, utd=cfg.utd, n_step=cfg.n_step, discount=cfg.discount,
-                        pixels=cfg.use_cameras)
+        return cfg.critic_sampling()
 
     def prepare(self, replay: ReplayBuffer) -> None:
         """Before the first update: fit the state standardisation on the replay's contents (then frozen)."""
-        if self.cfg.encoder.normalize_state and not self.encoder.normalizer_fitted:
-            self.encoder.fit_state_normalizer(replay.valid_states())
+        self.critic.prepare(replay)
 
     # ------------------------------------------------------------------ acting
     @property
     def bound(self) -> float:
         """The residual's current bound, the largest over the action's dimensions (0 during the critic warm-up)."""
         return float(self.actor.bound.max())
-
-    def _seen(self, obs: Mapping[str, Any]) -> dict[str, Any]:
-        """The observation without the cameras when the agent does not encode them (no copy of their frames)."""
-        return dict(obs) if self.cfg.use_cameras else {k: v for k, v in obs.items() if k != "pixels"}
 
     def _features(self, z: torch.Tensor, base: torch.Tensor, chunk_index: torch.Tensor) -> torch.Tensor:
         parts = [z, base.reshape(z.shape[0], -1).float()]
@@ -189,7 +174,7 @@ class ResidualAgent:
         index = obs.get("chunk_index")
         if index is None:  # no phase known: a held step's encoding
             index = np.full(np.shape(obs["state"])[:-1], -1, np.int64)
-        tobs, single = obs_batch({**self._seen(obs), "chunk_index": np.asarray(index)}, self.device)
+        tobs, single = obs_batch({**self.critic.seen(obs), "chunk_index": np.asarray(index)}, self.device)
         x = self._features(self.encoder(tobs), tobs["base_action"], tobs["chunk_index"])
         if self.cfg.stochastic and not deterministic:
             residual = self.actor.sample(self._actor_input(x), self.act_generator)[0]
@@ -218,7 +203,7 @@ class ResidualAgent:
     def _target_q(self, x_next: torch.Tensor, next_base: torch.Tensor, next_action: torch.Tensor,
                   members: torch.Tensor) -> torch.Tensor:
         """The critics' target value of the next step: the subset-min of the target critics at the next action."""
-        return self.target_critic(self._critic_input(x_next), next_action, members=members).squeeze(-1).min(0).values
+        return self.critic.target_value(self._critic_input(x_next), next_action, members)
 
     def _bc_target(self, base: torch.Tensor, action: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
         """A demo or intervention action as the actor can reproduce it: the base plus the bounded residual."""
@@ -240,10 +225,8 @@ class ResidualAgent:
         if "base_action" not in batch:
             raise ValueError(f"agent {self.name!r} needs the base's proposals in replay samples "
                              "(ReplayBuffer.with_base)")
-        if self.cfg.n_step > 1 and "discount" not in batch:
-            raise ValueError(f"agent {self.name!r} (n_step {self.cfg.n_step}) needs n-step samples: call "
-                             "replay.set_n_step(s.n_step, s.discount) with s = ResidualAgent.sampling(cfg)")
-        batch = {**batch, "obs": self._seen(batch["obs"]), "next_obs": self._seen(batch["next_obs"])}
+        self.critic.check_batch(batch, self.name)
+        batch = {**batch, "obs": self.critic.seen(batch["obs"]), "next_obs": self.critic.seen(batch["next_obs"])}
         tb = utd_batch(batch, self.device)
         utd = tb["action"].shape[0]
         train_actor = self.update_step >= self.cfg.critic_warmup_updates
@@ -269,13 +252,11 @@ class ResidualAgent:
         return 0.0
 
     def _train_step(self, mb: Mapping[str, Any], update_actor: bool) -> dict[str, torch.Tensor]:
-        cfg, bound = self.cfg, self.actor.bound
-        members = torch.randperm(cfg.num_critics, device=self.device, generator=self.generator)[: cfg.num_min_critics]
-        augment = self.encoder.has_pixels and cfg.encoder.augment_pad > 0
-        x = self._features(self.encoder(mb["obs"], augment, self.generator), mb["base_action"], mb["chunk_index"])
+        cfg, bound, critic = self.cfg, self.actor.bound, self.critic
+        members = critic.members()
+        x = self._features(critic.encode(mb["obs"]), mb["base_action"], mb["chunk_index"])
         with torch.no_grad():
-            z_next = self.encoder(mb["next_obs"], augment, self.generator)
-            x_next = self._features(z_next, mb["next_base_action"], mb["next_chunk_index"])
+            x_next = self._features(critic.encode(mb["next_obs"]), mb["next_base_action"], mb["next_chunk_index"])
             if cfg.stochastic:  # the policy's own noise in place of target smoothing (no entropy backup)
                 residual_next = self.actor.sample(self._actor_input(x_next), self.generator)[0]
             else:
@@ -285,13 +266,8 @@ class ResidualAgent:
                 residual_next = (self.actor(self._actor_input(x_next)) + noise).clamp(-bound, bound)
             next_base = mb["next_base_action"].float()
             next_action = self._raw_action(next_base, residual_next).clamp(-1.0, 1.0)
-            q_next = self._target_q(x_next, next_base, next_action, members)
-            discount = mb["discount"].float() if "discount" in mb else cfg.discount
-            target = mb["reward"].float() + discount * (1.0 - mb["terminated"].float()) * q_next
-        q = self.critic(self._critic_input(x), mb["action"].float()).squeeze(-1)
-        critic_loss = (q - target).pow(2).mean()
-        loss = critic_loss
-        metrics = {"critic_loss": critic_loss.detach(), "q_mean": q.detach().mean()}
+            target = critic.td_target(mb, self._target_q(x_next, next_base, next_action, members))
+        loss, q, metrics = critic.loss(self._critic_input(x), mb["action"].float(), target)
         if update_actor:
             xd = x.detach()
             xa = self._actor_input(xd)
@@ -302,9 +278,10 @@ class ResidualAgent:
                 residual = self.actor(xa)
             raw = self._raw_action(base, residual)
             action = raw.clamp(-1.0, 1.0)
-            if cfg.straight_through_clip:  # the clipped value, the gradient as if unclipped
+            through, excess_weight = cfg.straight_through()
+            if through:  # the clipped value, the gradient as if unclipped
                 action = raw + (action - raw).detach()
-            q_all = self.critic(self._critic_input(xd), action, detach_params=True).squeeze(-1)
+            q_all = critic.values(self._critic_input(xd), action, detach_params=True)
             q_pi = q_mean = q_all.mean(0)
             if cfg.actor_pessimism > 0:  # a lower confidence bound: where the critics disagree, they extrapolate
                 spread = q_all.std(0)
@@ -329,26 +306,20 @@ class ResidualAgent:
                 imitating = self._raw_action(base, mean_residual).clamp(-1.0, 1.0) if cfg.stochastic else action
             if bc_weight > 0:
                 relabelled = {**mb, "action": self._bc_target(base, mb["action"].float(), bound)}
-                bc_loss, bc_rows, _ = bc_term(imitating, relabelled, q.detach().mean(0), q_mean.detach(),
-                                              cfg.bc_q_filter)
+                bc_loss, bc_rows, _ = bc_term(imitating, relabelled, q.mean(0), q_mean.detach(), cfg.bc_q_filter)
                 actor_loss = actor_loss + bc_weight * bc_loss
                 metrics.update(bc_loss=bc_loss.detach(), bc_rows=bc_rows)
             if anchor_weight > 0:
                 anchor = (imitating - base).square().sum(-1).mean()
                 actor_loss = actor_loss + anchor_weight * anchor
                 metrics["base_anchor"] = anchor.detach()
-            if cfg.straight_through_clip and cfg.clip_excess_penalty > 0:
+            if through and excess_weight > 0:
                 excess = (raw.abs() - 1.0).clamp_min(0.0).square().sum(-1).mean()
-                actor_loss = actor_loss + cfg.clip_excess_penalty * excess
+                actor_loss = actor_loss + excess_weight * excess
                 metrics["clip_excess"] = excess.detach()
             loss = loss + actor_loss
             metrics.update(actor_loss=actor_loss.detach(), residual_abs=residual.detach().abs().mean())
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
-        with torch.no_grad():
-            foreach_lerp_(self._target, self._online, cfg.tau)
-        self.critic_step += 1
+        critic.step(loss)
         return metrics
 
     # ------------------------------------------------------------ state / io
@@ -364,21 +335,14 @@ class ResidualAgent:
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume learning exactly."""
-        return {"actor": self.actor.state_dict(), "critic": self.critic.state_dict(),
-                "target_critic": self.target_critic.state_dict(), "encoder": self.encoder.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "generator": self.generator.get_state(),
-                "update_step": self.update_step, "critic_step": self.critic_step,
-                "log_alpha": self.log_alpha.detach().clone()}
+        return {"actor": self.actor.state_dict(), **self.critic.state_dict(), "generator": self.generator.get_state(),
+                "update_step": self.update_step, "log_alpha": self.log_alpha.detach().clone()}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
-        self.target_critic.load_state_dict(state["target_critic"])
-        self.encoder.load_state_dict(state["encoder"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.critic.load_state_dict(state)
         self.generator.set_state(state["generator"])
         self.update_step = int(state["update_step"])
-        self.critic_step = int(state["critic_step"])
         if "log_alpha" in state:  # (absent from checkpoints of deterministic agents made before it was saved)
             with torch.no_grad():
                 self.log_alpha.copy_(state["log_alpha"])

@@ -1,8 +1,9 @@
 """SAC with the RLPD recipe. Usable on its own: no process, transport or replay is needed to act or update.
 
-One ``update`` call takes a ``[utd, batch]`` sample and performs ``utd`` critic steps; the last step also
-updates the actor and the temperature in the same backward pass (critic, actor and temperature losses touch
-disjoint parameters, so summing them and stepping one optimizer is exact).
+One ``update`` call takes a ``[utd, batch]`` sample and performs ``utd`` critic steps (robot_rl.agents.critic: the
+encoder, the critic ensemble and its subset-min target); the last step also updates the actor and the temperature in
+the same backward pass (critic, actor and temperature losses touch disjoint parameters, so summing them and stepping
+one optimizer, the critic's with the actor's and temperature's groups added, is exact).
 """
 
 from __future__ import annotations
@@ -29,12 +30,9 @@ from robot_rl.agents.base import (
 )
 from robot_rl.agents.bc_loss import bc_term
 from robot_rl.agents.config import SACConfig
-from robot_rl.agents.encoders import ObservationEncoder
-from robot_rl.agents.fused_adam import FusedAdamStep
-from robot_rl.agents.hl_gauss import HLGauss
+from robot_rl.agents.critic import Critic, seen_spec
 from robot_rl.agents.manual_grad import ManualSACStep, supports
-from robot_rl.agents.networks import EncodedPolicy, EnsembleCritic, TanhGaussianActor, init_parameters
-from robot_rl.agents.torch_compat import foreach_lerp_
+from robot_rl.agents.networks import EncodedPolicy, TanhGaussianActor, init_parameters
 from robot_rl.spaces import ObsSpec
 
 if TYPE_CHECKING:
@@ -52,50 +50,35 @@ class SACAgent:
 
     name: ClassVar[str] = "sac"
     config_class: ClassVar[type[SACConfig]] = SACConfig
+    exportable: ClassVar[bool] = True
 
     def __init__(self, obs_spec: ObsSpec, action_dim: int, cfg: SACConfig | None = None, seed: int = 0) -> None:
         self.cfg = cfg = cfg or SACConfig()
         cfg.validate()
         self.check_spaces(obs_spec, action_dim, cfg)
         # what the agent reads (export takes the same): without use_cameras, the state and instruction only
-        self.obs_spec = obs_spec if cfg.use_cameras else ObsSpec(obs_spec.state_dim, {}, obs_spec.instruction_dim)
-        obs_spec = self.obs_spec
+        self.obs_spec = seen_spec(obs_spec, cfg)
         self.action_dim = action_dim
         self.device = torch.device(cfg.device)
         init = seeded_generator(seed)
-        out = cfg.hl_gauss_bins if cfg.hl_gauss else 1
-        with keep_global_rng():
-            self.encoder = ObservationEncoder(obs_spec, cfg.encoder, generator=init).to(self.device)
-            z = self.encoder.out_dim
-            self.critic = EnsembleCritic(cfg.num_critics, z + action_dim, cfg.hidden_dims, out, cfg.critic_layer_norm)
-            self.actor = TanhGaussianActor(z, action_dim, cfg.hidden_dims, layer_norm=cfg.actor_layer_norm)
-        init_parameters(self.critic, init)
-        init_parameters(self.actor, init)
-        self.critic, self.actor = self.critic.to(self.device), self.actor.to(self.device)
-        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-        self.log_alpha = torch.tensor(float(np.log(cfg.init_temperature)), device=self.device, requires_grad=True)
-        self.target_entropy = cfg.target_entropy if cfg.target_entropy is not None else -action_dim / 2
-        self.hl = (HLGauss(*cfg.hl_gauss_range, cfg.hl_gauss_bins, cfg.hl_gauss_sigma_ratio).to(self.device)
-                   if cfg.hl_gauss else None)
-        if self.encoder.has_pixels:
-            self.encoder.to(memory_format=torch.channels_last)
-        critic_params = list(self.critic.parameters()) + [p for p in self.encoder.parameters() if p.requires_grad]
-        fused = self.device.type in ("cpu", "cuda")
-        self.optimizer = torch.optim.Adam([
-            {"params": critic_params, "lr": cfg.critic_lr, "name": "critic"},
-            {"params": list(self.actor.parameters()), "lr": cfg.actor_lr, "name": "actor"},
-            {"params": [self.log_alpha], "lr": cfg.temperature_lr, "name": "temperature"},
-        ], fused=fused)
-        self._online_targets = list(self.critic.parameters())
-        self._target_params = list(self.target_critic.parameters())
         self.generator = seeded_generator(seed + 1, self.device)
         self.act_generator = seeded_generator(seed + 2, self.device)
+        self.critic = Critic(cfg, obs_spec, action_dim, init=init, generator=self.generator, device=self.device)
+        self.encoder = self.critic.encoder  # trained by the critics' loss; the actor reads its output (detached)
+        with keep_global_rng():
+            actor = TanhGaussianActor(self.encoder.out_dim, action_dim, cfg.hidden_dims,
+                                      layer_norm=cfg.actor_layer_norm)
+        init_parameters(actor, init)
+        self.actor = actor.to(self.device)
+        self.log_alpha = torch.tensor(float(np.log(cfg.init_temperature)), device=self.device, requires_grad=True)
+        self.target_entropy = cfg.target_entropy if cfg.target_entropy is not None else -action_dim / 2
+        # actor and temperature step with the critics: their losses touch disjoint parameters, one backward pass
+        self.critic.add_param_group(self.actor.parameters(), cfg.actor_lr, "actor")
+        self.critic.add_param_group([self.log_alpha], cfg.temperature_lr, "temperature")
         self.update_step = 0
-        self.critic_step = 0
         self._losses = torch.compile(self._compute_losses) if cfg.compile else self._compute_losses
         manual = cfg.manual_grad if cfg.manual_grad is not None else self.device.type == "cpu"
         self._manual = ManualSACStep(self) if manual and not cfg.compile and supports(self) else None
-        self._adam = FusedAdamStep(self.optimizer)
 
     # ---------------------------------------------------------------- contract
     @classmethod
@@ -110,22 +93,18 @@ class SACAgent:
     @classmethod
     def sampling(cls, cfg: SACConfig) -> Sampling:
         """One update = ``utd`` critic steps on a ``[utd, batch_size]`` sample in the replay's mix."""
-        return Sampling(batch_size=cfg.batch_size, utd=cfg.utd, pixels=cfg.use_cameras)
+        return cfg.critic_sampling()
 
     def prepare(self, replay: ReplayBuffer) -> None:
         """Before the first update: fit the state standardisation on everything in the replay (demos and warm-up
         data); it is then frozen (and restored from checkpoints, never refitted)."""
-        if not self.cfg.encoder.normalize_state or self.encoder.normalizer_fitted:
-            return
-        self.encoder.fit_state_normalizer(replay.valid_states())
+        self.critic.prepare(replay)
 
     # ------------------------------------------------------------------ acting
     @torch.no_grad()
     def act(self, obs: Mapping[str, Any], deterministic: bool = False) -> np.ndarray:
         """Action(s) in [-1, 1] for one observation (``state [D]``) or a batch (``state [N, D]``)."""
-        if not self.cfg.use_cameras:  # no copy of frames the agent does not read
-            obs = {k: v for k, v in obs.items() if k != "pixels"}
-        tobs, single = obs_batch(obs, self.device)
+        tobs, single = obs_batch(self.critic.seen(obs), self.device)  # no copy of frames the agent does not read
         with self._autocast():
             action, _ = self.actor(self.encoder(tobs), deterministic, self.act_generator)
         action = action.float().cpu().numpy()
@@ -141,6 +120,7 @@ class SACAgent:
 
         A ``[B, ...]`` batch (no utd axis) is treated as ``utd = 1``. Returns the last step's metrics.
         """
+        self.critic.check_batch(batch, self.name)
         tb = utd_batch(batch, self.device)
         utd = tb["action"].shape[0]
         metrics: dict[str, torch.Tensor] = {}
@@ -152,58 +132,39 @@ class SACAgent:
         return out
 
     def _train_step(self, mb: Batch, update_actor: bool) -> dict[str, torch.Tensor]:
-        members = torch.randperm(self.cfg.num_critics, device=self.device,
-                                 generator=self.generator)[: self.cfg.num_min_critics]
+        members = self.critic.members()
         alpha = self.log_alpha.detach().exp()
         if self._manual is not None:
             metrics = self._manual.compute_grads(mb, alpha, members, update_actor)
-            self._adam.step((0, 1, 2) if update_actor else (0,))
+            self.critic.step_grads((0, 1, 2) if update_actor else (0,))
         else:
             with self._autocast():
                 loss, metrics = self._losses(mb, alpha, members, update_actor)
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.optimizer.step()
-        with torch.no_grad():
-            foreach_lerp_(self._target_params, self._online_targets, self.cfg.tau)
-        self.critic_step += 1
+            self.critic.step(loss)
         return metrics
-
-    def _q_scalar(self, out: torch.Tensor) -> torch.Tensor:
-        """Critic output ``[E, B, 1 | bins]`` -> Q values ``[E, B]``."""
-        return self.hl.to_scalar(out) if self.hl is not None else out.squeeze(-1).float()
 
     def _compute_losses(self, mb: Batch, alpha: torch.Tensor, members: torch.Tensor,
                         update_actor: bool) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        cfg = self.cfg
-        augment = self.encoder.has_pixels and cfg.encoder.augment_pad > 0
-        z = self.encoder(mb["obs"], augment, self.generator)
+        cfg, critic = self.cfg, self.critic
+        z = critic.encode(mb["obs"])
         with torch.no_grad():
             # DrQ-v2 style: the online encoder (no grad) feeds both the next action and the target critics.
-            z_next = self.encoder(mb["next_obs"], augment, self.generator)
+            z_next = critic.encode(mb["next_obs"])
             next_action, next_logp = self.actor(z_next, generator=self.generator)
-            q_next = self._q_scalar(self.target_critic(z_next, next_action, members=members)).min(0).values
+            q_next = critic.target_value(z_next, next_action, members)
             if cfg.backup_entropy:
                 q_next = q_next - alpha * next_logp.float()
-            not_done = 1.0 - mb["terminated"].float()
-            target = mb["reward"].float() + cfg.discount * not_done * q_next
-        critic_out = self.critic(z, mb["action"])
-        if self.hl is not None:
-            critic_loss = self.hl.loss(critic_out, target)
-        else:
-            critic_loss = (critic_out.squeeze(-1).float() - target).pow(2).mean()
-        metrics = {"critic_loss": critic_loss.detach(), "q_mean": self._q_scalar(critic_out.detach()).mean()}
-        loss = critic_loss
+            target = critic.td_target(mb, q_next)
+        loss, q_data, metrics = critic.loss(z, mb["action"], target)
         if update_actor:
             zd = z.detach()  # actor gradients are stopped into the shared encoder (SERL/DrQ)
             action, logp = self.actor(zd, generator=self.generator)
             logp = logp.float()
-            q_pi = self._q_scalar(self.critic(zd, action, detach_params=True)).mean(0)
+            q_pi = critic.values(zd, action, detach_params=True).mean(0)
             actor_loss = (alpha * logp - q_pi).mean()
             if cfg.bc_weight > 0:
                 mean_action, _ = self.actor(zd, deterministic=True)
-                q_data = self._q_scalar(critic_out.detach()).mean(0)
-                bc_loss, bc_rows, _ = bc_term(mean_action.float(), mb, q_data, q_pi.detach(), cfg.bc_q_filter)
+                bc_loss, bc_rows, _ = bc_term(mean_action.float(), mb, q_data.mean(0), q_pi.detach(), cfg.bc_q_filter)
                 actor_loss = actor_loss + cfg.bc_weight * bc_loss
                 metrics.update(bc_loss=bc_loss.detach(), bc_rows=bc_rows)
             entropy = -logp.detach().mean()
@@ -243,26 +204,14 @@ class SACAgent:
 
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume learning exactly: networks, targets, alpha, optimizer, RNG, counters."""
-        return {
-            "actor": self.actor.state_dict(),
-            "critic": self.critic.state_dict(),
-            "target_critic": self.target_critic.state_dict(),
-            "encoder": self.encoder.state_dict(),
-            "log_alpha": self.log_alpha.detach().clone(),
-            "optimizer": self.optimizer.state_dict(),
-            "generator": self.generator.get_state(),
-            "update_step": self.update_step,
-            "critic_step": self.critic_step,
-        }
+        return {"actor": self.actor.state_dict(), **self.critic.state_dict(),
+                "log_alpha": self.log_alpha.detach().clone(), "generator": self.generator.get_state(),
+                "update_step": self.update_step}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state["critic"])
-        self.target_critic.load_state_dict(state["target_critic"])
-        self.encoder.load_state_dict(state["encoder"])
         with torch.no_grad():
             self.log_alpha.copy_(state["log_alpha"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.critic.load_state_dict(state)
         self.generator.set_state(state["generator"])
         self.update_step = int(state["update_step"])
-        self.critic_step = int(state["critic_step"])

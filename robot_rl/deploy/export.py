@@ -21,6 +21,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from robot_rl.agents.base import capabilities
+
 FORMATS = ("onnx", "torchscript")
 FILES = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
 
@@ -30,11 +32,10 @@ class DeterministicPolicy(nn.Module):
 
     def __init__(self, agent: Any) -> None:
         super().__init__()
-        module = getattr(agent, "deterministic_module", None)
-        if module is None:
-            raise ValueError(f"agent {agent.name!r} cannot be exported: it has no deterministic_module() (agents "
+        if not capabilities(type(agent)).exportable:
+            raise ValueError(f"agent {agent.name!r} cannot be exported: it declares no deterministic_module() (agents "
                              "that act on a base policy export the base and the agent separately)")
-        self.net = module()
+        self.net = agent.deterministic_module()
         self.cameras = tuple(sorted(agent.obs_spec.cameras))
         self.instruction = agent.obs_spec.instruction_dim > 0
 
@@ -157,7 +158,8 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, observations: int
     cfg = load_yaml(TrainConfig, run_dir / "config.yaml")
     env = make_env(cfg.env)
     try:
-        agent = make_agent(cfg.agent, ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
+        agent = make_agent(cfg.agent_config(), ObsSpec.from_space(env.observation_space),
+                           action_dim_of(env.action_space))
         ckpt = latest_checkpoint(run_dir)
         agent.load_policy_state(load_file(str(ckpt / "policy.safetensors")))
         example = recorded_observations(run_dir, observations)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -23,6 +23,8 @@ def state_predictor(env: Any) -> Any:
 
 class ExecutorAgent:
     """A base policy with its executor, acting like an agent in :func:`robot_rl.runtime.evaluation.rollout`."""
+
+    episodic: ClassVar[bool] = True  # begin_episode resets the executor (robot_rl.agents.base.Capabilities)
 
     def __init__(self, policy: BasePolicy, execution: ExecutionConfig, env: Any, period_s: float | None = None):
         predict = state_predictor(env) if execution.mode == "future" else None
@@ -43,6 +45,8 @@ class ExecutorAgent:
 class ComposedAgent:
     """An agent that acts on a base policy's proposals (``uses_base``) together with the base's executor: acts on
     one observation like any agent, for evaluation (the actor does the same for its batch of envs)."""
+
+    episodic: ClassVar[bool] = True
 
     def __init__(self, agent: Any, policy: BasePolicy, execution: ExecutionConfig, env: Any) -> None:
         self.agent = agent

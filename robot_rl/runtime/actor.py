@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl.agents.registry import make_agent
+from robot_rl.agents.registry import capabilities, make_agent
 from robot_rl.envs.contract import LABELS, BatchStep
 from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.env_pipeline import make_batched_env
@@ -78,10 +78,11 @@ class Actor:
         self.action_dim = action_dim_of(self.env.single_action_space)
         self.n = self.env.num_envs
         on_gpu = cfg.agent.device.startswith("cuda") and torch.cuda.is_available()
-        agent_cfg = cfg.agent if on_gpu else dataclasses.replace(cfg.agent, device="cpu")
+        agent_cfg = cfg.agent_config() if on_gpu else dataclasses.replace(cfg.agent_config(), device="cpu")
         # Two copies: one acts while the other loads new weights; each explores with its own seeded noise.
         self.policy, self._standby = (make_agent(agent_cfg, self.spec, self.action_dim,
                                                  seed=seeds.actor_policy(index, incarnation, slot)) for slot in (0, 1))
+        self._caps = capabilities(type(self.policy))
         self.version = 0
         self._standby_version = 0
         self._lock = threading.Lock()
@@ -205,7 +206,7 @@ class Actor:
             if got is not None:
                 with self._lock:
                     self._standby.load_policy_state(got[1])
-                    if self.base is not None and getattr(self._standby, "trains_base", False):
+                    if self.base is not None and self._caps.trains_base:
                         self.base.load_weights(self._standby.base_weights())  # the learner fine-tunes the base
                     self._standby.act(self._warm_obs, deterministic=True)  # first-call costs here (no RNG draw)
                     self._standby_version = got[0]
@@ -214,7 +215,7 @@ class Actor:
         if self._standby_version > self.version and self._lock.acquire(blocking=False):
             try:
                 self.policy, self._standby = self._standby, self.policy
-                if hasattr(self.policy, "acting_state"):  # the control loop's memory (ibrl's held choices) stays
+                if self._caps.keeps_acting_state:  # the control loop's memory (ibrl's held choices) stays
                     # with the acting copy; the standby keeps its own, which warming new weights up overwrites
                     self.policy.acting_state, self._standby.acting_state = (self._standby.acting_state,
                                                                             self.policy.acting_state)

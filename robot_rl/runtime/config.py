@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from robot_rl.agents.base import AgentConfig
+from robot_rl.agents.base import AgentConfig, agent_class, capabilities
 from robot_rl.agents.config import SACConfig
 from robot_rl.envs.config import EnvConfig
 from robot_rl.policies.config import BasePolicyConfig, ExecutionConfig
@@ -198,10 +198,12 @@ class TrainConfig:
     with ``terminate_on_success=False``. Evaluation keeps the env's own success check, so eval figures stay
     ground truth in sim."""
 
-    def __post_init__(self) -> None:
-        # An agent that fine-tunes the base's weights (agent.base_path) trains the run's base policy.
-        if self.base_policy.path and getattr(self.agent, "base_path", None) not in (None, self.base_policy.path):
-            object.__setattr__(self, "agent", dataclasses.replace(self.agent, base_path=self.base_policy.path))
+    def agent_config(self) -> AgentConfig:
+        """The agent's config as this run builds its agent: an agent that fine-tunes the base's weights (it declares
+        ``trains_base``) fine-tunes the run's base policy, so its ``base_path`` is ``base_policy.path``."""
+        if self.base_policy.path and capabilities(agent_class(self.agent.name)).trains_base:
+            return dataclasses.replace(self.agent, base_path=self.base_policy.path)  # type: ignore[call-arg]
+        return self.agent
 
     @classmethod
     def prepare_raw(cls, data: dict[str, Any], base: Path) -> dict[str, Any]:

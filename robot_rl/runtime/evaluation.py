@@ -15,7 +15,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from robot_rl.agents.registry import uses_base
+from robot_rl.agents.registry import capabilities, uses_base
 from robot_rl.policies.base import BasePolicy, misfit
 from robot_rl.policies.config import ExecutionConfig
 from robot_rl.policies.evaluate import ComposedAgent, ExecutorAgent
@@ -34,11 +34,11 @@ def rollout(agent: Any, env: gym.Env, episodes: int, seed: int = 10_000,
     With ``frames`` (a list; the env made with ``render_mode="rgb_array"``), appends every rendered frame; with
     ``view``, shows every step in the operator view (one recording per episode)."""
     returns, lengths, successes = [], [], []
-    begin = getattr(agent, "begin_episode", None)  # agents with per-episode state (base-policy executors)
+    episodic = capabilities(type(agent)).episodic  # per-episode state (a base policy's executor)
     for i in range(episodes):
         obs, info = env.reset(seed=seed + i)
-        if begin is not None:
-            begin(info)
+        if episodic:
+            agent.begin_episode(info)
         done, ret, length = False, 0.0, 0
         if frames is not None:
             frames.append(env.render())
@@ -115,7 +115,7 @@ def load_run(run: str | Path, render_mode: str | None = None) -> tuple[Any, gym.
 
     cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
     env = make_env(cfg.env, render_mode=render_mode)
-    agent = make_agent(cfg.agent, ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
+    agent = make_agent(cfg.agent_config(), ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
     agent.load_policy_state(load_file(str(latest_checkpoint(run) / "policy.safetensors")))
     return cfg, env, agent, evaluation_agent(cfg, agent, env)
 
@@ -160,7 +160,7 @@ def evaluation_agent(cfg: Any, agent: Any, env: Any) -> Any:
     if not uses_base(cfg.agent):
         return agent
     # an agent that fine-tunes the base's weights acts with its own, current base
-    base = agent.base_policy() if getattr(agent, "trains_base", False) else load_policy(cfg.base_policy)
+    base = agent.base_policy() if capabilities(type(agent)).trains_base else load_policy(cfg.base_policy)
     # the run's chunking (execute_steps, ensembling) without its timing: evaluation measures the policy
     return ComposedAgent(agent, base, dataclasses.replace(cfg.execution, mode="sync"), env)
 

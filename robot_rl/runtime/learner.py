@@ -125,8 +125,9 @@ class Learner:
         self.eval_env = make_env(cfg.env)
         self.spec = ObsSpec.from_space(self.eval_env.observation_space)
         self.action_dim = action_dim_of(self.eval_env.action_space)
-        self.agent = make_agent(cfg.agent, self.spec, self.action_dim, seed=seeds.agent())
-        self.sampling = type(self.agent).sampling(cfg.agent)
+        agent_cfg = cfg.agent_config()
+        self.agent = make_agent(agent_cfg, self.spec, self.action_dim, seed=seeds.agent())
+        self.sampling = type(self.agent).sampling(agent_cfg)
         self.counters = LearnerCounters()
         if resume and not has_checkpoint(self.run_dir):
             log.info("no checkpoint yet: the agent starts fresh; the actors' spools rebuild the replay")

@@ -60,13 +60,13 @@ def check_run(cfg: TrainConfig) -> None:
 
 
 def _check_agent(cfg: TrainConfig, spec: ObsSpec, action_dim: int) -> None:
-    cls = agent_class(cfg.agent.name)
+    cls, agent_cfg = agent_class(cfg.agent.name), cfg.agent_config()
     try:
-        cls.check_spaces(spec, action_dim, cfg.agent)
-        make_agent(dataclasses.replace(cfg.agent, device="cpu"), spec, action_dim)
+        cls.check_spaces(spec, action_dim, agent_cfg)
+        make_agent(dataclasses.replace(agent_cfg, device="cpu"), spec, action_dim)
     except (ValueError, TypeError, KeyError, FileNotFoundError) as exc:
         raise ConfigError(f"agent: {exc}") from None
-    sampling = cls.sampling(cfg.agent)
+    sampling = cls.sampling(agent_cfg)
     for group in sampling.needs:
         filled = {"online": True, "demos": bool(cfg.demos), "interventions": cfg.teleop.device != "none",
                   "prior": bool(cfg.demos) or cfg.teleop.device != "none"}[group]

@@ -3,10 +3,10 @@
 The base is a local small VLA (robot_rl.vla). The actor executes its chunks as for any base-policy agent and this
 agent passes the proposal through (plus small fixed exploration noise); what learns is the base itself:
 
-* a critic ensemble (LayerNorm MLPs, RLPD's subset-min target, n-step returns) learns Q of the executed action
-  from the state, the instruction and the step's phase in its chunk. Its target bootstraps from the proposal the
-  base made at the next step when it was collected (an evaluation of the collecting policy: recomputing the
-  VLA's decode for every target at UTD 20 would cost a full VLA pass per critic step);
+* a critic ensemble (robot_rl.agents.critic: LayerNorm MLPs, RLPD's subset-min target, n-step returns) learns Q of
+  the executed action from the state, the instruction and the step's phase in its chunk. Its target bootstraps from
+  the proposal the base made at the next step when it was collected (an evaluation of the collecting policy:
+  recomputing the VLA's decode for every target at UTD 20 would cost a full VLA pass per critic step);
 * every ``improve_every`` updates, after a critic-only warm-up, it draws ``improve_batch`` observations with their
   camera frames, samples ``num_samples`` chunks per observation from the base (the zero-noise decode among them)
   and lets the critics pick the chunk whose first action they value most (best-of-K, as PA-RL's global step):
@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import torch
 
-from robot_rl.agents.base import Sampling, index_tree, keep_global_rng, seeded_generator, to_torch, utd_batch
-from robot_rl.agents.encoders import ObservationEncoder
-from robot_rl.agents.networks import EnsembleCritic, init_parameters, phase_one_hot
+from robot_rl.agents.base import Sampling, index_tree, seeded_generator, to_torch, utd_batch
+from robot_rl.agents.critic import Critic
+from robot_rl.agents.networks import phase_one_hot
 from robot_rl.agents.torch_compat import foreach_lerp_
 from robot_rl.replay.storage import SOURCE_CODE
 from robot_rl.spaces import ObsSpec
@@ -78,26 +78,18 @@ class CriticGuidedAgent:
         self.reference = copy.deepcopy(self.base.model).eval()
         for p in self._trained_parameters():
             p.requires_grad_(True)
-        seen = obs_spec if cfg.use_cameras else ObsSpec(obs_spec.state_dim, {}, obs_spec.instruction_dim)
-        init = seeded_generator(seed)
-        with keep_global_rng():
-            self.encoder = ObservationEncoder(seen, cfg.encoder, generator=init).to(self.device)
-            x_dim = self.encoder.out_dim + cfg.chunk_phases
-            self.critic = EnsembleCritic(cfg.num_critics, x_dim + action_dim, cfg.hidden_dims, 1, True)
-        init_parameters(self.critic, init)
-        self.critic = self.critic.to(self.device)
-        self.target_critic = copy.deepcopy(self.critic).requires_grad_(False)
-        critic_params = list(self.critic.parameters()) + [p for p in self.encoder.parameters() if p.requires_grad]
-        fused = self.device.type in ("cpu", "cuda")
-        self.optimizer = torch.optim.Adam(critic_params, lr=cfg.critic_lr, fused=fused)
-        self.base_optimizer = torch.optim.AdamW(self._trained_parameters(), lr=cfg.base_lr, weight_decay=0.0,
-                                                fused=fused)
-        self._online, self._target = list(self.critic.parameters()), list(self.target_critic.parameters())
         self.generator = seeded_generator(seed + 1, self.device)
         self.act_generator = seeded_generator(seed + 2, self.device)
+        # the critics read the encoder's latent and the step's phase in its chunk
+        self.critic = Critic(cfg, obs_spec, action_dim, cfg.chunk_phases, init=seeded_generator(seed),
+                             generator=self.generator, device=self.device)
+        self.encoder = self.critic.encoder
+        fused = self.device.type in ("cpu", "cuda")
+        self.base_optimizer = torch.optim.AdamW(self._trained_parameters(), lr=cfg.base_lr, weight_decay=0.0,
+                                                fused=fused)
         self._empty_text = torch.tensor(self.base.text.encode(""), device=self.device)
         self._replay: ReplayBuffer | None = None
-        self.update_step = self.critic_step = self.improve_step = 0
+        self.update_step = self.improve_step = 0
         self._last_improve: dict[str, float] = {}
 
     # ---------------------------------------------------------------- contract
@@ -134,14 +126,12 @@ class CriticGuidedAgent:
     @classmethod
     def sampling(cls, cfg: CriticGuidedConfig) -> Sampling:
         """Critic samples (n-step, frames only when the critics read them); improvement draws its own."""
-        return Sampling(batch_size=cfg.batch_size, utd=cfg.utd, n_step=cfg.n_step, discount=cfg.discount,
-                        pixels=cfg.use_cameras)
+        return cfg.critic_sampling()
 
     def prepare(self, replay: ReplayBuffer) -> None:
         """Fits the critics' state standardisation once; keeps the replay to draw improvement batches with frames."""
         self._replay = replay
-        if self.cfg.encoder.normalize_state and not self.encoder.normalizer_fitted:
-            self.encoder.fit_state_normalizer(replay.valid_states())
+        self.critic.prepare(replay)
 
     def base_policy(self) -> VLAPolicy:
         """The base being fine-tuned (evaluation acts with it)."""
@@ -152,9 +142,6 @@ class CriticGuidedAgent:
         return dict(self.base.model.state_dict())
 
     # ------------------------------------------------------------------ acting
-    def _seen(self, obs: Mapping[str, Any]) -> dict[str, Any]:
-        return dict(obs) if self.cfg.use_cameras else {k: v for k, v in obs.items() if k != "pixels"}
-
     def _features(self, z: torch.Tensor, chunk_index: torch.Tensor) -> torch.Tensor:
         if not self.cfg.chunk_phases:
             return z
@@ -175,11 +162,10 @@ class CriticGuidedAgent:
     def update(self, batch: Mapping[str, Any]) -> dict[str, float]:
         """``utd`` critic steps on a ``[utd, B, ...]`` sample; every ``improve_every`` updates past the warm-up,
         one improvement step of the base. Returns the last step's metrics."""
-        for key in ("base_action", "discount") if self.cfg.n_step > 1 else ("base_action",):
-            if key not in batch:
-                raise ValueError(f"agent 'critic_guided' needs {key!r} in replay samples (ReplayBuffer.with_base, "
-                                 "set_n_step from the agent's sampling)")
-        batch = {**batch, "obs": self._seen(batch["obs"]), "next_obs": self._seen(batch["next_obs"])}
+        if "base_action" not in batch:
+            raise ValueError("agent 'critic_guided' needs 'base_action' in replay samples (ReplayBuffer.with_base)")
+        self.critic.check_batch(batch, self.name)
+        batch = {**batch, "obs": self.critic.seen(batch["obs"]), "next_obs": self.critic.seen(batch["next_obs"])}
         tb = utd_batch(batch, self.device)
         metrics: dict[str, torch.Tensor] = {}
         for i in range(tb["action"].shape[0]):
@@ -193,26 +179,19 @@ class CriticGuidedAgent:
         return {**{k: float(v) for k, v in metrics.items()}, **self._last_improve}
 
     def _critic_step(self, mb: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-        cfg = self.cfg
-        members = torch.randperm(cfg.num_critics, device=self.device, generator=self.generator)[: cfg.num_min_critics]
-        augment = self.encoder.has_pixels and cfg.encoder.augment_pad > 0
-        x = self._features(self.encoder(mb["obs"], augment, self.generator), mb["chunk_index"])
+        """One critic update whose target bootstraps from the base's proposal at the next step, collected with it
+        (with target smoothing noise)."""
+        critic = self.critic
+        members = critic.members()
+        x = self._features(critic.encode(mb["obs"]), mb["chunk_index"])
         with torch.no_grad():
-            x_next = self._features(self.encoder(mb["next_obs"], augment, self.generator), mb["next_chunk_index"])
+            x_next = self._features(critic.encode(mb["next_obs"]), mb["next_chunk_index"])
             noise = torch.randn(mb["action"].shape, device=self.device, generator=self.generator)
-            next_action = (mb["next_base_action"].float() + cfg.target_noise_std * noise).clamp(-1.0, 1.0)
-            q_next = self.target_critic(x_next, next_action, members=members).squeeze(-1).min(0).values
-            discount = mb["discount"].float() if "discount" in mb else cfg.discount
-            target = mb["reward"].float() + discount * (1.0 - mb["terminated"].float()) * q_next
-        q = self.critic(x, mb["action"].float()).squeeze(-1)
-        loss = (q - target).pow(2).mean()
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
-        with torch.no_grad():
-            foreach_lerp_(self._target, self._online, cfg.tau)
-        self.critic_step += 1
-        return {"critic_loss": loss.detach(), "q_mean": q.detach().mean()}
+            next_action = (mb["next_base_action"].float() + self.cfg.target_noise_std * noise).clamp(-1.0, 1.0)
+            target = critic.td_target(mb, critic.target_value(x_next, next_action, members))
+        loss, _, metrics = critic.loss(x, mb["action"].float(), target)
+        critic.step(loss)
+        return metrics
 
     def _vla_inputs(self, obs: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
         base, size = self.base, self.base.cfg.image_size
@@ -273,15 +252,15 @@ class CriticGuidedAgent:
             noise[:, 0] = 0.0  # the deterministic decode competes too
             chunks = model.decode(context.repeat_interleave(k, 0), noise.view(b * k, h, a)).clamp(-1.0, 1.0)
             chunks = chunks.view(b, k, h, a)
-            z = self._features(self.encoder(self._seen(obs)), torch.zeros(b, device=self.device))
-            members = self.critic(z.repeat_interleave(k, 0), chunks[:, :, 0].reshape(b * k, a)).squeeze(-1)
+            z = self._features(self.encoder(self.critic.seen(obs)), torch.zeros(b, device=self.device))
+            members = self.critic.values(z.repeat_interleave(k, 0), chunks[:, :, 0].reshape(b * k, a))
             best, gain = self.pick(members.view(-1, b, k))
             target = chunks[torch.arange(b, device=self.device), best].clone()
             stored = to_torch(sample["action"], self.device).float()
             demo = to_torch(sample["source"], self.device) == SOURCE_CODE["demo"]
             rows = demo.sum()
             if cfg.demo_filter:  # a demo's action is followed only where the critics verify it beats the decode
-                demo &= self.verified(self.critic(z, stored).squeeze(-1) - members.view(-1, b, k)[:, :, 0])
+                demo &= self.verified(self.critic.values(z, stored) - members.view(-1, b, k)[:, :, 0])
             prior = demo | (to_torch(sample["intervened"], self.device) > 0)
             target[prior, 0] = stored[prior]
             weight = torch.ones(b, h, device=self.device)
@@ -332,23 +311,18 @@ class CriticGuidedAgent:
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume learning exactly."""
         return {"base": self.base.model.state_dict(), "base_optimizer": self.base_optimizer.state_dict(),
-                "critic": self.critic.state_dict(), "target_critic": self.target_critic.state_dict(),
-                "encoder": self.encoder.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "reference": self.reference.state_dict(), "generator": self.generator.get_state(),
-                "update_step": self.update_step,
-                "critic_step": self.critic_step, "improve_step": self.improve_step}
+                **self.critic.state_dict(), "reference": self.reference.state_dict(),
+                "generator": self.generator.get_state(), "update_step": self.update_step,
+                "improve_step": self.improve_step}
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.base.load_weights(state["base"])
         self.base_optimizer.load_state_dict(state["base_optimizer"])
-        self.critic.load_state_dict(state["critic"])
-        self.target_critic.load_state_dict(state["target_critic"])
-        self.encoder.load_state_dict(state["encoder"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.critic.load_state_dict(state)
         if "reference" in state:  # (a checkpoint without it anchors at the original base, as it did)
             self.reference.load_state_dict(state["reference"])
         self.generator.set_state(state["generator"])
-        self.update_step, self.critic_step = int(state["update_step"]), int(state["critic_step"])
+        self.update_step = int(state["update_step"])
         self.improve_step = int(state["improve_step"])
 
     def save_base(self, folder: str) -> str:

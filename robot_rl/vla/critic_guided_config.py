@@ -3,15 +3,15 @@ is documented; all are overridable from CLI and YAML."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from robot_rl.agents.base import AgentConfig
-from robot_rl.agents.config import EncoderConfig
+from robot_rl.agents.config import CriticConfig
 
 
 @dataclass(frozen=True)
-class CriticGuidedConfig(AgentConfig):
-    """Fine-tunes a local small VLA (PA-RL / ConRFT style): a critic ensemble learns Q of the executed action; every
+class CriticGuidedConfig(CriticConfig):
+    """Fine-tunes a local small VLA (PA-RL / ConRFT style): a critic ensemble (CriticConfig) learns Q of the executed
+    action; every
     ``improve_every`` updates the base samples ``num_samples`` chunks per observation, and its own flow/L1 loss
     pulls it towards the one the critic values most (demo and intervention rows: towards the stored action)."""
 
@@ -73,53 +73,25 @@ class CriticGuidedConfig(AgentConfig):
     """Std of Gaussian noise added to the base's action when acting (clipped to [-1, 1]); 0 = none."""
     target_noise_std: float = 0.05
     """Std of the noise on the next action in the critic target (target policy smoothing), in action units."""
-    n_step: int = 3
-    """Transitions summed into each critic target (n-step returns; 1 = one-step TD)."""
     chunk_phases: int = 16
     """The step's index in its chunk enters the critics one-hot over this many phases (0 leaves it out)."""
-    use_cameras: bool = False
-    """The critics encode the env's cameras too. Off: they read the state and instruction (the base reads the
-    pixels; critic samples then skip the frame gathers)."""
-    hidden_dims: tuple[int, ...] = (256, 256)
-    """Hidden layer sizes of every critic."""
-    num_critics: int = 10
-    """Critic ensemble size (RLPD: 10)."""
-    num_min_critics: int = 2
-    """Target = min over a random subset of this many target critics (RLPD: 2)."""
-    utd: int = 20
-    """Update-to-data ratio: critic updates per environment step."""
-    batch_size: int = 256
-    """Transitions per critic step."""
-    discount: float = 0.99
-    """Discount factor gamma."""
-    tau: float = 0.005
-    """Polyak rate of the target critics."""
-    critic_lr: float = 3e-4
-    """Adam learning rate of the critics and their encoder."""
-    encoder: EncoderConfig = field(default_factory=EncoderConfig)
-    """The critics' observation encoder (state MLP; conv nets when use_cameras)."""
+    use_cameras: bool = False  # a default of CriticConfig's field: the base reads the pixels
+    n_step: int = 3  # a default of CriticConfig's field
 
     def validate(self) -> None:
         """Raises ValueError naming the offending field."""
-        checks = [
+        super().validate()
+        self.require([
             (self.num_samples >= 1 and self.improve_batch >= 1 and self.improve_every >= 1,
              "num_samples, improve_batch and improve_every must be >= 1"),
             (self.noise_std >= 0 and self.exploration_std >= 0 and self.target_noise_std >= 0,
              "noise_std, exploration_std and target_noise_std must be >= 0"),
-            (self.base_lr > 0 and self.critic_lr > 0 and self.base_grad_clip > 0,
-             "base_lr, critic_lr and base_grad_clip must be > 0"),
+            (self.base_lr > 0 and self.base_grad_clip > 0, "base_lr and base_grad_clip must be > 0"),
             (self.bc_weight >= 0 and self.critic_warmup_updates >= 0 and self.decode_weight >= 0
              and self.sample_weight >= 0 and self.anchor_weight >= 0,
              "bc_weight, critic_warmup_updates, decode_weight, sample_weight and anchor_weight must be >= 0"),
             (self.pick_pessimism >= 0, "pick_pessimism must be >= 0"),
             (self.base_lr_decay_steps >= 0, "base_lr_decay_steps must be >= 0"),
             (0.0 <= self.anchor_tau <= 1.0, "anchor_tau must be in [0, 1]"),
-            (self.n_step >= 1 and self.chunk_phases >= 0, "n_step must be >= 1 and chunk_phases >= 0"),
-            (self.num_critics >= 1, "num_critics must be >= 1"),
-            (1 <= self.num_min_critics <= self.num_critics, "num_min_critics must be in [1, num_critics]"),
-            (self.utd >= 1 and self.batch_size >= 1, "utd and batch_size must be >= 1"),
-            (0.0 <= self.discount <= 1.0 and 0.0 < self.tau <= 1.0, "discount must be in [0, 1] and tau in (0, 1]"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"agent config (critic_guided): {message}")
+            (self.chunk_phases >= 0, "chunk_phases must be >= 0"),
+        ])

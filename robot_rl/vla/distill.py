@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from robot_rl.agents.base import capabilities
 from robot_rl.datasets.sources import Step
 from robot_rl.utils.log import get_logger
 from robot_rl.vla.train import TrainBCConfig
@@ -71,7 +72,7 @@ class PolicyDevice:
         pass
 
     def observe(self, obs: Any, info: dict[str, Any], first: bool) -> None:
-        if first and hasattr(self.actor, "begin_episode"):
+        if first and capabilities(type(self.actor)).episodic:
             self.actor.begin_episode(info)
         self.obs = obs
 
@@ -95,7 +96,7 @@ def specialist(run: str | Path, env: Any) -> Any:
     from robot_rl.utils.run_dir import latest_checkpoint
 
     cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
-    agent = make_agent(cfg.agent, ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
+    agent = make_agent(cfg.agent_config(), ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
     agent.load_policy_state(load_file(str(latest_checkpoint(run) / "policy.safetensors")))
     return evaluation_agent(cfg, agent, env)
 

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from robot_rl.agents import Agent, BCAgent, BCConfig, SACAgent, SACConfig, agent_class, make_agent
-from robot_rl.agents.registry import check_agent_class
+from robot_rl.agents.registry import Capabilities, capabilities, check_agent_class
 from robot_rl.config import ConfigError, from_dict
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
 from robot_rl.runtime.config import TrainConfig
@@ -70,3 +73,50 @@ def test_a_class_without_the_contract_is_refused() -> None:
             return np.zeros(1)
     with pytest.raises(ValueError, match="lacks update, prepare"):
         check_agent_class(Half, "Half")
+
+
+def test_optional_capabilities_are_declared_and_checked() -> None:
+    """Each built-in agent declares what it can do beyond the contract; a class declaring a capability without what
+    goes with it is refused."""
+    declared = {name: {k for k, v in dataclasses.asdict(capabilities(agent_class(name))).items() if v}
+                for name in ("sac", "bc", "base", "residual", "ibrl", "critic_guided")}
+    assert declared == {"sac": {"exportable"}, "bc": {"exportable"}, "base": {"uses_base"},
+                        "residual": {"uses_base"}, "ibrl": {"uses_base", "keeps_acting_state"},
+                        "critic_guided": {"uses_base", "trains_base"}}
+    from robot_rl.policies.evaluate import ComposedAgent, ExecutorAgent
+
+    assert capabilities(ExecutorAgent).episodic and capabilities(ComposedAgent).episodic
+
+    class Claims(BCAgent):
+        uses_base = True
+        trains_base = True
+        keeps_acting_state = True
+        deterministic_module = None  # type: ignore[assignment]
+        exportable = True
+    with pytest.raises(ValueError, match=r"base_weights\(\) \(trains_base\), base_policy\(\) \(trains_base\), "
+                                         r"deterministic_module\(\) \(exportable\), a base_path field in its config "
+                                         r"\(trains_base\), an acting_state annotation \(keeps_acting_state\)"):
+        check_agent_class(Claims, "Claims")
+
+
+def test_the_runtime_reads_declared_capabilities_and_never_probes_for_them() -> None:
+    names = "|".join(f.name for f in dataclasses.fields(Capabilities)) + "|acting_state|begin_episode|" \
+        "deterministic_module|base_path|base_weights|base_policy"
+    probe = re.compile(rf"""(getattr|hasattr)\([^)]*["']({names})["']""")
+    root = Path(__file__).resolve().parents[2] / "robot_rl"
+    found = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py") if p.name != "base.py"
+             for i, line in enumerate(p.read_text().splitlines(), 1) if probe.search(line)]
+    assert not found, found
+
+
+def test_a_run_config_is_never_rewritten_its_agent_config_is_derived() -> None:
+    """An agent that fine-tunes the base's weights trains the run's base policy: ``agent_config()`` says so, the
+    config itself stays as given."""
+    from robot_rl.policies.config import BasePolicyConfig
+    from robot_rl.vla.critic_guided_config import CriticGuidedConfig
+
+    cfg = TrainConfig(agent=CriticGuidedConfig(), base_policy=BasePolicyConfig(path="policies/vla"))
+    assert cfg.agent.base_path == "" and cfg.agent_config().base_path == "policies/vla"
+    assert cfg.agent_config() == dataclasses.replace(cfg.agent, base_path="policies/vla")
+    plain = TrainConfig(base_policy=BasePolicyConfig(path="policies/vla"))
+    assert plain.agent_config() is plain.agent  # sac does not train the base

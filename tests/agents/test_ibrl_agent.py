@@ -96,9 +96,11 @@ def test_an_actor_process_chooses_as_the_learner_and_resume_is_exact() -> None:
     assert agent.update(copy.deepcopy(batch)) == twin.update(copy.deepcopy(batch))
 
 
-def test_the_residual_bounds_do_not_apply() -> None:
-    cfg = IBRLConfig(residual_scales=(0.3, 2.0))
-    assert cfg.bounds(2) == (1.0, 1.0)
+def test_the_residual_bounds_are_not_ibrl_fields() -> None:
+    """The actor's output is a whole action: ibrl has none of the residual's bounds and clip options."""
+    fields = {f.name for f in dataclasses.fields(IBRLConfig)}
+    assert not fields & {"residual_scale", "residual_scales", "straight_through_clip", "clip_excess_penalty"}
+    assert IBRLConfig().bounds(2) == (1.0, 1.0) and IBRLConfig().straight_through() == (False, 0.0)
     with pytest.raises(ValueError, match="n_step"):
         IBRLConfig(n_step=0).validate()
 
@@ -115,9 +117,9 @@ def test_a_pessimistic_choice_compares_lower_confidence_bounds() -> None:
         x = torch.as_tensor(obs["state"])
         feats = wary._features(wary.encoder({"state": x}), torch.as_tensor(obs["base_action"]),
                                torch.as_tensor(obs["chunk_index"]))
-        q_base = wary.critic(wary._critic_input(feats), torch.as_tensor(obs["base_action"])).squeeze(-1)
+        q_base = wary.critic.values(wary._critic_input(feats), torch.as_tensor(obs["base_action"]))
         proposal = wary._raw_action(torch.as_tensor(obs["base_action"]), wary.actor(wary._actor_input(feats)))
-        q_actor = wary.critic(wary._critic_input(feats), proposal.clamp(-1, 1)).squeeze(-1)
+        q_actor = wary.critic.values(wary._critic_input(feats), proposal.clamp(-1, 1))
     take = (q_actor.mean(0) - 50 * q_actor.std(0) > q_base.mean(0) - 50 * q_base.std(0)).numpy()
     as_base = np.all(chosen == obs["base_action"], axis=1)
     assert np.array_equal(~as_base, take)

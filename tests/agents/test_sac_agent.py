@@ -70,20 +70,20 @@ def test_target_is_min_over_the_random_subset_not_all_critics():
     agent = SACAgent(ObsSpec(D), A, small(num_critics=4, num_min_critics=2, backup_entropy=False, discount=0.5))
     # Target critic member e outputs the constant 10*e + 1: head weights 0, bias = value.
     with torch.no_grad():
-        agent.target_critic.head.weight.zero_()
-        agent.target_critic.head.bias.copy_(torch.tensor([1.0, 11.0, 21.0, 31.0]).view(4, 1, 1))
+        agent.critic.target.head.weight.zero_()
+        agent.critic.target.head.bias.copy_(torch.tensor([1.0, 11.0, 21.0, 31.0]).view(4, 1, 1))
     b = {k: v[0] if not isinstance(v, dict) else {kk: vv[0] for kk, vv in v.items()} for k, v in batch().items()}
     from robot_rl.agents.sac import to_torch
     tb = to_torch(b, agent.device)
     captured = {}
-    original = agent.critic.forward
+    original = agent.critic.net.forward
 
     def spy(z, action, detach_params=False, members=None):
         out = original(z, action, detach_params, members)
         if not detach_params:
             captured["q"] = out
         return out
-    agent.critic.forward = spy
+    agent.critic.net.forward = spy
     for members, expected in (([2, 3], 21.0), ([1, 3], 11.0)):  # min over the subset, never the global min 1.0
         loss, _ = agent._compute_losses(tb, torch.tensor(0.0), torch.tensor(members), update_actor=False)
         q = captured["q"].squeeze(-1)
@@ -93,16 +93,16 @@ def test_target_is_min_over_the_random_subset_not_all_critics():
 
 def test_utd_update_does_utd_critic_steps_and_one_actor_step():
     agent = SACAgent(ObsSpec(D), A, small(utd=5, tau=0.5))
-    target_before = [p.clone() for p in agent.target_critic.parameters()]
+    target_before = [p.clone() for p in agent.critic.target.parameters()]
     for call in range(1, 3):
         agent.update(batch(utd=5, seed=call))
-        state = agent.optimizer.state
-        critic_steps = {int(state[p]["step"]) for p in agent.critic.parameters()}
+        state = agent.critic.optimizer.state
+        critic_steps = {int(state[p]["step"]) for p in agent.critic.net.parameters()}
         actor_steps = {int(state[p]["step"]) for p in agent.actor.parameters()}
         assert critic_steps == {5 * call} and actor_steps == {call}
         assert int(state[agent.log_alpha]["step"]) == call
-    assert agent.critic_step == 10 and agent.update_step == 2
-    assert any(not torch.equal(a, b) for a, b in zip(target_before, agent.target_critic.parameters()))
+    assert agent.critic.steps == 10 and agent.update_step == 2
+    assert any(not torch.equal(a, b) for a, b in zip(target_before, agent.critic.target.parameters()))
 
 
 @pytest.mark.parametrize("target_entropy, direction", [(50.0, 1), (-50.0, -1)])
@@ -145,10 +145,10 @@ def test_pixel_agent_acts_and_updates_and_actor_grads_do_not_reach_encoder():
         agent.generator.manual_seed(0)
         return agent._compute_losses(tb, torch.tensor(0.1), torch.tensor([0, 1]), update_actor)[0]
 
-    agent.optimizer.zero_grad(set_to_none=True)
+    agent.critic.optimizer.zero_grad(set_to_none=True)
     (losses(True) - losses(False)).backward()  # = actor loss + temperature loss, through the agent's own code
     assert all(p.grad is None or not p.grad.any() for p in agent.encoder.parameters())
-    assert all(p.grad is None or not p.grad.any() for p in agent.critic.parameters())
+    assert all(p.grad is None or not p.grad.any() for p in agent.critic.net.parameters())
     assert any(p.grad is not None and p.grad.any() for p in agent.actor.parameters())
     enc_before = [p.clone() for p in agent.encoder.parameters()]
     agent.update(batch(1, PIX))
@@ -198,7 +198,7 @@ def test_policy_state_and_full_state_round_trips(tmp_path):
     m1 = agent.update(nxt)  # the restored generator draws the same noise
     m2 = restored.update(nxt)
     assert m1 == m2
-    for a, b in zip(agent.critic.parameters(), restored.critic.parameters()):
+    for a, b in zip(agent.critic.net.parameters(), restored.critic.net.parameters()):
         assert torch.equal(a, b)
 
 
@@ -236,10 +236,10 @@ def test_manual_gradients_match_autograd(critic_ln, actor_ln, backup, critics, u
     if normalized:
         agent.encoder.fit_state_normalizer(np.random.default_rng(5).normal(0.3, 2.0, (64, D)))
     with torch.no_grad():  # non-trivial LayerNorm affine and target != online critic
-        for norm in agent.critic.norms if critic_ln else ():
+        for norm in agent.critic.net.norms if critic_ln else ():
             norm.weight.normal_()
             norm.bias.normal_()
-        for p, t in zip(agent.critic.parameters(), agent.target_critic.parameters()):
+        for p, t in zip(agent.critic.net.parameters(), agent.critic.target.parameters()):
             t.copy_(p + 0.1 * torch.randn_like(p))
     from robot_rl.agents.sac import to_torch
     tb = to_torch({k: index_tree_np(v) for k, v in batch().items()}, agent.device)
@@ -248,9 +248,9 @@ def test_manual_gradients_match_autograd(critic_ln, actor_ln, backup, critics, u
     eps = torch.stack([torch.randn(B, A, generator=agent.generator) for _ in range(2 if update_actor else 1)])
     agent.generator.set_state(state)
     loss, ref_metrics = agent._compute_losses(tb, alpha, members, update_actor)
-    agent.optimizer.zero_grad(set_to_none=True)
+    agent.critic.optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    params = [*agent.critic.parameters(), *agent.actor.parameters(), agent.log_alpha]
+    params = [*agent.critic.net.parameters(), *agent.actor.parameters(), agent.log_alpha]
     ref = [None if p.grad is None else p.grad.clone() for p in params]
     metrics = agent._manual.compute_grads(tb, alpha, members, update_actor, eps=eps)
     assert set(metrics) == set(ref_metrics)
@@ -277,19 +277,19 @@ def test_fused_adam_step_matches_optimizer_step_and_survives_state_reload():
     reference = SACAgent(ObsSpec(D), A, small(utd=3))
     reference.load_state_dict(copy.deepcopy(agent.state_dict()))  # torch's optimizer load shares tensors
     agent.load_state_dict(copy.deepcopy(agent.state_dict()))  # replaces the optimizer state under the cached plan
-    reference._adam.step = lambda groups: reference.optimizer.step()  # plain torch.optim.Adam.step
+    reference.critic.fused_step.step = lambda groups: reference.critic.optimizer.step()  # plain torch.optim.Adam.step
     for b in batches[2:]:
         agent.generator.manual_seed(1)
         m1 = agent.update(b)
         reference.generator.manual_seed(1)
         m2 = reference.update(b)
         assert m1 == m2
-    for a, r in zip(agent.critic.parameters(), reference.critic.parameters()):
+    for a, r in zip(agent.critic.net.parameters(), reference.critic.net.parameters()):
         assert torch.equal(a, r)
     for a, r in zip(agent.actor.parameters(), reference.actor.parameters()):
         assert torch.equal(a, r)
-    assert agent.optimizer.state[agent.log_alpha]["step"] == 4
-    assert agent.optimizer.state[next(agent.critic.parameters())]["step"] == 12
+    assert agent.critic.optimizer.state[agent.log_alpha]["step"] == 4
+    assert agent.critic.optimizer.state[next(agent.critic.net.parameters())]["step"] == 12
 
 
 def test_manual_path_learns_like_autograd():
@@ -303,7 +303,7 @@ def test_manual_path_learns_like_autograd():
             out.append(agent.update(batch(utd=2, seed=step)))
         for k in out[1]:
             assert out[0][k] == pytest.approx(out[1][k], rel=1e-4, abs=1e-5), k
-    for a, r in zip(agents[0].critic.parameters(), agents[1].critic.parameters()):
+    for a, r in zip(agents[0].critic.net.parameters(), agents[1].critic.net.parameters()):
         torch.testing.assert_close(a, r, atol=1e-5, rtol=1e-4)
 
 
@@ -323,9 +323,9 @@ def test_instruction_embedding_is_an_input_and_manual_gradients_still_match():
     eps = torch.stack([torch.randn(B, A, generator=agent.generator) for _ in range(2)])
     agent.generator.set_state(state)
     loss, _ = agent._compute_losses(tb, alpha, members, True)
-    agent.optimizer.zero_grad(set_to_none=True)
+    agent.critic.optimizer.zero_grad(set_to_none=True)
     loss.backward()
-    params = [*agent.critic.parameters(), *agent.actor.parameters(), agent.log_alpha]
+    params = [*agent.critic.net.parameters(), *agent.actor.parameters(), agent.log_alpha]
     ref = [p.grad.clone() for p in params]
     agent._manual.compute_grads(tb, alpha, members, True, eps=eps)
     for p, r in zip(params, ref):

@@ -68,8 +68,8 @@ def batch(seed: int, utd: int = 2) -> dict:
 
 def params(agent: SACAgent) -> dict[str, torch.Tensor]:
     out = {f"actor.{k}": v for k, v in agent.actor.state_dict().items()}
-    out.update({f"critic.{k}": v for k, v in agent.critic.state_dict().items()})
-    out.update({f"target.{k}": v for k, v in agent.target_critic.state_dict().items()})
+    out.update({f"critic.{k}": v for k, v in agent.critic.net.state_dict().items()})
+    out.update({f"target.{k}": v for k, v in agent.critic.target.state_dict().items()})
     out["log_alpha"] = agent.log_alpha.detach()
     return {k: v.detach().clone() for k, v in out.items()}
 
@@ -223,7 +223,7 @@ def test_sac_update_without_fused_adam_matches(monkeypatch, warnings_logged, man
     agent = clone(state, manual_grad=manual)
     assert (agent._manual is not None) == manual  # the gradients do not need the fused kernel
     agent.update(batch(0))
-    assert not any(g["fused"] for g in agent.optimizer.param_groups)  # the loaded state said fused=True
+    assert not any(g["fused"] for g in agent.critic.optimizer.param_groups)  # the loaded state said fused=True
     missing_op_message(warnings_logged, "torch._fused_adam_")
     assert_same_params(agent, reference, atol=AUTOGRAD_ATOL)
 

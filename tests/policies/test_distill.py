@@ -20,6 +20,8 @@ from tests.policies.toy import TINY_ENV_KWARGS
 class ExpertActor:
     """A 'specialist' that acts on observations: the task's scripted expert (it succeeds), counting episodes."""
 
+    episodic = True  # begin_episode is called after each reset (robot_rl.agents.base.Capabilities)
+
     def __init__(self) -> None:
         self.env, self.episodes, self.seen = None, 0, 0
 

@@ -155,7 +155,7 @@ def test_an_ibrl_actor_runs_the_base_or_its_own_action_as_the_critics_choose(tin
 
     chunk, learner_side, acting = actor_loop(cfg, tmp_path, varying, 80)
     assert isinstance(learner_side, IBRLAgent)
-    assert torch.equal(acting.critic.head.weight, learner_side.critic.head.weight)
+    assert torch.equal(acting.critic.net.head.weight, learner_side.critic.net.head.weight)
     valid = chunk["valid"]
     as_base = np.all(chunk["action"][valid] == chunk["base_action"][valid], axis=1)
     assert 0 < as_base.sum() < valid.sum(), (as_base.sum(), valid.sum())  # some steps each way

@@ -44,7 +44,7 @@ def _policy_template(cfg: TrainConfig) -> tuple[Any, int, dict]:
     env = make_env(cfg.env)
     spec, action_dim = ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space)
     env.close()
-    agent = make_agent(dataclasses.replace(cfg.agent, device="cpu"), spec, action_dim)
+    agent = make_agent(dataclasses.replace(cfg.agent_config(), device="cpu"), spec, action_dim)
     return spec, action_dim, agent.policy_state()
 
 
