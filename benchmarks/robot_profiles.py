@@ -104,7 +104,7 @@ def round_trip(profile_path: str, seconds: float) -> dict:
         link.close()
 
 
-def policy_success(run_dir: str, profile_path: str | None, episodes: int) -> dict:
+def policy_success(run_dir: str, profile_path: str | None, episodes: int, obs_timeout: float = 1.0) -> dict:
     """The run's latest policy, deterministic, on the emulated hardware's first ``episodes`` placements: through
     the profile (``profile_path``), or in pure sim with those placements replayed (None)."""
     from robot_rl.envs.ros_env import RosArmEnv
@@ -112,11 +112,15 @@ def policy_success(run_dir: str, profile_path: str | None, episodes: int) -> dic
     if profile_path is None:
         ok = policy_successes(run_dir, episodes)
     else:
-        env = RosArmEnv(profile=profile_path, reset_service="arm_driver/reset", connect_timeout=60.0)
+        env = RosArmEnv(profile=profile_path, reset_service="arm_driver/reset", connect_timeout=60.0,
+                        obs_timeout=obs_timeout)
         try:
             ok = policy_successes(run_dir, episodes, env)
+            overruns = env.overruns
         finally:
             env.close()
+        return {"success": float(ok.mean()), "episodes": episodes, "failed": np.flatnonzero(ok < 1).tolist(),
+                "overruns": overruns}
     return {"success": float(ok.mean()), "episodes": episodes, "failed": np.flatnonzero(ok < 1).tolist()}
 
 
@@ -158,6 +162,9 @@ def main() -> None:
     parser.add_argument("--skip-sim", action="store_true", help="no pure-sim baseline")
     parser.add_argument("--driver-params", nargs="*", default=[],
                         help="parameters of the emulated driver, e.g. cartesian_stiffness:=400.0")
+    parser.add_argument("--obs-timeout", type=float, default=1.0,
+                        help="seconds a step waits for a fresh joint state (RosArmEnvConfig.obs_timeout); a longer "
+                             "pause of the emulated driver's state stream ends the profile's policy run")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     os.environ.update(ros_env(args.domain))
@@ -183,7 +190,7 @@ def main() -> None:
             entry = {"interface": load_profile(path).command.interface}
             entry["round_trip"] = round_trip(path, args.round_trip_seconds)
             try:
-                entry["policy"] = policy_success(args.run_dir, path, args.episodes)
+                entry["policy"] = policy_success(args.run_dir, path, args.episodes, args.obs_timeout)
             except (TimeoutError, RuntimeError) as exc:  # recorded, and the other profiles still run
                 entry["policy_error"] = f"{type(exc).__name__}: {exc}"
         finally:
@@ -191,7 +198,7 @@ def main() -> None:
         result["profiles"][name] = entry
         print(name, json.dumps(entry))
     result["setup"] = {"run_dir": args.run_dir, "episodes": args.episodes, "profiles": args.profiles,
-                       "override": override}
+                       "override": override, "obs_timeout": args.obs_timeout}
     print(f"results: {write_result('robot_profiles', result, args.out, tables=tables(result))}")
 
 

@@ -174,6 +174,15 @@ class MujocoArmState:
             self._gains_key = key
         return self._gains_cache
 
+    def warm_up(self) -> None:
+        """Loads the compiled kernels now, on a scratch ``MjData`` (a law computed and discarded): their first call
+        loads numba's cache and typing context, 0.2-1.5 s under the GIL, which in a control loop stalls every
+        thread of the process (a driver's state stream). Call it at start-up."""
+        scratch = mujoco.MjData(self.model)
+        mujoco.mj_forward(self.model, scratch)
+        self.update(scratch)
+        self.torques(self.pos, self.quat, self.q)
+
     def update(self, data: mujoco.MjData) -> None:
         """Reads J, M, M^-1, q, qd, bias and the EE pose/twist for the current state of ``data`` (its kinematics
         and inertia factorisation must be current: after mj_step1/mj_forward)."""

@@ -35,6 +35,7 @@ class JointTracker:
                  torque_limits: np.ndarray, omega: float = 30.0, index: np.ndarray | None = None) -> None:
         self.data = data
         self.arm = MujocoArmState(model, site_id, dofs)
+        self.arm.warm_up()  # not on the first command, in the physics loop
         self.kp, self.kd = omega * omega, 2.0 * omega
         self.limits = np.asarray(torque_limits, np.float64)
         self.q_cmd: np.ndarray | None = None
@@ -207,6 +208,7 @@ class CartesianMotionEmulation:
                  posture: np.ndarray, gains: ImpedanceGains | None = None) -> None:
         self.data = data
         self.arm = MujocoArmState(model, site_id, dofs, gains or STIFF_CARTESIAN)
+        self.arm.warm_up()  # not on the first command, in the physics loop
         self.posture = np.asarray(posture, np.float64)
         self.target: tuple[np.ndarray, np.ndarray] | None = None
 
