@@ -71,8 +71,9 @@ class RosCarEnvConfig:
     operator does, and presses Enter."""
     connect_timeout: float = 30.0
     """Seconds to wait for the profile's topics, TF and the safety node at the first reset."""
-    obs_timeout: float = 1.0
-    """Seconds ``step`` waits for fresh odometry before raising (the car graph stalled)."""
+    obs_timeout: float = 3.0
+    """Seconds ``step`` waits for fresh odometry before raising (the car graph stalled); a shorter pause is ridden
+    out (an observation is never built from the odometry an earlier one used)."""
     require_safety: bool = True
     """Refuse to run without the safety node (its ``safety_state`` topic and its command input)."""
     use_sim_time: bool = False

@@ -63,8 +63,10 @@ class RosArmEnvConfig:
     """Every other topic must have a message stamped no earlier than the reference's stamp minus this (s) before
     an observation is taken (0: the same instant, as the sim hardware stamps all topics of a physics step alike;
     raise it for a robot whose drivers publish at different rates)."""
-    obs_timeout: float = 1.0
-    """Longest wait (s) for fresh observations after a period before an error."""
+    obs_timeout: float = 3.0
+    """Longest wait (s) for fresh observations after a period before an error; meanwhile the safety node's watchdog
+    holds the arm. A pause of the state stream up to this long is ridden out (an observation is never built from
+    messages an earlier one used)."""
     require_safety: bool = True
     """The first reset waits for the safety node's ``safety_state`` (no commands before the safety layer is up)."""
     connect_timeout: float = 30.0
