@@ -240,6 +240,7 @@ class RosCarEnv(gym.Env):
             print("put the car on the track, then press Enter", file=sys.stderr, flush=True)
             sys.stdin.readline()
         self._tick = self.clock.now()
+        self._obs_stamp = -math.inf  # a restarted driver's clock (sim time) may start again below the last stamp
         if "collision" in self.link.streams:
             self.link.streams["collision"].clear()
         xy, _ = self.pose(self._tick)

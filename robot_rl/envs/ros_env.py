@@ -259,6 +259,7 @@ class RosArmEnv(gym.Env):
             self.recorder.start_episode()  # from the settled start on: reset motion is not part of the episode
             self._episode_outcome = {"success": False, "terminated": False, "truncated": False}
         self._tick = self.clock.now()  # the first observation is stamped after this: its messages are in the bag
+        self._obs_stamp = -math.inf  # a restarted driver's clock (sim time) may start again below the last stamp
         obs, info = self._observe(self._tick)
         # the first target is the pose the first observation shows (the first action moves from what was seen)
         self.target_pos, self.target_quat = (np.array(x, np.float64) for x in self._observed_pose)
