@@ -109,6 +109,7 @@ def policy_success(run_dir: str, profile_path: str | None, episodes: int, obs_ti
     the profile (``profile_path``), or in pure sim with those placements replayed (None)."""
     from robot_rl.envs.ros_env import RosArmEnv
 
+    extra = {}
     if profile_path is None:
         ok = policy_successes(run_dir, episodes)
     else:
@@ -116,12 +117,10 @@ def policy_success(run_dir: str, profile_path: str | None, episodes: int, obs_ti
                         obs_timeout=obs_timeout)
         try:
             ok = policy_successes(run_dir, episodes, env)
-            overruns = env.overruns
+            extra["overruns"] = env.overruns
         finally:
             env.close()
-        return {"success": float(ok.mean()), "episodes": episodes, "failed": np.flatnonzero(ok < 1).tolist(),
-                "overruns": overruns}
-    return {"success": float(ok.mean()), "episodes": episodes, "failed": np.flatnonzero(ok < 1).tolist()}
+    return {"success": float(ok.mean()), "episodes": episodes, "failed": np.flatnonzero(ok < 1).tolist(), **extra}
 
 
 def tables(result: dict) -> list[Table]:
