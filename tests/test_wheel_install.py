@@ -46,3 +46,18 @@ def test_the_wheel_trains_and_registers_every_launch_file(tmp_path):
     assert index.returncode == 0, index.stderr[-2000:]
     registered = sorted(p.name for p in (tmp_path / "prefix" / "share" / "robot_rl" / "launch").glob("*.yaml"))
     assert registered == sorted(p.name for p in (ROOT / "launch").glob("*.launch.yaml"))
+
+
+def test_the_wheel_lists_every_source_package():
+    """pyproject names its packages one by one (sim/ and controllers/ install under other names): a package folder
+    it leaves out is missing from the wheel, which only the slow test above would otherwise catch."""
+    import tomllib
+
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    folders = {name: Path(folder) for name, folder in setup["package-dir"].items()}
+    found = set()
+    for name, folder in folders.items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(ROOT / folder).parts
+            found.add(".".join((name, *parts)))
+    assert found - set(setup["packages"]) == set(), "packages missing from pyproject's [tool.setuptools] packages"
