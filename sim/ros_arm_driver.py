@@ -28,8 +28,9 @@ No ``ee_pose``, ``ee_twist``, ``object_pose`` or ``success`` topics: the env wor
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import mujoco
 import numpy as np
@@ -40,6 +41,7 @@ from sensor_msgs.msg import CameraInfo, Image, JointState
 from std_msgs.msg import Bool, Float64MultiArray
 
 from robot_rl.robots.profile import ArmProfile, camera_info_topic, load_profile
+from robot_rl.ros.fast_sub import PolledSubscription
 from robot_rl.ros.msgs import pose_arrays, to_stamp
 from robot_rl.ros.tf import MujocoFrames, TfPublisher, relative_pose
 from robot_rl_controllers.arm_model import ARM_JOINTS, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, TORQUE_LIMITS
@@ -103,6 +105,7 @@ class ArmDriverNode(ArmHardwareNode):
     """See the module docstring."""
 
     def __init__(self, cfg: ArmDriverConfig | None = None, name: str = "arm_driver") -> None:
+        self._polled: list[tuple[PolledSubscription, Callable[[Any], None]]] = []  # before _make_io fills it
         super().__init__(cfg or ArmDriverConfig(), name)
 
     # ------------------------------------------------------------------ interface
@@ -178,7 +181,7 @@ class ArmDriverNode(ArmHardwareNode):
                     self._queue(self.emulation.command, q)
                 else:
                     self._bad_command(f"{topic}: {len(q)} values (or non-finite) for {len(self.arm_names)} joints")
-            self.create_subscription(Float64MultiArray, topic, on_positions, 10)
+            self._subscribe_command(Float64MultiArray, topic, on_positions)
         elif kind == "joint_trajectory":
             from trajectory_msgs.msg import JointTrajectory
 
@@ -198,7 +201,7 @@ class ArmDriverNode(ArmHardwareNode):
                     return
                 start = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
                 self._queue(lambda pts, now: self.emulation.command(pts, now, start), points)
-            self.create_subscription(JointTrajectory, topic, on_trajectory, 10)
+            self._subscribe_command(JointTrajectory, topic, on_trajectory)
         elif kind == "servo_twist":
             self.emulation = ServoEmulation(tracker, m, cfg.servo_period, cfg.servo_timeout)
             service = profile.command.servo_command_type_service
@@ -223,7 +226,7 @@ class ArmDriverNode(ArmHardwareNode):
                 stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
                 if np.all(np.isfinite(v)):
                     self._queue(lambda twist, now: self.emulation.command(twist, now, stamp), v)
-            self.create_subscription(TwistStamped, topic, on_twist, 10)
+            self._subscribe_command(TwistStamped, topic, on_twist)
         elif kind == "cartesian_pose":
             gains = ImpedanceGains(kp_pos=cfg.cartesian_stiffness, kp_rot=0.625 * cfg.cartesian_stiffness)
             self.emulation = CartesianMotionEmulation(m, self.data, site, env.arm_dofs, HOME_QPOS, gains)
@@ -234,11 +237,26 @@ class ArmDriverNode(ArmHardwareNode):
                     return
                 pos, quat = pose_arrays(msg.pose)
                 self._queue(lambda pq, now: self.emulation.command(pq[0], pq[1], now), (pos, quat))
-            self.create_subscription(PoseStamped, topic, on_pose, 10)
+            self._subscribe_command(PoseStamped, topic, on_pose)
         else:
             raise ValueError(f"profile {profile.name}: the {kind!r} interface is robot_rl's own hardware "
                              "(run arm_hardware or arm_stack)")
         self.in_loop = lambda q, qd, now: (self.emulation.efforts(now), None)
+
+    def _subscribe_command(self, msg_type: type, topic: str, callback: Callable[[Any], None]) -> None:
+        """A command topic read by the physics loop at every step (the newest message), as a ros2_control
+        controller reads its command buffer in its update. Not through the executor: with a 100 Hz command stream,
+        rclpy's executor spent most of a core re-dispatching callbacks (the state stream then paused for up to
+        1 s on 2 cores)."""
+        if not self._polled:
+            self.pre_step = self._poll_commands
+        self._polled.append((PolledSubscription(self, msg_type, topic), callback))
+
+    def _poll_commands(self) -> None:
+        for sub, callback in self._polled:
+            msg = sub.poll()
+            if msg is not None:
+                callback(msg)
 
     def _queue(self, command, value) -> None:  # noqa: ANN001
         """Hands a command to the physics loop (after ``command_latency``): ``command(value, now)``."""
@@ -258,7 +276,7 @@ class ArmDriverNode(ArmHardwareNode):
                 values = np.asarray(msg.data, np.float64)
                 if values.shape == (len(self.grip_names),) and np.all(np.isfinite(values)):
                     self.enqueue("gripper", float(2 * np.mean(values)))  # each finger's position, summed
-            self.create_subscription(Float64MultiArray, g.command, on_positions, 10)
+            self._subscribe_command(Float64MultiArray, g.command, on_positions)
         elif g.interface in ("action", "parallel_action"):
             from control_msgs.action import GripperCommand, ParallelGripperCommand
             from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -318,6 +336,11 @@ class ArmDriverNode(ArmHardwareNode):
                 result.stalled = True
                 handle.succeed()  # gripper_action_controller with allow_stalling: a grasp is a success
                 return result
+
+    def close(self) -> None:
+        super().close()  # the physics loop has stopped: nothing polls the command subscriptions any more
+        for sub, _ in self._polled:
+            sub.close()
 
     def stopping(self) -> None:
         """The process is stopping: a gripper goal still executing is aborted now, while the server exists."""
