@@ -50,6 +50,9 @@ class OperatorState:
     """success | failure when the operator labelled the episode at this step (it ends here); '' otherwise."""
     seconds_left: float | None = None
     """Of the operator's time limit per episode (None: no limit)."""
+    stop: bool = False
+    """The operator pressed stop (key, button): the robot holds from here on and the run ends with a final
+    checkpoint."""
 
 
 @dataclass(frozen=True)

@@ -113,6 +113,7 @@ class Actor:
         self._paused_us = 0
         self._rate_limited = False  # the last step() held for the learner (max_update_lag)
         self._catching_up = False  # an episode ended: hold until the learner caught up (catch_up_between_episodes)
+        self._operator_stop = False  # the operator pressed stop: nothing more is stepped; the learner ends the run
         self._spool_warned = -float("inf")  # when a never-blocked actor last warned of a spool past its bound
         self._stop = threading.Event()
         self._register()
@@ -288,6 +289,8 @@ class Actor:
 
     def step(self) -> bool:
         """One control period: act, step, collect. False when it could not act (no weights yet / paused)."""
+        if self._operator_stop:
+            return False
         self._swap_policy()
         learner, steps = self._learner()
         self._check_learner(learner)
@@ -340,6 +343,10 @@ class Actor:
                 self._flush()
         self.obs = b.obs
         self.steps += self.n - int(np.count_nonzero(b.paused))  # held (paused) steps are not env steps of the run
+        if any(op is not None and op.stop for op in b.operator):
+            log.info("actor %s: the operator pressed stop; ending the run", self.uid)
+            self._operator_stop = True
+            self._flush()  # in the ring before the stop request is reported (publish_stats, after this step)
         self._flush_if_due()
         return True
 
@@ -393,7 +400,8 @@ class Actor:
         self.ring.report(shm.ActorStats(env_steps=self.steps, version=self.version, jitter_p99_us=jitter,
                                         infer_us=infer, period_us=period, episodes=self.episodes,
                                         next_seq=self.seq, paused_us=self._paused_us, sent=self._added,
-                                        spool_kb=self.spool.nbytes // 1024 if self.spool else 0, **base))
+                                        spool_kb=self.spool.nbytes // 1024 if self.spool else 0,
+                                        stop_requested=int(self._operator_stop), **base))
         self.ring.beat()
 
     def run(self, max_seconds: float | None = None) -> None:

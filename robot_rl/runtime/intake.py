@@ -222,6 +222,11 @@ class Intake:
         self.rings.pop(uid)
         self.retired.add(uid)
 
+    def stop_requested(self) -> str | None:
+        """The live actor whose operator pressed stop (its uid), or None."""
+        return next((uid for uid, ring in self.rings.items()
+                     if ring is not None and ring.header is not None and ring.status().stats.stop_requested), None)
+
     def spool_mb(self) -> float:
         """The largest spool among the live actors, in megabytes (what they report)."""
         return max((ring.status().stats.spool_kb / 1024 for ring in self.rings.values()

@@ -230,11 +230,22 @@ class Learner:
             self.checkpoint()
         log.info("stopped: checkpoint at %d env steps, %d updates", self.counters.env_steps, self.counters.updates)
 
+    def stop_by_operator(self, uid: str) -> None:
+        """The operator pressed stop on actor ``uid``'s teleop device: the run ends here, like a complete one, but
+        without a final evaluation (its result is the last evaluation); ``robot-rl train --resume`` continues it."""
+        log.info("actor %s: the operator stopped the run", uid)
+        self.stop()
+        self.publisher.stop_actors()
+        (self.run_dir / "final_eval.json").write_text(json.dumps(self.last_eval, indent=2))
+
     def step(self) -> bool:
         """Intake, at most one update, publishing and the periodic work; False once the run is complete or a stop
         was requested."""
         if self._stop_signal:
             self.stop()
+            return False
+        if (uid := self.intake.stop_requested()) is not None:
+            self.stop_by_operator(uid)
             return False
         taken = self.intake.take()
         updated = self.learn()

@@ -17,8 +17,8 @@ Each step the wrapper polls the device once (``read()`` never blocks) and report
 Device events: ``success`` ends the episode as a success (terminated, reward = ``success_reward``,
 ``is_success``), ``failure`` ends it as a failure (terminated, reward unchanged), ``reset`` truncates it,
 ``pause`` toggles the pause; while an episode waits (``teleop.start``), ``ready`` (or ``success``) starts it.
-``stop`` ends a recording session but not a training run (Ctrl-C does, with a final checkpoint): it is reported
-once.
+``stop`` holds the robot for good and reports ``operator.stop``: the actor ends the training run (the learner takes
+in what was sent and writes a final checkpoint; ``--resume`` continues it).
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ class InterventionWrapper(gym.Wrapper):
         self.paused = False
         self.waiting = False
         self._connected = True
-        self._said_stop = False
+        self.stopped = False  # the operator pressed stop: held from then on
         self._obs: Any = None
         self._reset_stats()
 
@@ -89,6 +89,8 @@ class InterventionWrapper(gym.Wrapper):
         return obs, info
 
     def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict]:
+        if self.stopped:
+            return self._held(self.device.read(), "held")
         if self.waiting:
             return self._wait()
         if hasattr(self.device, "observe"):  # the scripted human judges the policy's proposal
@@ -98,7 +100,8 @@ class InterventionWrapper(gym.Wrapper):
         if "pause" in events:
             self.paused = not self.paused
         self._report_connection(reading.connected)
-        self._report_stop(events)
+        if self._stop_pressed(events):
+            return self._held(reading, "held")
         ends = bool(events & {"success", "failure", "reset"})
         if not reading.connected or (self.paused and not ends):
             self._last_t = None
@@ -155,7 +158,8 @@ class InterventionWrapper(gym.Wrapper):
         recorded. The episode runs from the next period on."""
         reading = self.device.read()
         self._report_connection(reading.connected)
-        self._report_stop(set(reading.events))
+        if self._stop_pressed(set(reading.events)):
+            return self._held(reading, "held")
         countdown_over = self.start == "countdown" and self.clock() - self._wait_began >= self.countdown_s
         if reading.connected and (reading.events & {"ready", "success"} or countdown_over):
             self.waiting = False
@@ -177,18 +181,21 @@ class InterventionWrapper(gym.Wrapper):
         self._obs = obs
         info.update({contract.INTERVENED: False, contract.EXECUTED_ACTION: executed,
                      contract.TELEOP_CONNECTED: reading.connected, contract.PAUSED: True,
-                     contract.OPERATOR: contract.OperatorState(control, self._device_action(reading))})
+                     contract.OPERATOR: contract.OperatorState(control, self._device_action(reading),
+                                                               stop=self.stopped)})
         return obs, float(reward), bool(terminated), bool(truncated), info
 
     def _device_action(self, reading: TeleopReading) -> np.ndarray:
         action = np.asarray(reading.action, np.float32)
         return action if action.shape == self.action_shape else np.zeros(self.action_shape, np.float32)
 
-    def _report_stop(self, events: set[str]) -> None:
-        if "stop" in events and not self._said_stop:
-            self._said_stop = True
-            log.warning("the stop key ends a recording session; a training run stops with Ctrl-C in its terminal "
-                        "(with a final checkpoint)")
+    def _stop_pressed(self, events: set[str]) -> bool:
+        """Whether stop was pressed now (the first time): from then on the robot holds."""
+        if "stop" not in events or self.stopped:
+            return False
+        self.stopped = True
+        log.warning("stop pressed: the robot holds; the run ends with a final checkpoint")
+        return True
 
     def _report_connection(self, connected: bool) -> None:
         if connected != self._connected:

@@ -6,9 +6,10 @@ expert (``env.unwrapped.expert_action``); when a running average of their disagr
 steers with the expert for ``takeover_steps`` steps, then hands back. A policy that has learned the task rarely
 disagrees, so the intervention rate falls over training — the behaviour HIL-SERL relies on from its operators.
 
-It can also work the episode controls a person works (``label``, ``ready_after``): press ready when an episode
-waits for the operator (``teleop.start: ready``), label an episode a success once the task reports one, or a
-failure after ``give_up_steps`` — through the same events a keyboard or gamepad raises.
+It can also work the episode controls a person works (``label``, ``ready_after``, ``stop_after_episodes``): press
+ready when an episode waits for the operator (``teleop.start: ready``), label an episode a success once the task
+reports one, or a failure after ``give_up_steps``, press stop — through the same events a keyboard or gamepad
+raises.
 """
 
 from __future__ import annotations
@@ -47,14 +48,17 @@ class ScriptedHumanConfig:
     reward, ``terminate_on_success: false``)."""
     give_up_steps: int = 0
     """With ``label``: label an episode a failure after this many steps without success (0: never)."""
+    stop_after_episodes: int = 0
+    """Press stop at the start of the episode after this many (0: never): the run ends as a person's stop key
+    ends it."""
 
     def validate(self) -> None:
         if self.threshold <= 0 or not 0.0 <= self.smoothing < 1.0:
             raise ValueError("scripted human: threshold must be > 0 and smoothing in [0, 1)")
         if self.takeover_steps < 1 or self.max_takeovers < 0 or self.noise < 0:
             raise ValueError("scripted human: takeover_steps >= 1, max_takeovers >= 0 and noise >= 0 needed")
-        if self.ready_after < 0 or self.give_up_steps < 0:
-            raise ValueError("scripted human: ready_after and give_up_steps must be >= 0")
+        if self.ready_after < 0 or self.give_up_steps < 0 or self.stop_after_episodes < 0:
+            raise ValueError("scripted human: ready_after, give_up_steps and stop_after_episodes must be >= 0")
 
 
 class ScriptedHuman:
@@ -73,6 +77,7 @@ class ScriptedHuman:
         self._waited = 0  # reads before the episode's first step (waiting for the ready press)
         self._steps = 0
         self._label = ""  # the label to press at the next read
+        self._episodes = 0  # episodes begun (resets)
 
     def attach(self, env: Any) -> None:
         """Binds the task whose expert it uses (``env.unwrapped.expert_action``)."""
@@ -87,6 +92,7 @@ class ScriptedHuman:
         """A new episode: patience restored, nothing pending."""
         self.disagreement, self.remaining, self.takeovers = 0.0, 0, 0
         self._expert, self._waited, self._steps, self._label = None, 0, 0, ""
+        self._episodes += 1
 
     def after_step(self, info: dict[str, Any]) -> None:
         """Sees the step's outcome (``info["is_success"]``) and decides on a label (``label``)."""
@@ -118,11 +124,13 @@ class ScriptedHuman:
     def read(self) -> TeleopReading:
         events = frozenset({self._label}) if self._label else frozenset()
         self._label = ""
+        if self.cfg.stop_after_episodes and self._episodes > self.cfg.stop_after_episodes:
+            events |= {"stop"}
         if self._expert is None:  # before the episode's first step: the operator gets ready
             self._waited += 1
-            ready = self._waited > self.cfg.ready_after
-            return TeleopReading(np.zeros(self.action_dim or 0, np.float32), events=frozenset({"ready"}) if ready
-                                 else frozenset())
+            if self._waited > self.cfg.ready_after:
+                events |= {"ready"}
+            return TeleopReading(np.zeros(self.action_dim or 0, np.float32), events=events)
         if self.remaining <= 0:
             return TeleopReading(np.zeros(self.action_dim or 0, np.float32), active=False, events=events)
         self.remaining -= 1

@@ -174,3 +174,25 @@ def test_actor_sigkill_learner_keeps_running_and_a_replacement_joins(tmp_path):
     counters = json.loads((latest_checkpoint(run) / "counters.json").read_text())
     assert len(counters["ingested"]) == 2 and first["uid"] in counters["ingested"]
     assert counters["env_steps"] >= cfg.total_env_steps
+
+
+def test_the_operators_stop_ends_the_run_with_everything_sent(tmp_path):
+    """The stop key on an actor's teleop device (the scripted human presses it at the start of its fourth episode)
+    ends a run far from its step budget: exit 0, the three finished episodes all in the final checkpoint, nothing
+    from the fourth, the last evaluation as the result."""
+    cfg = replace(tiny(tmp_path, "opstop"), {
+        "total_env_steps": 100_000, "env.id": "robot_rl/PickCube-v0", "env.max_episode_steps": 30,
+        "teleop.device": "scripted", "teleop.scripted.stop_after_episodes": 3})
+    started = time.monotonic()
+    proc = train_cli(cfg, tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "the operator stopped the run" in proc.stderr
+    assert time.monotonic() - started < 200
+    run = tmp_path / cfg.name
+    counters = json.loads((latest_checkpoint(run) / "counters.json").read_text())
+    online = load_buffer(latest_checkpoint(run) / "replay.zarr").partitions["online"]
+    valid = online.arrays["valid"][: online.size]
+    episodes = online.arrays["episode_id"][: online.size][valid]
+    assert len(set(episodes.tolist())) == 3
+    assert counters["env_steps"] == int(valid.sum()) <= 90
+    assert json.loads((run / "final_eval.json").read_text()) == {}

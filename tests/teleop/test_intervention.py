@@ -219,3 +219,35 @@ def test_who_waits_for_the_ready_press() -> None:
     assert TeleopConfig(device="scripted", start="ready").start_mode() == "ready"
     with pytest.raises(ValueError, match="teleop.start"):
         TeleopConfig(start="later").validate()  # type: ignore[arg-type]
+
+
+def test_stop_holds_the_robot_for_good_and_is_reported(teleop_log: list[logging.LogRecord]) -> None:
+    dev = QueuedDevice()
+    env = pickcube(dev)
+    env.reset(seed=6)
+    arm = env.unwrapped
+    push = np.ones(4, np.float32)
+    info = env.step(push)[4]
+    assert not info["paused"] and not info["operator"].stop
+    target = arm.target_pos.copy()
+    dev.queue.append(TeleopReading(push, active=True, events=frozenset({"stop"})))
+    dev.queue.extend([TeleopReading(push, active=True)] * 3)  # after stop, not even the person moves the robot
+    for _ in range(5):
+        _, reward, terminated, truncated, info = env.step(push)
+        assert info["paused"] and info["operator"].stop and not info["intervened"]
+        assert (reward, terminated, truncated) == (0.0, False, False)
+    np.testing.assert_allclose(arm.target_pos, target)
+    env.reset(seed=7)  # a new episode does not undo it
+    assert env.step(push)[4]["operator"].stop
+    assert [r.getMessage() for r in teleop_log if "stop" in r.getMessage()] == [
+        "stop pressed: the robot holds; the run ends with a final checkpoint"]
+
+
+def test_the_scripted_human_presses_stop_after_its_episodes() -> None:
+    env = InterventionWrapper(make_env(EnvConfig(id="robot_rl/PickCube-v0", max_episode_steps=5)),
+                              ScriptedHuman(ScriptedHumanConfig(stop_after_episodes=2)))
+    stops = []
+    for episode in range(3):
+        env.reset(seed=episode)
+        stops.append(any(env.step(np.zeros(4, np.float32))[4]["operator"].stop for _ in range(5)))
+    assert stops == [False, False, True]

@@ -65,13 +65,13 @@ def unlink_shm(name: str) -> None:
 # by the learner: TAIL, TAKEN_SEQ (next chunk sequence it expects).
 _HEAD, _TAIL, _SLOTS, _ROWS, _HEARTBEAT, _PID, _CLOSED, _ENV_STEPS, _VERSION, _DROPPED, _JITTER_P99_US, _INFER_US, \
     _PERIOD_US, _EPISODES, _NEXT_SEQ, _PAUSED_US, _TAKEN_SEQ, _SENT, _BASE_MISSED, _BASE_LATE, \
-    _BASE_INFER_US, _SPOOL_KB = range(22)
+    _BASE_INFER_US, _SPOOL_KB, _STOP_REQUESTED = range(23)
 _HEADER_WORDS = 24
 
 
 # ActorStats' fields, in order
 _STAT_WORDS = np.array([_ENV_STEPS, _VERSION, _JITTER_P99_US, _INFER_US, _PERIOD_US, _EPISODES, _NEXT_SEQ,
-                        _PAUSED_US, _SENT, _BASE_MISSED, _BASE_LATE, _BASE_INFER_US, _SPOOL_KB])
+                        _PAUSED_US, _SENT, _BASE_MISSED, _BASE_LATE, _BASE_INFER_US, _SPOOL_KB, _STOP_REQUESTED])
 
 
 class ChunkRing:

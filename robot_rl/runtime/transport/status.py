@@ -38,6 +38,9 @@ class ActorStats:
     spool_kb: int = 0
     """Kilobytes in this actor's spool that no checkpoint holds yet (the learner checkpoints early when it nears
     ``runtime.spool_max_mb``)."""
+    stop_requested: int = 0
+    """1 once the operator pressed stop on this actor's teleop device: the learner ends the run (everything this
+    actor sent before is in its chunks)."""
 
 
     def values(self) -> list[int]:
