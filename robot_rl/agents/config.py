@@ -102,30 +102,55 @@ class CriticConfig(AgentConfig):
 
 
 @dataclass(frozen=True)
-class SACConfig(CriticConfig):
+class ActorCriticConfig(CriticConfig):
+    """An actor beside the critic ensemble (sac, residual, ibrl), declared once: its network, its optimiser, the
+    entropy temperature of a stochastic actor and a behaviour-cloning term on demo and intervention rows. Each agent
+    sets its own defaults."""
+
+    actor_layer_norm: bool = False
+    """LayerNorm in the actor's hidden layers. sac: off; the agents on a base policy (residual, ibrl): on."""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor."""
+    init_temperature: float = 1.0
+    """Initial entropy temperature alpha of a stochastic actor (sac's; residual and ibrl with ``stochastic``).
+    sac: 1.0; residual, ibrl: 0.01."""
+    target_entropy: float | None = None
+    """Entropy the temperature is tuned towards (of the squashed action in [-1, 1]); None = ``-action_dim / 2``
+    (RLPD)."""
+    temperature_lr: float = 3e-4
+    """Adam learning rate of log(alpha)."""
+    bc_weight: float = 0.0
+    """Weight of a behaviour-cloning term in the actor loss over the batch's demo and intervention rows; 0 = off.
+    sac (default 0, pure RLPD): ``||tanh(mu(s)) - a||^2`` (mu: the policy mean); with few demos and a sparse reward
+    it makes the policy follow the demos from the first updates while the critic learns (Nair et al. 2018).
+    residual (default 2.5): the stored action relabelled as a residual against the base's proposal
+    (``clip(a - base, -bound, bound)``), weighed against the raw ``-Q`` (against ``-Q / mean|Q|`` with a
+    residual_penalty), so its balance depends on the reward's scale: 2.5 was tuned on sparse 0/1 rewards.
+    ibrl (default 1.0): the RL actor imitates the stored action."""
+    bc_q_filter: bool = True
+    """Apply the BC term only where the critics value the stored action above the actor's own
+    (Q(s, a_demo) > Q(s, a_pi)): once the policy is better than a demo there, RL alone drives it. sac: on;
+    residual, ibrl: off (on every demo and intervention row, which learnt faster from a weak base in the
+    PickColor sweep)."""
+
+    def validate(self) -> None:
+        """Raises ValueError naming the offending field."""
+        super().validate()
+        self.require([
+            (self.bc_weight >= 0, "bc_weight must be >= 0"),
+            (self.init_temperature > 0 and self.temperature_lr >= 0,
+             "init_temperature must be > 0 and temperature_lr >= 0"),
+        ])
+
+
+@dataclass(frozen=True)
+class SACConfig(ActorCriticConfig):
     """Soft actor-critic with the RLPD recipe (the critic ensemble of CriticConfig, high UTD)."""
 
     name: str = "sac"
     """Which agent (``sac`` here; see AgentConfig)."""
-    actor_layer_norm: bool = False
-    """LayerNorm in the actor's hidden layers."""
-    actor_lr: float = 3e-4
-    """Adam learning rate of the actor."""
-    temperature_lr: float = 3e-4
-    """Adam learning rate of log(alpha)."""
-    init_temperature: float = 1.0
-    """Initial entropy temperature alpha."""
-    target_entropy: float | None = None
-    """Entropy target for automatic tuning; None = -|A|/2 (RLPD)."""
     backup_entropy: bool = True
     """Subtract alpha * log pi(a'|s') in the critic target."""
-    bc_weight: float = 0.0
-    """Weight of a behaviour-cloning term in the actor loss: mean over the batch's demo and intervention rows of
-    ||tanh(mu(s)) - a||^2 (mu: the policy mean). 0 = pure RLPD. With few demos and a sparse reward it makes the
-    policy follow the demos from the first updates while the critic learns (Nair et al. 2018)."""
-    bc_q_filter: bool = True
-    """Apply the BC term only where the critics value the demo action above the policy's own
-    (Q(s, a_demo) > Q(s, a_pi)): once the policy is better than a demo there, RL alone drives it."""
     bf16: bool = False
     """Run the network matmuls in bfloat16 autocast (fast on CPUs with AMX and on GPUs)."""
     manual_grad: bool | None = None
@@ -136,10 +161,3 @@ class SACConfig(CriticConfig):
     compile: bool = False
     """torch.compile the update step; see benchmarks/learner_speed.py before enabling."""
 
-    def validate(self) -> None:
-        """Raises ValueError naming the offending field."""
-        super().validate()
-        self.require([
-            (self.bc_weight >= 0, "bc_weight must be >= 0"),
-            (self.init_temperature > 0, "init_temperature must be > 0"),
-        ])

@@ -41,9 +41,7 @@ class IBRLConfig(OnBaseConfig):
     scale_anneal_updates: int = 0
     """Updates (after the critic warm-up) over which the actor's output range grows from 0 to [-1, 1]; 0 = the
     whole range once the warm-up ends."""
-    bc_weight: float = 1.0
-    """Weight of a behaviour-cloning term on demo and intervention rows (the RL actor imitates their action);
-    0 = off."""
+    bc_weight: float = 1.0  # a default of ActorCriticConfig's field
 
     choice_pessimism: float = 0.0
     """The choice compares lower confidence bounds, the critics' mean minus this many ensemble standard deviations:

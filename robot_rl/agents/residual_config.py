@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from robot_rl.agents.config import CriticConfig
+from robot_rl.agents.config import ActorCriticConfig
 
 
 @dataclass(frozen=True)
-class OnBaseConfig(CriticConfig):
-    """An actor and a critic ensemble (CriticConfig) on a frozen base policy's proposals, shared by the residual agent
-    and ibrl: n-step returns, a critic-only warm-up while the base acts alone, exploration, target smoothing, the
-    chunk phase as an input, and behaviour cloning on demo and intervention rows."""
+class OnBaseConfig(ActorCriticConfig):
+    """An actor and a critic ensemble (ActorCriticConfig) on a frozen base policy's proposals, shared by the
+    residual agent and ibrl: n-step returns, a critic-only warm-up while the base acts alone, exploration, target
+    smoothing, the chunk phase as an input, and behaviour cloning on demo and intervention rows."""
 
     use_cameras: bool = False  # a default of CriticConfig's field: the base has read the pixels
     n_step: int = 3  # a default of CriticConfig's field
@@ -31,13 +31,7 @@ class OnBaseConfig(CriticConfig):
     """The actor is a squashed Gaussian trained with SAC's entropy bonus (its temperature tuned towards
     target_entropy; no entropy in the critics' target, as this project's sparse-reward SAC runs) instead of a
     deterministic actor with fixed exploration noise: exploration then grows where the critics are flat."""
-    init_temperature: float = 0.01
-    """With stochastic: initial entropy temperature alpha."""
-    target_entropy: float | None = None
-    """With stochastic: entropy the temperature is tuned towards (of the squashed residual in [-1, 1]); None =
-    ``-action_dim / 2``."""
-    temperature_lr: float = 3e-4
-    """With stochastic: Adam learning rate of the temperature."""
+    init_temperature: float = 0.01  # a default of ActorCriticConfig's field
     target_noise_std: float = 0.1
     """Std of the noise on the next residual in the critic target (target policy smoothing), as a fraction of
     the bound."""
@@ -54,10 +48,7 @@ class OnBaseConfig(CriticConfig):
     """The critics read the base's proposal (with the state, instruction and phase) beside the executed action;
     off, they score the executed action from the state, instruction and phase alone, as a plain SAC critic does (the
     actor always reads the proposal)."""
-    actor_layer_norm: bool = True
-    """LayerNorm in the actor's hidden layers."""
-    actor_lr: float = 3e-4
-    """Adam learning rate of the actor."""
+    actor_layer_norm: bool = True  # a default of ActorCriticConfig's field
     residual_penalty: float = 0.0
     """Weight of ``|residual / bound|^2`` (the actor's output over its bound; summed over the action's dimensions,
     averaged over the batch) in the actor's loss, whose Q term is then divided by the batch's mean ``|Q|`` (as TD3+BC
@@ -70,19 +61,12 @@ class OnBaseConfig(CriticConfig):
     lower confidence bound), so it does not follow the critics where they disagree, i.e. where they extrapolate
     beyond the data; 0 = the mean. It does not help where the critics agree on a wrong direction: on PegInsert,
     3 left the first evaluation below the base as the mean did (docs/design/finetuning-state-offsets.md)."""
-    bc_weight: float = 2.5
-    """Weight of a behaviour-cloning term on demo and intervention rows, relabelled as residuals against the
-    base's proposal there (``clip(a - base, -bound, bound)``); 0 = off. Without demos or interventions it does
-    nothing; with them it steers the early residual towards what the demonstrator did where the base differs. It
-    is weighed against the raw ``-Q`` (against ``-Q / mean|Q|`` with a residual_penalty), so its balance depends on
-    the reward's scale: 2.5 was tuned on sparse 0/1 rewards."""
+    bc_weight: float = 2.5  # a default of ActorCriticConfig's field
     bc_decay_updates: int = 0
     """Updates (after the critic warm-up) over which bc_weight decays linearly to 0, so the demos hold the early
     residual and the critics alone shape the late one (an update is ``utd`` critic steps; the runtime makes one
     per env step); 0 = a constant bc_weight."""
-    bc_q_filter: bool = False
-    """Apply that term only where the critics value the stored action above the agent's own (off: on every demo
-    and intervention row, which learnt faster from a weak base in the PickColor sweep)."""
+    bc_q_filter: bool = False  # a default of ActorCriticConfig's field
 
     def bounds(self, action_dim: int) -> tuple[float, ...]:
         """The range of the actor's output for each of ``action_dim`` dimensions: here the whole action."""
@@ -102,12 +86,9 @@ class OnBaseConfig(CriticConfig):
             (self.exploration_std >= 0 and self.target_noise_std >= 0 and self.target_noise_clip >= 0,
              "exploration_std, target_noise_std and target_noise_clip must be >= 0"),
             (self.chunk_phases >= 0, "chunk_phases must be >= 0"),
-            (self.bc_weight >= 0, "bc_weight must be >= 0"),
             (self.actor_pessimism >= 0, "actor_pessimism must be >= 0"),
             (self.residual_penalty >= 0, "residual_penalty must be >= 0"),
             (self.bc_decay_updates >= 0, "bc_decay_updates must be >= 0"),
-            (self.init_temperature > 0 and self.temperature_lr >= 0,
-             "init_temperature must be > 0 and temperature_lr >= 0"),
             (not self.stochastic or self.exploration_std > 0,
              "stochastic needs exploration_std > 0 (its initial std)"),
         ])

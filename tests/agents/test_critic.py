@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from robot_rl.agents.base import AgentConfig, seeded_generator
-from robot_rl.agents.config import CriticConfig
+from robot_rl.agents.config import ActorCriticConfig, CriticConfig
 from robot_rl.agents.critic import Critic
 from robot_rl.agents.registry import make_agent
 from robot_rl.config import from_dict, load_yaml, save_yaml
@@ -195,28 +195,31 @@ def test_n_step_returns_and_hl_gauss_for_every_agent_with_critics():
 SMALL_SAC = from_dict(AgentConfig.resolve_config_class({"name": "sac"}), {"hidden_dims": [16, 16], "num_critics": 2})
 
 
-def test_each_critic_field_is_declared_once():
-    """CriticConfig declares and documents every critic field; the config of an agent that learns critics may
-    restate a default (no docstring), nothing more."""
-    critic_fields = {f.name for f in dataclasses.fields(CriticConfig)} - {f.name for f in dataclasses.fields(
-        AgentConfig)}
+def test_each_critic_and_actor_field_is_declared_once():
+    """CriticConfig declares and documents every critic field, ActorCriticConfig every actor field; the config of an
+    agent that learns them may restate a default (no docstring), nothing more."""
+    def names(cls: type) -> set[str]:
+        return {f.name for f in dataclasses.fields(cls)} - {f.name for f in dataclasses.fields(AgentConfig)}
+
     configs = {import_object(t, "config") for t in config_targets()}
-    learners = sorted((c for c in configs if issubclass(c, CriticConfig) and c is not CriticConfig),
+    learners = sorted((c for c in configs if issubclass(c, CriticConfig) and c not in (CriticConfig,
+                                                                                       ActorCriticConfig)),
                       key=lambda c: c.__name__)
     assert {c.__name__ for c in learners} >= {"SACConfig", "OnBaseConfig", "ResidualConfig", "IBRLConfig",
                                               "CriticGuidedConfig"}
     restated = []
     for cls in learners:
+        shared = names(ActorCriticConfig if issubclass(cls, ActorCriticConfig) else CriticConfig)
         body = ast.parse(textwrap.dedent(inspect.getsource(cls))).body[0].body  # type: ignore[attr-defined]
         for stmt, after in zip(body, [*body[1:], None]):
-            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and \
-                    stmt.target.id in critic_fields:
+            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id in shared:
                 documented = isinstance(after, ast.Expr) and isinstance(getattr(after, "value", None), ast.Constant)
                 restated.append((f"{cls.__name__}.{stmt.target.id}", documented))
     assert not [name for name, documented in restated if documented], restated
     assert sorted(name for name, _ in restated) == [  # agent-specific defaults only
-        "CriticGuidedConfig.n_step", "CriticGuidedConfig.use_cameras", "OnBaseConfig.n_step",
-        "OnBaseConfig.use_cameras"]
+        "CriticGuidedConfig.n_step", "CriticGuidedConfig.use_cameras", "IBRLConfig.bc_weight",
+        "OnBaseConfig.actor_layer_norm", "OnBaseConfig.bc_q_filter", "OnBaseConfig.bc_weight",
+        "OnBaseConfig.init_temperature", "OnBaseConfig.n_step", "OnBaseConfig.use_cameras"]
 
 
 def test_ibrl_configs_saved_with_the_residual_fields_still_load(tmp_path):
