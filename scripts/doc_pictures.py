@@ -15,6 +15,10 @@
   takes over, gives back and labels the episode): the cameras at the takeover, the policy's and the person's
   actions with who was in control, reward and success, and the events: ``docs/img/operator-view.png``. rerun's own
   viewer needs a window and a GPU, which the machines that build the docs lack.
+* ``curves``: the learning curves of the headline runs, drawn with matplotlib from their stored result files
+  (``benchmarks/results/*.json``, nothing is trained): eval success over env steps of each seed of the default
+  PickCube job, and of each fine-tuning recipe beside the success of its base alone: ``docs/img/curves/*.png``
+  (``CURVES`` says which result files feed which picture).
 
 ``bash scripts/gen_docs.sh`` runs ``python scripts/doc_pictures.py``, which re-renders a group only when its inputs
 (the files that decide what it shows, this script among them) changed since ``docs/img/pictures.json`` recorded
@@ -62,6 +66,21 @@ GROUP_INPUTS = {  # group -> the files (globs under ROOT) whose content decides 
     "ros2-graph": ["launch/sim_arm.launch.yaml", "launch/sim_car.launch.yaml", "robot_rl/configs/pickcube_ros.yaml",
                    "sim/ros_*.py", "controllers/ros_*.py", "robot_rl/envs/ros_env*.py", "robot_rl/ros/*.py"],
 }
+CURVES = {  # picture under docs/img/curves/ -> (what it shows, the result files benchmarks/results/NAME.json it
+    # reads, the target success its page sets or None)
+    "pickcube-default.png": ("training", ["pickcube_default"], 0.9),
+    "finetune-pickcolor.png": ("finetuning", ["finetune_pickcolor_offset150_ibrl_margin_eval",
+                                              "finetune_pickcolor_offset150_ibrl_margin_eval_seeds345"], 0.95),
+    "finetune-peginsert.png": ("finetuning", ["finetune_peginsert_offset_residual"], 0.95),
+    "finetune-pickcube.png": ("finetuning", ["finetune_pickcube"], None),
+}
+GROUP_INPUTS["curves"] = sorted({f"benchmarks/results/{name}.json" for _, names, _ in CURVES.values()
+                                 for name in names})
+CURVE_SIZE = (6.4, 3.6), 100
+"""Figure size in inches and dpi of a curve picture: 640 x 360 px."""
+METHOD_NAMES = {"ibrl": "IBRL", "residual": "residual RL", "critic_guided": "critic-guided fine-tuning",
+                "steer": "latent steering", "rlpd": "RLPD"}
+"""A method of ``benchmarks/finetune.py`` as the pictures name it."""
 
 
 # ----------------------------------------------------------------------------------------------------- the tasks
@@ -549,9 +568,128 @@ def make_operator_view() -> list[Path]:
     return [out]
 
 
+# ---------------------------------------------------------------------------------------------------- the curves
+def _result(name: str) -> dict[str, Any]:
+    return json.loads((ROOT / "benchmarks/results" / f"{name}.json").read_text())
+
+
+def seed_curves(record: dict[str, Any]) -> dict[int, list[tuple[int, float]]]:
+    """seed -> ``[(env step, eval success)]`` of a training result whose ``figures.seeds.<seed>.success`` maps the
+    env step of each evaluation to its success (``benchmarks/pickcube_default.py``)."""
+    return {int(seed): sorted((int(step), float(s)) for step, s in body["success"].items())
+            for seed, body in sorted(record["figures"]["seeds"].items(), key=lambda item: int(item[0]))}
+
+
+def finetune_curves(records: list[dict[str, Any]]) -> tuple[str, str, dict[int, list[tuple[int, float]]], float]:
+    """The task, the method, seed -> ``[(env step, eval success)]`` and the base's mean success alone of the runs of
+    ``benchmarks/finetune.py`` (one method each; several files are several seeds of the same method)."""
+    tasks, methods, curves, bases = set(), set(), {}, []
+    for record in records:
+        figures = record["figures"]
+        tasks.add(figures["task"])
+        for entry in figures["methods"]:
+            methods.add(entry["method"])
+            seeds = entry.get("seeds", figures["seeds"])
+            curves |= {int(seed): [(int(step), float(s)) for step, s in curve]
+                       for seed, curve in zip(seeds, entry["curves"], strict=True)}
+            bases += [float(b) for b in entry["bases"]]
+    if len(tasks) != 1 or len(methods) != 1:
+        raise ValueError(f"one picture is one task and one method, not {sorted(tasks)} x {sorted(methods)}")
+    return tasks.pop(), methods.pop(), dict(sorted(curves.items())), sum(bases) / len(bases)
+
+
+def _seeds_text(seeds: list[int]) -> str:
+    """``[0, 1, 2]`` -> ``seeds 0-2``; ``[0, 2]`` -> ``seeds 0, 2``."""
+    if len(seeds) == 1:
+        return f"seed {seeds[0]}"
+    if seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"seeds {seeds[0]}-{seeds[-1]}"
+    return "seeds " + ", ".join(map(str, seeds))
+
+
+def _curve_axes(title: str) -> tuple[Any, Any]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter, PercentFormatter
+
+    size, dpi = CURVE_SIZE
+    fig, ax = plt.subplots(figsize=size, dpi=dpi, layout="constrained")
+    ax.set_title(title, fontsize=10)
+    ax.set_xlabel("env steps", fontsize=9)
+    ax.set_ylabel("eval success (%)", fontsize=9)
+    ax.yaxis.set_major_formatter(PercentFormatter(1.0, decimals=0))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:,.0f}"))
+    ax.set_ylim(-0.03, 1.03)
+    ax.grid(alpha=0.3)
+    ax.tick_params(labelsize=8)
+    return fig, ax
+
+
+def _save(fig: Any, path: Path, last_step: int) -> None:
+    """The x axis from 0 to the last evaluation, the legend, and saved without the matplotlib version in its
+    metadata: the same data gives the same bytes."""
+    import matplotlib.pyplot as plt
+
+    ax = fig.axes[0]
+    ax.set_xlim(0, last_step * 1.02)
+    ax.legend(fontsize=8, loc="lower right")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=CURVE_SIZE[1], metadata={"Software": None})
+    plt.close(fig)
+
+
+def _target(ax: Any, target: float | None) -> None:
+    if target is not None:
+        ax.axhline(target, color="0.35", ls="--", lw=1.0, label=f"target: {target:.0%}")
+
+
+def draw_learning_curve(record: dict[str, Any], title: str, target: float | None, path: Path) -> None:
+    """One line per seed of eval success over env steps, and the target."""
+    fig, ax = _curve_axes(title)
+    curves = seed_curves(record)
+    for seed, curve in curves.items():
+        steps, success = zip(*curve, strict=True)
+        ax.plot(steps, success, marker="o", ms=3.5, lw=1.4, label=f"seed {seed}")
+    _target(ax, target)
+    _save(fig, path, max(curve[-1][0] for curve in curves.values()))
+
+
+def draw_finetune_curve(records: list[dict[str, Any]], target: float | None, path: Path) -> None:
+    """The fine-tuned policy's eval success over env steps, a line per seed, beside its base alone (the mean over
+    the seeds' bases, as a horizontal line) and the target."""
+    task, method, curves, base = finetune_curves(records)
+    name = METHOD_NAMES.get(method, method)
+    fig, ax = _curve_axes(f"{task}: fine-tuning the VLA base with {name}, {len(curves)} seeds")
+    for i, curve in enumerate(curves.values()):
+        steps, success = zip(*curve, strict=True)
+        ax.plot(steps, success, color="#1f77b4", marker="o", ms=3, lw=1.1, alpha=0.75,
+                label=f"{name}, {_seeds_text(sorted(curves))} (a line each)" if i == 0 else None)
+    ax.axhline(base, color="#d62728", ls="-", lw=1.6, label=f"the base alone: {base:.0%} (mean of the seeds)")
+    _target(ax, target)
+    _save(fig, path, max(curve[-1][0] for curve in curves.values()))
+
+
+def make_curves() -> list[Path]:
+    out = []
+    for picture, (kind, names, target) in CURVES.items():
+        path = IMG / "curves" / picture
+        records = [_result(name) for name in names]
+        if kind == "training":
+            (record,) = records
+            draw_learning_curve(record, "Default PickCube job (robot-rl train pickcube): eval success per seed",
+                                target, path)
+        else:
+            draw_finetune_curve(records, target, path)
+        out.append(path)
+        print(f"  {', '.join(names)} -> {path.relative_to(ROOT)} ({path.stat().st_size // 1024} KB)")
+    return out
+
+
 # ------------------------------------------------------------------------------------------------------ the runner
 GROUPS = {"tasks": make_tasks, "rollouts": make_rollouts, "ros2-graph": make_graphs,
-          "operator-view": make_operator_view}
+          "operator-view": make_operator_view, "curves": make_curves}
 
 
 def inputs_hash(group: str) -> str:
@@ -566,6 +704,10 @@ def inputs_hash(group: str) -> str:
 def _available(group: str) -> str:
     """Why ``group`` cannot be rendered here, or ""."""
     try:
+        if group == "curves":
+            import matplotlib  # noqa: F401
+
+            return ""
         if group == "ros2-graph":
             import rclpy  # noqa: F401
         if group == "operator-view":

@@ -1,7 +1,8 @@
 """The docs' pictures (``scripts/doc_pictures.py``, run by ``bash scripts/gen_docs.sh``): every picture a page shows
-exists and is local, every task robot_rl ships has its frame on the tasks page, the pictures stay small, and each
-ROS 2 graph's SVG is the drawing of its JSON, which holds the nodes of the launch file it was read from. Nothing here
-renders: a stale picture is fixed by ``python scripts/doc_pictures.py --force``."""
+exists and is local, every task robot_rl ships has its frame on the tasks page, the pictures stay small, each
+ROS 2 graph's SVG is the drawing of its JSON, which holds the nodes of the launch file it was read from, and the
+learning curves are drawn from the current result files and shown on the benchmark pages. Nothing here renders: a
+stale picture is fixed by ``python scripts/doc_pictures.py --force``."""
 
 from __future__ import annotations
 
@@ -104,6 +105,31 @@ def test_the_ros2_graph_svg_is_drawn_from_the_graph_read_from_its_launch_file(na
     svg = (DOCS / f"img/ros2-graph-{name}.svg").read_text()
     topics = {t for n in graph["nodes"] for key in ("publishes", "subscribes") for t in n[key]}
     assert svg.count('class="topic"') == len(topics) and svg.count("<circle") >= len(topics)
+
+
+def test_the_learning_curves_are_drawn_from_the_current_result_files_and_shown():
+    pictures = _pictures()
+    manifest = json.loads((DOCS / "img/pictures.json").read_text())
+    assert manifest["groups"]["curves"]["inputs"] == pictures.inputs_hash("curves"), \
+        "run: python scripts/doc_pictures.py --only curves (bash scripts/gen_docs.sh runs it)"
+    shown = {(page.parent / t).resolve() for page in DOCS.rglob("*.md") for t in shown_pictures(page)}
+    for picture, (_, names, _) in pictures.CURVES.items():
+        assert (DOCS / "img/curves" / picture).resolve() in shown, f"docs/img/curves/{picture} is on no page"
+        assert all(f"benchmarks/results/{name}.json" in pictures.GROUP_INPUTS["curves"] for name in names)
+
+
+def test_a_finetuning_curve_joins_the_seeds_of_its_result_files():
+    pictures = _pictures()
+    _, names, _ = pictures.CURVES["finetune-pickcolor.png"]
+    records = [json.loads((ROOT / f"benchmarks/results/{name}.json").read_text()) for name in names]
+    task, method, curves, base = pictures.finetune_curves(records)
+    bases = [b for r in records for b in r["figures"]["methods"][0]["bases"]]
+    assert (task, method, sorted(curves)) == ("PickColor", "ibrl", [0, 1, 2, 3, 4, 5])
+    assert base == pytest.approx(sum(bases) / len(bases))
+    assert curves[3] == [tuple(point) for point in records[1]["figures"]["methods"][0]["curves"][0]]
+    with pytest.raises(ValueError, match="one task and one method"):
+        pictures.finetune_curves(records + [json.loads((ROOT / "benchmarks/results/finetune_pickcube.json")
+                                                       .read_text())])
 
 
 def test_the_docs_generator_runs_the_picture_script():
