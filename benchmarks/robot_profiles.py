@@ -125,10 +125,11 @@ def policy_success(run_dir: str, profile_path: str | None, episodes: int, obs_ti
 
 def tables(result: dict) -> list[Table]:
     n = result["setup"]["episodes"]
-    sim = result["pure_sim"]
+    sim = result["pure_sim"]  # success NaN with --skip-sim
     success = Table(f"PickCube policy trained in pure sim ({result['setup']['run_dir']}), deterministic, the same "
                     f"{n} placements", ["profile", "command interface", "success", "vs pure sim"], echo=False)
-    success.add("pure sim", "-", f"{round(sim['success'] * n)}/{n}", "-")
+    if np.isfinite(sim["success"]):
+        success.add("pure sim", "-", f"{round(sim['success'] * n)}/{n}", "-")
     trip = Table("Command -> driver -> observed state (from rest, 1 cm target, first 0.1 mm of motion) beside the "
                  "DDS floor of the same run", ["profile", "p50 ms", "p99 ms", "answered", "DDS floor p50 / p99 ms",
                                                "over the floor p50 ms"], echo=False)
@@ -137,8 +138,8 @@ def tables(result: dict) -> list[Table]:
             success.add(name, r["interface"], "stopped: " + r["policy_error"][:120], "-")
         if "policy" in r:
             p = r["policy"]
-            success.add(name, r["interface"], f"{round(p['success'] * n)}/{n}",
-                        f"{100 * (p['success'] - sim['success']):+.0f} points")
+            vs = f"{100 * (p['success'] - sim['success']):+.0f} points" if np.isfinite(sim["success"]) else "-"
+            success.add(name, r["interface"], f"{round(p['success'] * n)}/{n}", vs)
         if "round_trip" in r:
             t = r["round_trip"]
             trip.add(name, f"{t['p50_ms']:.1f}", f"{t['p99_ms']:.1f}", t["answered"],

@@ -268,8 +268,12 @@ class JointOutput(StreamedOutput):
             return [*reasons, "workspace"]
         qd = None
         if self.trajectory and vel is not None:  # the reference's velocity in joint space: JTC's splines use it
-            jac = kin.jacobian(q)[:3]
-            qd = np.clip(jac.T @ np.linalg.solve(jac @ jac.T + 1e-4 * np.eye(3), vel), -2.0, 2.0)
+            # The whole twist, the orientation held (the reference's turns are slow): the joint motion the IK path
+            # makes. The linear part alone gave the minimum-norm joint velocity, which turns the tool, so each
+            # spline left its knot in another direction than the positions went.
+            jac = kin.jacobian(q)
+            twist = np.concatenate([vel, np.zeros(3)])
+            qd = np.clip(jac.T @ np.linalg.solve(jac @ jac.T + 1e-4 * np.eye(6), twist), -2.0, 2.0)
         self._publish(q, qd)
         return reasons
 
