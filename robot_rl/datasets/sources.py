@@ -217,7 +217,7 @@ def run_episode(dev: ScriptedDevice | HumanDevice, env: Any, reset_seed: int, pe
             hook("hold" if holding else "resume", {"paused": getattr(dev, "paused", False),
                                                    "connected": getattr(dev, "connected", True)})
         if "reset" in step.events:
-            ep.discarded = True
+            ep.discarded, ep.label = True, "key"  # the operator's choice
             return ep
         if step.hold:
             ep.held_steps += 1
