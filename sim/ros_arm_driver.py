@@ -14,7 +14,8 @@ The physics, the task scene and the injected imperfections are the sim arm hardw
 * commands, with the driver's semantics (:mod:`robot_rl_sim.driver_emulation`): a Cartesian controller's target
   pose, MoveIt Servo twists (integrated at Servo's period, halted when stale), a forward position controller's
   positions, a joint trajectory controller's trajectories; the gripper's ``control_msgs/action/GripperCommand``
-  server (reached goal / stalled, preempted by a new goal) or forward position controller.
+  server (reached goal / stalled, preempted by a new goal) or forward position controller. Command topics are read
+  by the physics loop, the newest message each step, as a ros2_control controller reads its command buffer.
 * ``<controller_manager>/list_controllers`` (controller_manager_msgs/srv/ListControllers): the broadcasters and the
   profile's controllers, active (those named in ``inactive_controllers`` listed inactive, for tests).
 * sim only, named so: ``sim/success`` (std_msgs/Bool, the task's own check, for benchmarks and tests; no profile
