@@ -10,11 +10,14 @@
   project's launcher on a private ROS domain and the live graph is read back (every node's publishers, subscribers
   and services): ``docs/img/ros2-graph-<name>.json``, drawn as ``docs/img/ros2-graph-<name>.svg`` (pure Python, no
   graphviz).
-* ``operator-view``: what the live operator view holds, drawn with matplotlib from a recording it saved during a
-  short human-in-the-loop run (PickCube with two 96 px cameras, the scripted human as the operator: it presses ready,
-  takes over, gives back and labels the episode): the cameras at the takeover, the policy's and the person's
-  actions with who was in control, reward and success, and the events: ``docs/img/operator-view.png``. rerun's own
-  viewer needs a window and a GPU, which the machines that build the docs lack.
+* ``operator-view``: what the live operator view holds, from a recording it saved during a short human-in-the-loop
+  run (PickCube with two 96 px cameras, the scripted human as the operator: it presses ready, takes over, gives back
+  and labels the episode): the cameras at the takeover, the policy's and the person's actions with who was in
+  control, reward and success, and the events: ``docs/img/operator-view.png``. It is a screenshot of rerun's own
+  viewer, run headless (``rerun --headless``: no window, no display; a Vulkan adapter, which on a machine without a
+  GPU is Mesa's software lavapipe, ``apt-get install mesa-vulkan-drivers``), opened on the recording with the layout
+  the view sent, at a frame where the person steers. Where the viewer cannot run, the same streams are drawn with
+  matplotlib instead; ``made_by`` in the manifest says which.
 * ``curves``: the learning curves of the headline runs, drawn with matplotlib from their stored result files
   (``benchmarks/results/*.json``, nothing is trained): eval success over env steps of each seed of the default
   PickCube job, and of each fine-tuning recipe beside the success of its base alone: ``docs/img/curves/*.png``
@@ -33,6 +36,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import html
+import io
 import json
 import os
 import subprocess
@@ -467,6 +471,12 @@ def draw_graphs() -> list[Path]:
 
 
 # ------------------------------------------------------------------------------------------------ the operator view
+VIEWER_SIZE = "1400x800"
+"""The headless viewer's size in points for its screenshot (one pixel a point): the picture's width x height."""
+NOTES: dict[str, str] = {}
+"""group -> what made its pictures, when that can differ (``made_by`` in the manifest)."""
+
+
 def record_operator_view(folder: Path) -> Path:
     """A short human-in-the-loop run whose operator view saves its episodes under ``folder``; the recording of
     the first finished episode in which the (scripted) person took over and labelled a success."""
@@ -496,6 +506,97 @@ def record_operator_view(folder: Path) -> Path:
     raise RuntimeError("doc pictures: no episode with a takeover and a success label")
 
 
+def takeover_frame(path: Path) -> int:
+    """The frame the picture shows: three control periods into the person's first takeover (the episode's middle
+    without one)."""
+    import numpy as np
+
+    from robot_rl.view.recording import read_recording
+
+    person = read_recording(path)["control/person"]
+    steer = person.scalars().ravel() > 0
+    return int(person.frames[np.argmax(steer)]) + 3 if steer.any() else int(person.frames[len(person) // 2])
+
+
+def screenshot_operator_view(path: Path, out: Path, timeout_s: float = 60.0) -> str:
+    """A screenshot of rerun's own viewer showing the recording at ``path`` at its takeover frame, written to
+    ``out``; returns what made it. The viewer runs headless (``rerun --headless``: its offscreen harness, no window
+    or display) on a private port; it opens the recording with the layout the view sent (``_blueprint`` in
+    ``robot_rl/view/live.py``), is paused at the frame and screenshot through rerun's control API
+    (``rerun.experimental.ViewerClient``). Raises when the viewer cannot start (without a Vulkan adapter it panics:
+    "Failed to get render context") or does not answer within ``timeout_s``."""
+    import contextlib
+    import shutil
+    import signal
+    import socket
+    import subprocess
+
+    import rerun
+    from PIL import Image
+    from rerun.experimental import ViewerClient
+
+    exe = shutil.which("rerun", path=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    if exe is None:
+        raise RuntimeError("no rerun executable (the view extra installs it)")
+    at = takeover_frame(path)
+    with socket.socket() as s:  # a free port: a viewer the user runs on 9876 is left alone
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    # RUST_LOG=error: no start-up notices (software rasterizer, adapter) over the views
+    env = dict(os.environ, RERUN_APP_ONLY="true", RUST_LOG="error")
+    with tempfile.TemporaryFile() as log:
+        # a session of its own: the venv's `rerun` is a Python launcher that starts the viewer binary as its child,
+        # and both go at the end (signal to the group)
+        proc = subprocess.Popen([exe, "--headless", "--bind", "127.0.0.1", "--port", str(port), "--window-size",
+                                 VIEWER_SIZE, "--hide-welcome-screen"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+        def failed(why: str) -> RuntimeError:
+            log.seek(0)
+            lines = [line.strip() for line in log.read().decode(errors="replace").splitlines() if line.strip()]
+            said = [line for line in lines if "panicked" in line or "ERROR" in line or "rror:" in line] or lines[-2:]
+            return RuntimeError(f"{why}: {' | '.join(said[:2]) or 'no output'}")
+
+        try:
+            deadline = time.monotonic() + timeout_s
+            viewer = None
+            while viewer is None:
+                if proc.poll() is not None:
+                    raise failed(f"rerun --headless exited ({proc.returncode})")
+                if time.monotonic() > deadline:
+                    raise failed("rerun --headless did not answer")
+                try:
+                    viewer = ViewerClient.connect(f"rerun+http://127.0.0.1:{port}/proxy")
+                except ConnectionError:
+                    time.sleep(0.25)
+            viewer.open(str(path))
+            while not any(t.name == "frame" and t.end is not None and t.end >= at
+                          for r in viewer.get_state().recordings for t in r.timelines):
+                if time.monotonic() > deadline:
+                    raise failed("the viewer did not load the recording")
+                time.sleep(0.25)
+            time.sleep(2.0)  # the viewer plays a recording it opens: let it, then seek
+            viewer.set_time("frame", sequence=at, play_state="paused")
+            time.sleep(2.0)  # a frame or two at the new time
+            png = viewer.take_screenshot()
+        except ConnectionError as exc:  # the viewer went away: its last words say why
+            time.sleep(0.5)
+            raise failed(f"the viewer stopped answering ({exc})") from exc
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    image = Image.open(io.BytesIO(png)).convert("RGB")
+    # 256 colours: a screenshot of flat panels, ~45 kB instead of ~140 kB (tests/test_docs_pictures.py's limit)
+    image.quantize(colors=256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE).save(out, optimize=True)
+    return f"rerun viewer {rerun.__version__} (rerun --headless), frame {at}"
+
+
 def draw_operator_view(path: Path, out: Path) -> None:
     """The streams of one saved recording as one picture: cameras at the takeover; actions (policy dashed, person
     solid) over frames with the person's control shaded; reward and success; the events."""
@@ -510,7 +611,7 @@ def draw_operator_view(path: Path, out: Path) -> None:
     rec = read_recording(path)
     person = rec["control/person"]
     steer = person.scalars().ravel() > 0
-    at = int(person.frames[np.argmax(steer)]) + 3 if steer.any() else int(person.frames[len(person) // 2])
+    at = takeover_frame(path)
     fig = plt.figure(figsize=(10, 4.6), dpi=100)
     grid = fig.add_gridspec(3, 3, width_ratios=[1.0, 1.0, 2.6], height_ratios=[1.2, 0.8, 1.0], wspace=0.25,
                             hspace=0.45, left=0.02, right=0.98, top=0.9, bottom=0.08)
@@ -561,10 +662,17 @@ def draw_operator_view(path: Path, out: Path) -> None:
 
 
 def make_operator_view() -> list[Path]:
+    """rerun's viewer's screenshot of the recording; where the viewer cannot run, the matplotlib drawing."""
     out = IMG / "operator-view.png"
     with tempfile.TemporaryDirectory() as tmp:
-        draw_operator_view(record_operator_view(Path(tmp)), out)
-    print(f"  -> {out.relative_to(ROOT)} ({out.stat().st_size // 1024} KB)")
+        path = record_operator_view(Path(tmp))
+        try:
+            NOTES["operator-view"] = screenshot_operator_view(path, out)
+        except Exception as exc:  # noqa: BLE001 - any failure of the viewer: the drawing instead
+            print(f"  rerun's viewer did not run here ({exc}); drawn with matplotlib instead", file=sys.stderr)
+            draw_operator_view(path, out)
+            NOTES["operator-view"] = f"matplotlib (rerun's viewer did not run: {str(exc)[:200]})"
+    print(f"  -> {out.relative_to(ROOT)} ({out.stat().st_size // 1024} KB, {NOTES['operator-view']})")
     return [out]
 
 
@@ -739,6 +847,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"doc pictures: {group} ({'forced' if args.force else 'its inputs changed'})")
         files = make()
         groups[group] = {"inputs": digest, "files": sorted(str(p.relative_to(IMG)) for p in files)}
+        if group in NOTES:
+            groups[group]["made_by"] = NOTES[group]
         MANIFEST.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     draw_graphs()
     return 0

@@ -1,8 +1,9 @@
 """The docs' pictures (``scripts/doc_pictures.py``, run by ``bash scripts/gen_docs.sh``): every picture a page shows
 exists and is local, every task robot_rl ships has its frame on the tasks page, the pictures stay small, each
-ROS 2 graph's SVG is the drawing of its JSON, which holds the nodes of the launch file it was read from, and the
-learning curves are drawn from the current result files and shown on the benchmark pages. Nothing here renders: a
-stale picture is fixed by ``python scripts/doc_pictures.py --force``."""
+ROS 2 graph's SVG is the drawing of its JSON, which holds the nodes of the launch file it was read from, the
+operator view's picture says what made it (rerun's viewer or matplotlib) and is on its guide, and the learning
+curves are drawn from the current result files and shown on the benchmark pages. Nothing here renders: a stale
+picture is fixed by ``python scripts/doc_pictures.py --force``."""
 
 from __future__ import annotations
 
@@ -84,6 +85,14 @@ def test_the_manifest_lists_what_each_group_made():
     assert set(manifest["groups"]) == set(pictures.GROUPS)
     for group, entry in manifest["groups"].items():
         assert entry["files"] and all((DOCS / "img" / f).is_file() for f in entry["files"]), (group, FIX)
+
+
+def test_the_operator_view_picture_says_what_made_it_and_is_on_the_guide():
+    entry = json.loads((DOCS / "img/pictures.json").read_text())["groups"]["operator-view"]
+    # rerun's viewer (headless) where it runs, else the matplotlib drawing of the same recording
+    assert entry["made_by"].startswith(("rerun viewer ", "matplotlib ")), (entry, FIX)
+    shown = {(DOCS / "guides" / t).resolve() for t in shown_pictures(DOCS / "guides/demos-and-teleop.md")}
+    assert (DOCS / "img/operator-view.png").resolve() in shown
 
 
 @pytest.mark.parametrize("name", ["arm", "car"])
