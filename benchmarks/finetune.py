@@ -32,9 +32,13 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from common import write_result
 from finetune_tables import summarise, tables
+
+if TYPE_CHECKING:
+    from robot_rl.runtime.config import TrainConfig
 
 # what the small VLA's demos were recorded with, where the base's policy.json does not say
 ENV_KWARGS = {"cameras": ["front", "wrist"], "image_size": 64, "object_state": False, "instruction": True}
@@ -192,9 +196,10 @@ def metric_rows(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def run_one_with(args: argparse.Namespace, method: str, seed: int) -> dict:
+def train_config(args: argparse.Namespace, method: str, seed: int) -> tuple[TrainConfig, int]:
+    """The run of ``method`` and ``seed`` as a TrainConfig, and the control steps one of its env steps stands for."""
     from robot_rl.config import from_dict
-    from robot_rl.runtime.supervisor import train
+    from robot_rl.runtime.config import TrainConfig
 
     sections, per_step = method_config(method, args)
     agent = sections["agent"]  # the learner's device, a sweep's agent fields
@@ -214,10 +219,15 @@ def run_one_with(args: argparse.Namespace, method: str, seed: int) -> dict:
                        "interventions_capacity": args.env_steps + 100 if args.interventions else 100}}
     if args.interventions:
         data["teleop"] = {"device": "scripted"}
-    from robot_rl.runtime.config import TrainConfig
+    return from_dict(TrainConfig, data), per_step
 
+
+def run_one_with(args: argparse.Namespace, method: str, seed: int) -> dict:
+    from robot_rl.runtime.supervisor import train
+
+    cfg, per_step = train_config(args, method, seed)
     start = time.perf_counter()
-    run_dir, final = train(from_dict(TrainConfig, data))
+    run_dir, final = train(cfg)
     rows = metric_rows(Path(run_dir))
     curve = [(int(r["step"]) * per_step, float(r["eval/success_rate"])) for r in rows if "eval/success_rate" in r]
     # a processes run's actor reports its base's timing (served: the latency at work) in the logged rows
@@ -276,7 +286,8 @@ def launch_children(args: argparse.Namespace) -> dict[tuple[str, int], dict]:
     return results
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of this script."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", default="policies/vla_bench",
                         help="the base policy (a folder or ws:// URL); 'none' for rlpd alone (give --env-kwargs)")
@@ -334,6 +345,11 @@ def main() -> None:
     parser.add_argument("--finished-only", action="store_true",
                         help="launch nothing: report the finished runs of --runs-dir (seeds may differ by method)")
     parser.add_argument("--child", nargs=2, metavar=("METHOD", "SEED"), help=argparse.SUPPRESS)
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
     if args.interventions and "steer" in args.methods:  # steering's actions are the base's noise, not commands
         parser.error("--interventions: the scripted human steers with commands; steer acts in the base's noise space")
