@@ -96,6 +96,9 @@ class BasePolicyConfig:
     """Torch device of a local policy."""
     latency_s: float = 0.0
     """Extra latency added to every inference (benchmarks: a remote GPU policy's delay on a local one)."""
+    made_by: str = ""
+    """The command that makes the policy folder ``path`` (e.g. ``robot-rl train-bc ... --out <path>``), said when
+    that folder does not exist. The bundled fine-tuning configs name their base's; empty = none."""
 
     def validate(self) -> None:
         if self.timeout_s <= 0:

@@ -42,6 +42,18 @@ class DelayedPolicy:
         self.policy.close()
 
 
+def missing_policy(cfg: BasePolicyConfig) -> str:
+    """Why ``cfg.path``, a local path, is no saved policy folder (no ``policy.json``), with the command that makes
+    it where ``cfg.made_by`` names one; "" for a saved folder, a server, a LeRobot policy or no path."""
+    path = cfg.path
+    if not path or path.startswith(("ws://", "wss://", "lerobot:")) or (Path(path) / "policy.json").is_file():
+        return ""
+    where = "does not exist" if not Path(path).exists() else "holds no policy.json"
+    message = (f"base_policy.path: {path!r} {where}: it is neither ws://HOST:PORT, lerobot:<type>:<folder> nor a "
+               "saved policy folder (policy.json)")
+    return f"{message}; make it first with: {cfg.made_by}" if cfg.made_by else message
+
+
 def load_policy(cfg: BasePolicyConfig) -> BasePolicy:
     """``ws://`` / ``wss://`` -> a policy server; ``lerobot:<type>:<folder>`` -> a LeRobot policy; a folder with
     ``policy.json`` -> a policy saved by robot_rl (``robot-rl train-bc``)."""
@@ -61,9 +73,9 @@ def load_policy(cfg: BasePolicyConfig) -> BasePolicy:
             raise ValueError(f"base_policy.path: {path!r} is not lerobot:<policy type>:<folder>")
         policy = load_lerobot_policy(folder, kind, cfg.metadata, cfg.device)
     elif path:
-        if not (Path(path) / "policy.json").is_file():
-            raise ValueError(f"base_policy.path: {path!r} is neither ws://HOST:PORT, lerobot:<type>:<folder> nor a "
-                             "saved policy folder (policy.json)")
+        missing = missing_policy(cfg)
+        if missing:
+            raise ValueError(missing)
         policy = import_object(SAVED_POLICY_LOADER, "saved-policy loader")(path, cfg.device)
     else:
         raise ValueError("base_policy.path is empty: name a saved policy folder or a policy server (ws://...)")

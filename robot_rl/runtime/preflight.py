@@ -16,6 +16,7 @@ from robot_rl.agents.registry import agent_class, make_agent
 from robot_rl.config import ConfigError
 from robot_rl.envs.config import EnvConfig
 from robot_rl.envs.make import has_expert, make_env
+from robot_rl.policies.loader import missing_policy
 from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.env_pipeline import make_training_env
 from robot_rl.spaces import ObsSpec, action_dim_of
@@ -30,6 +31,9 @@ def check_run(cfg: TrainConfig) -> None:
         cfg.validate()
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    missing = missing_policy(cfg.base_policy)  # first: the env and agent checks can take a while, or need the base
+    if missing:
+        raise ConfigError(missing)
     try:
         env = make_env(cfg.env)
     except ValueError as exc:

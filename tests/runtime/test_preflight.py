@@ -23,6 +23,9 @@ CLI = [sys.executable, "-m", "robot_rl.cli", "train"]
     (["pendulum", "--agent.name", "no_such_agent"], "agent.name: unknown agent 'no_such_agent'"),
     (["pendulum", "--env.kwargs", "{not json"], "env.kwargs"),
     (["pendulum", "--env.kwargs", '{"no_such_keyword": 1}'], "env.kwargs: 'Pendulum-v1' does not take"),
+    (["pendulum", "--base-policy.path", "no_base"], "base_policy.path: 'no_base' does not exist: it is neither"),
+    (["pendulum", "--base-policy.path", "no_base", "--base-policy.made-by", "robot-rl train-bc --out no_base"],
+     "nor a saved policy folder (policy.json); make it first with: robot-rl train-bc --out no_base"),
 ])
 def test_config_errors_stop_the_run_before_any_process_starts(tmp_path, args, field) -> None:
     proc = subprocess.run([*CLI, *args, "--runs-dir", str(tmp_path / "runs"), "--name", "x"], cwd=tmp_path,
