@@ -197,7 +197,9 @@ def metric_rows(run_dir: Path) -> list[dict]:
 
 
 def train_config(args: argparse.Namespace, method: str, seed: int) -> tuple[TrainConfig, int]:
-    """The run of ``method`` and ``seed`` as a TrainConfig, and the control steps one of its env steps stands for."""
+    """The run of ``method`` and ``seed`` as a TrainConfig, and the control steps one of its env steps stands for
+    (the bundled fine-tuning configs, robot_rl/configs/finetune_*.yaml, are this for the recipes' commands: a test
+    holds them equal)."""
     from robot_rl.config import from_dict
     from robot_rl.runtime.config import TrainConfig
 
