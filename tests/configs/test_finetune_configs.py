@@ -2,9 +2,10 @@
 results page as ``robot-rl train`` jobs: for every ``benchmarks/finetune.py`` command in the page's "recipes" section
 and each of its seeds, the TrainConfig finetune.py builds (its own ``train_config``) equals the bundled config loaded
 by name with ``--seed N``, field by field, except the fields listed in ``BY_DESIGN``; each config names the page's
-``robot-rl train-bc`` command of its base. Without the base, ``robot-rl train <name>`` stops before anything starts
-with one message naming the base and that command; with a base made by that command (shrunk to one demo per dataset
-and two gradient steps), the config passes the whole preflight."""
+``robot-rl train-bc`` command of its base, and the page shows ``robot-rl train <name>`` beside its command. Without
+the base, ``robot-rl train <name>`` stops before anything starts with one message naming the base and that command;
+with a base made by that command (shrunk to one demo per dataset and two gradient steps), the config passes the whole
+preflight."""
 
 from __future__ import annotations
 
@@ -41,10 +42,14 @@ def commands(text: str, start: str = "") -> list[list[str]]:
     return [shlex.split(line) for line in lines if line.startswith(start) and line and not line.startswith("#")]
 
 
-def page_commands() -> list[list[str]]:
-    """The commands of the page's recipes section (its ```bash blocks)."""
+def page_blocks() -> list[list[list[str]]]:
+    """The commands of each ```bash block of the page's recipes section."""
     section = PAGE.read_text().split(SECTION, 1)[1].split("\n## ", 1)[0]
-    return [argv for block in re.findall(r"```bash\n(.*?)```", section, re.S) for argv in commands(block)]
+    return [commands(block) for block in re.findall(r"```bash\n(.*?)```", section, re.S)]
+
+
+def page_commands() -> list[list[str]]:
+    return [argv for block in page_blocks() for argv in block]
 
 
 def finetune_module() -> ModuleType:
@@ -122,6 +127,8 @@ def test_every_recipe_on_the_page_is_a_bundled_config_and_names_its_base() -> No
         header = "\n".join(line[1:] for line in resolve_config(name).read_text().splitlines() if line.startswith("#"))
         assert ["robot-rl", "train-bc", *made_by[base]] in commands(header, "robot-rl train-bc"), name
         assert f"robot-rl train {name} " in header, f"{name}: its header's command"
+        block = next(b for b in page_blocks() if ["python", "benchmarks/finetune.py", *argv] in b)
+        assert ["robot-rl", "train", name] in block, f"the page shows {name} beside its finetune.py command"
 
 
 @pytest.mark.parametrize("name", sorted(recipes()))
