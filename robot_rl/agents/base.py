@@ -257,6 +257,8 @@ def to_torch(tree: Any, device: torch.device) -> Any:
     """numpy/tensor tree -> tensor tree on ``device`` (bool arrays become float for the losses)."""
     if isinstance(tree, Mapping):
         return {k: to_torch(v, device) for k, v in tree.items()}
+    if isinstance(tree, np.ndarray) and not tree.flags.writeable:
+        tree = tree.copy()  # torch warns on sharing a read-only buffer (e.g. a labelled demo's proposals)
     t = torch.as_tensor(tree)
     if t.dtype == torch.bool:
         t = t.float()
