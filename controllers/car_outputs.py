@@ -10,10 +10,7 @@ import math
 from typing import Any
 
 from robot_rl.robots.car_profile import CarProfile
-
-MIN_STEERING_SPEED = 0.1
-"""Below this speed (m/s) the steering angle is set for this speed: a car cannot turn in place, but it can steer
-before it moves off."""
+from robot_rl_controllers.driving import MIN_STEERING_SPEED
 
 
 def ackermann_steering(v: float, w: float, wheelbase: float, max_angle: float) -> float:

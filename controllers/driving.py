@@ -35,6 +35,21 @@ class DifferentialDriveParams:
                 raise ValueError(f"DifferentialDriveParams.{name} must be > 0")
 
 
+MIN_STEERING_SPEED = 0.1
+"""Below this speed (m/s) a car's curvature limit is taken at this speed: a car cannot turn in place, but it can
+steer before it moves off."""
+
+
+def limit_yaw_rate(v: float, w: float, min_turn_radius: float) -> float:
+    """Yaw rate ``w`` (rad/s) limited to what a car-like robot reaches at forward speed ``v`` (m/s): ``|v| /
+    min_turn_radius`` (an Ackermann car: ``min_turn_radius = wheelbase / tan(max steering angle)``), with ``|v|``
+    at least :data:`MIN_STEERING_SPEED`; ``min_turn_radius`` 0: unlimited (a differential drive)."""
+    if min_turn_radius <= 0:
+        return w
+    limit = max(abs(v), MIN_STEERING_SPEED) / min_turn_radius
+    return max(-limit, min(limit, w))
+
+
 def twist_to_wheel_speeds(v: np.ndarray | float, w: np.ndarray | float,
                           params: DifferentialDriveParams) -> tuple[np.ndarray, np.ndarray]:
     """(left, right) wheel angular velocities in rad/s for forward speed ``v`` (m/s) and yaw rate ``w`` (rad/s),

@@ -33,7 +33,11 @@ import numpy as np  # noqa: E402
 
 from robot_rl.robots.drive_state import LapProgress, drive_state_head, range_angles
 from robot_rl.robots.track import pure_pursuit
-from robot_rl_controllers.driving import DifferentialDriveParams, twist_to_wheel_speeds  # noqa: E402
+from robot_rl_controllers.driving import (  # noqa: E402
+    DifferentialDriveParams,
+    limit_yaw_rate,
+    twist_to_wheel_speeds,
+)
 from robot_rl_sim.base import MujocoTaskEnv, TaskConfig  # noqa: E402
 from robot_rl_sim.car_model import (  # noqa: E402
     LIDAR_HEIGHT,
@@ -60,6 +64,11 @@ class DriveConfig(TaskConfig):
     """Forward speed (m/s) at action[0] = +-1 (reverse is allowed)."""
     max_yaw_rate: float = 3.0
     """Yaw rate (rad/s, counter-clockwise) at action[1] = +-1."""
+    min_turn_radius: float = 0.0
+    """A car-like robot's smallest turning radius (m): the yaw rate is limited to ``|speed| / min_turn_radius`` (speed
+    at least 0.1 m/s), as an Ackermann car steers (``wheelbase / tan(max steering angle)``: 0.74 m for the
+    ``ackermann`` profile's car); 0 = a differential drive, which turns in place. Train a car-like robot's policy
+    with its radius: a policy that learned to turn in place cannot on it."""
     max_wheel_speed: float = 50.0
     """Wheel speed limit (rad/s; 2.5 m/s at the rim): larger twists are scaled down keeping the curvature."""
     wheel_torque: float = 0.5
@@ -98,7 +107,7 @@ class DriveConfig(TaskConfig):
                      "track_width", "range_max", "control_hz"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"{name} must be > 0")
-        for name in ("start_lateral_noise", "start_heading_noise", "collision_penalty", "image_size",
+        for name in ("start_lateral_noise", "start_heading_noise", "collision_penalty", "image_size", "min_turn_radius",
                      "checkpoints_to_success", "n_ranges"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
@@ -207,7 +216,9 @@ class DriveEnv(MujocoTaskEnv):
 
     def _apply_action(self, action: np.ndarray) -> None:
         m, d, cfg = self.model, self.data, self.cfg
-        left, right = twist_to_wheel_speeds(action[0] * cfg.max_speed, action[1] * cfg.max_yaw_rate, self.drive)
+        v = float(action[0]) * cfg.max_speed
+        w = limit_yaw_rate(v, float(action[1]) * cfg.max_yaw_rate, cfg.min_turn_radius)
+        left, right = twist_to_wheel_speeds(v, w, self.drive)
         d.ctrl[self.wheel_ctrl[0]], d.ctrl[self.wheel_ctrl[1]] = left, right
         self._collided = False
         step, sensordata, wall = mujoco.mj_step, d.sensordata, self.wall_sensor

@@ -281,3 +281,17 @@ def test_latency_and_observation_noise():
     assert np.linalg.norm(env.data.qvel[:2]) < 1e-3
     env.step(FORWARD)
     assert env.data.qvel[0] > 0.1
+
+
+def test_a_car_like_robot_cannot_turn_tighter_than_its_radius():
+    """min_turn_radius (an Ackermann car's wheelbase / tan(max steering)): full yaw at 0.5 m/s turns at 0.5 / R
+    rad/s, as the ackermann profile's steering limit allows; a differential drive turns at what it is asked."""
+    turn = np.array([0.25, 1.0], np.float32)  # 0.5 m/s, 3 rad/s asked
+    for radius, expected in ((0.0, 3.0), (0.74, 0.5 / 0.74)):
+        env = DriveEnv(random_start=False, start_lateral_noise=0.0, start_heading_noise=0.0, min_turn_radius=radius)
+        env.reset(seed=0)
+        for _ in range(10):
+            obs, *_ = env.step(turn)
+        assert obs["state"][2] == pytest.approx(expected, rel=0.1), radius
+    with pytest.raises(ValueError, match="min_turn_radius"):
+        DriveEnv(min_turn_radius=-1.0)
