@@ -39,7 +39,7 @@ SEED = 0
 
 
 def load_policy(run_dir: str):  # noqa: ANN201
-    """A trained Drive run's latest policy."""
+    """A trained Drive run's latest policy, and the Drive task's kwargs it was trained with (its pure sim)."""
     from robot_rl.agents.sac import SACAgent
     from robot_rl.config import load_yaml
     from robot_rl.envs.make import EnvConfig, make_env
@@ -48,21 +48,21 @@ def load_policy(run_dir: str):  # noqa: ANN201
     from robot_rl.spaces import ObsSpec, action_dim_of
 
     cfg = load_yaml(TrainConfig, Path(run_dir) / "config.yaml")
-    sim = make_env(EnvConfig(id="robot_rl/Drive-v0"))
+    sim = make_env(EnvConfig(id="robot_rl/Drive-v0", kwargs=cfg.env.kwargs))
     agent = SACAgent(ObsSpec.from_space(sim.observation_space), action_dim_of(sim.action_space), cfg.agent)
     agent.load_policy(latest_checkpoint(run_dir) / "policy.safetensors")
     sim.close()
-    return agent
+    return agent, dict(cfg.env.kwargs)
 
 
-def laps_in_sim(episodes: int, agent=None) -> dict:  # noqa: ANN001
-    """The policy (``agent``) or the pure-pursuit driver in pure sim from the hardware's start poses (its seed,
-    then one draw per reset)."""
+def laps_in_sim(episodes: int, agent=None, kwargs: dict | None = None) -> dict:  # noqa: ANN001
+    """The policy (``agent``) or the pure-pursuit driver in pure sim (the Drive task with ``kwargs``) from the
+    hardware's start poses (its seed, then one draw per reset)."""
     import mujoco
 
     from robot_rl_sim.car import DriveEnv
 
-    env = DriveEnv(image_size=0)
+    env = DriveEnv(image_size=0, **(kwargs or {}))
     env.reset(seed=SEED)  # the hardware node's own start (before its first ~/reset)
     starts, steps, ok = [], [], []
     for _ in range(episodes):
@@ -171,8 +171,9 @@ def round_trip(profile_name: str, trials: int) -> dict:
 def tables(result: dict) -> list[Table]:
     n = result["setup"]["episodes"]
     out = []
-    for driver, title in (("policy", f"Drive policy trained in pure sim ({result['setup']['run_dir']}), "
-                                      "deterministic, on the state"),
+    kwargs = result["setup"].get("task_kwargs") or {}
+    trained = ", ".join([str(result["setup"]["run_dir"])] + [f"{k} {v}" for k, v in kwargs.items()])
+    for driver, title in (("policy", f"Drive policy trained in pure sim ({trained}), deterministic, on the state"),
                           ("expert", "Pure-pursuit driver on the map pose")):
         if driver not in result["pure_sim"]:
             continue
@@ -208,10 +209,11 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.update(ros_env(args.domain))
     tmp = Path(tempfile.mkdtemp(prefix="car_profiles_bench_"))
-    agent = load_policy(args.run_dir) if args.run_dir else None
+    agent, kwargs = load_policy(args.run_dir) if args.run_dir else (None, {})
     drivers = {"policy": agent} if agent is not None else {}
     drivers["expert"] = None
-    result: dict = {"pure_sim": {d: laps_in_sim(args.episodes, a) for d, a in drivers.items()}, "profiles": {}}
+    result: dict = {"pure_sim": {d: laps_in_sim(args.episodes, a, kwargs) for d, a in drivers.items()},
+                    "profiles": {}}
     from robot_rl.robots.profile import load_profile
 
     for name in args.profiles:
@@ -231,6 +233,7 @@ def main() -> None:
         result["profiles"][name] = entry
         print(name, {d: {k: v for k, v in entry[d].items() if k != "starts"} for d in drivers}, entry["round_trip"])
     result["setup"] = {"episodes": args.episodes, "profiles": args.profiles, "seed": SEED, "run_dir": args.run_dir,
+                       "task_kwargs": kwargs,
                        "expert": "robot_rl.robots.track.pure_pursuit on the map pose"}
     print(f"results: {write_result('car_profiles', result, args.out, tables=tables(result))}")
 

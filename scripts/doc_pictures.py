@@ -5,6 +5,9 @@
   a few steps of the task's scripted expert: ``docs/img/tasks/<task>.png``.
 * ``rollouts``: a GIF of the scripted expert on PickCube and on Drive, through the commands a user runs:
   ``robot-rl record-demos TASK -n 1`` and ``robot-rl demos show DATASET --video FILE.gif``.
+* ``policy``: a GIF of a trained policy: the default job trained from scratch (``robot-rl train pickcube``, about
+  4 minutes on 2 cores) and one deterministic episode of it (``robot-rl eval RUN --episodes 1 --video FILE.gif``),
+  every other frame kept and scaled to 192 px: ``docs/img/tasks/pickcube-policy.gif``.
 * ``ros2-graph``: the ROS 2 graph of the sim arm (``launch/sim_arm.launch.yaml`` with the robot env of the bundled
   ``pickcube_ros`` config) and of the sim car (``launch/sim_car.launch.yaml``): the launch file is started with the
   project's launcher on a private ROS domain and the live graph is read back (every node's publishers, subscribers
@@ -65,6 +68,8 @@ GROUP_INPUTS = {  # group -> the files (globs under ROOT) whose content decides 
               "robot_rl/configs/*.yaml"],
     "rollouts": ["sim/base.py", "sim/arm_env.py", "sim/arm_tasks.py", "sim/car.py", "sim/car_model.py",
                  "robot_rl/datasets/record.py", "robot_rl/datasets/show.py", "robot_rl/utils/video.py"],
+    "policy": ["sim/base.py", "sim/arm_env.py", "sim/arm_tasks.py", "robot_rl/configs/pickcube.yaml",
+               "robot_rl/agents/sac.py", "robot_rl/agents/critic.py", "robot_rl/agents/config.py"],
     "operator-view": ["robot_rl/view/*.py", "robot_rl/runtime/actor.py", "robot_rl/teleop/intervention.py",
                       "robot_rl/teleop/scripted.py", "sim/arm_env.py", "sim/arm_tasks.py"],
     "ros2-graph": ["launch/sim_arm.launch.yaml", "launch/sim_car.launch.yaml", "robot_rl/configs/pickcube_ros.yaml",
@@ -230,6 +235,31 @@ def make_rollouts() -> list[Path]:
             out.append(path)
             print(f"  {task} -> {path.relative_to(ROOT)} ({path.stat().st_size // 1024} KB)")
     return out
+
+
+def make_policy() -> list[Path]:
+    path = IMG / "tasks" / "pickcube-policy.gif"
+    with tempfile.TemporaryDirectory() as tmp:
+        run, raw = Path(tmp) / "pickcube", Path(tmp) / "episode.gif"
+        _robot_rl("train", "pickcube", "--name", run.name, "--runs-dir", tmp, "--no-progress")
+        _robot_rl("eval", str(run), "--episodes", "1", "--video", str(raw))
+        _shrink_gif(raw, path, side=192, every=2)
+    print(f"  the default job's policy -> {path.relative_to(ROOT)} ({path.stat().st_size // 1024} KB)")
+    return [path]
+
+
+def _shrink_gif(src: Path, dst: Path, side: int, every: int) -> None:
+    """``src`` with every ``every``-th frame kept (shown as long, so it plays at the same speed), scaled to
+    ``side`` px on its longer edge."""
+    from PIL import Image, ImageSequence
+
+    with Image.open(src) as gif:
+        duration = gif.info.get("duration", 50) * every
+        scale = side / max(gif.size)
+        size = (round(gif.width * scale), round(gif.height * scale))
+        frames = [f.convert("RGB").resize(size, Image.LANCZOS)
+                  for i, f in enumerate(ImageSequence.Iterator(gif)) if i % every == 0]
+    frames[0].save(dst, save_all=True, append_images=frames[1:], duration=duration, loop=0, optimize=True)
 
 
 # ------------------------------------------------------------------------------------------------ the ROS 2 graph
@@ -796,7 +826,7 @@ def make_curves() -> list[Path]:
 
 
 # ------------------------------------------------------------------------------------------------------ the runner
-GROUPS = {"tasks": make_tasks, "rollouts": make_rollouts, "ros2-graph": make_graphs,
+GROUPS = {"tasks": make_tasks, "rollouts": make_rollouts, "policy": make_policy, "ros2-graph": make_graphs,
           "operator-view": make_operator_view, "curves": make_curves}
 
 
