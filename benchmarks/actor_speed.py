@@ -20,7 +20,7 @@ from common import Table, write_result
 
 from robot_rl.config import from_dict
 from robot_rl.runtime.actor import Actor
-from robot_rl.runtime.config import TrainConfig
+from robot_rl.training.config import TrainConfig
 
 
 def bare_env(env_id: str, seconds: float) -> float:

@@ -44,8 +44,8 @@ def load_policy(run_dir: str):  # noqa: ANN201
     from robot_rl.config import load_yaml
     from robot_rl.envs.make import EnvConfig, make_env
     from robot_rl.runtime.checkpoint import latest_checkpoint
-    from robot_rl.runtime.config import TrainConfig
     from robot_rl.spaces import ObsSpec, action_dim_of
+    from robot_rl.training.config import TrainConfig
 
     cfg = load_yaml(TrainConfig, Path(run_dir) / "config.yaml")
     sim = make_env(EnvConfig(id="robot_rl/Drive-v0", kwargs=cfg.env.kwargs))

@@ -38,7 +38,7 @@ from common import write_result
 from finetune_tables import summarise, tables
 
 if TYPE_CHECKING:
-    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.training.config import TrainConfig
 
 # what the small VLA's demos were recorded with, where the base's policy.json does not say
 ENV_KWARGS = {"cameras": ["front", "wrist"], "image_size": 64, "object_state": False, "instruction": True}
@@ -122,8 +122,8 @@ def base_only(args: argparse.Namespace, seed: int, method: str) -> float:
     from robot_rl.policies.config import BasePolicyConfig, ExecutionConfig
     from robot_rl.policies.evaluate import ExecutorAgent
     from robot_rl.policies.loader import load_policy
-    from robot_rl.runtime.evaluation import evaluate
-    from robot_rl.runtime.seeds import Seeds
+    from robot_rl.training.evaluation import evaluate
+    from robot_rl.training.seeds import Seeds
 
     if not Path(args.base).exists() and not args.base.startswith("ws://"):
         return float("nan")
@@ -201,7 +201,7 @@ def train_config(args: argparse.Namespace, method: str, seed: int) -> tuple[Trai
     (the bundled fine-tuning configs, robot_rl/configs/finetune_*.yaml, are this for the recipes' commands: a test
     holds them equal)."""
     from robot_rl.config import from_dict
-    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.training.config import TrainConfig
 
     sections, per_step = method_config(method, args)
     agent = sections["agent"]  # the learner's device, a sweep's agent fields

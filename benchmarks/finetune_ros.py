@@ -44,7 +44,7 @@ def actors(cfg, run_dir: str, env):  # noqa: ANN001, ANN201 - (fine-tuned, base 
 
 
 def score(cfg, run_dir: str, env, episodes: int) -> dict[str, np.ndarray]:  # noqa: ANN001
-    from robot_rl.runtime.evaluation import rollout
+    from robot_rl.training.evaluation import rollout
 
     tuned, base = actors(cfg, run_dir, env)
     try:
@@ -83,7 +83,7 @@ def ros_arm_env(cfg, instruction: str):  # noqa: ANN001, ANN201
 
 def main() -> None:
     from robot_rl.config import load_yaml
-    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.training.config import TrainConfig
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--run-dir", required=True, help="a finished PickCube fine-tuning run")

@@ -23,7 +23,7 @@ def nominal_mark(step: int, every: int) -> int:
 
 def summarise(method: str, runs: list[dict], seeds: list[int], every: int) -> dict:
     """One method's figures over its ``runs`` (one per seed); ``every``: the env steps between evaluations."""
-    from robot_rl.runtime.stats import iqm_ci
+    from robot_rl.training.stats import iqm_ci
 
     finals = np.array([r["final"] for r in runs])
     bases = np.array([r["base"] for r in runs])

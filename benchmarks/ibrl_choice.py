@@ -28,7 +28,7 @@ def evaluate(policy: str, modes: list[str], episodes: int, seed: int, margin: fl
     """Success rate per mode of one saved policy."""
     from safetensors.torch import load_file
 
-    from robot_rl.runtime.evaluation import load_run, rollout
+    from robot_rl.training.evaluation import load_run, rollout
 
     run, file = policy_file(policy)
     _, env, agent, composed = load_run(run)

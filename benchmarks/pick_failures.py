@@ -77,8 +77,8 @@ def main() -> None:
     from robot_rl.policies.config import ExecutionConfig
     from robot_rl.policies.evaluate import ExecutorAgent
     from robot_rl.policies.loader import load_policy
-    from robot_rl.runtime.evaluation import load_run
-    from robot_rl.runtime.seeds import Seeds
+    from robot_rl.training.evaluation import load_run
+    from robot_rl.training.seeds import Seeds
 
     table = Table("Failed evaluation episodes by what the arm was doing at the end",
                   ["run", "policy", "success", *CLASSES])

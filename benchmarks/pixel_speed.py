@@ -146,7 +146,7 @@ def main() -> None:
     if args.bundled:
         from robot_rl.cli import resolve_config
         from robot_rl.config import parse
-        from robot_rl.runtime.config import TrainConfig
+        from robot_rl.training.config import TrainConfig
 
         run = parse(TrainConfig, resolve_config("pickcube_pixels"), [])
         kwargs = dict(run.env.kwargs)

@@ -30,12 +30,12 @@ from synthetic_chunks import pixel_chunks
 
 from robot_rl.config import replace, to_dict
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
-from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.chunks import chunk_specs, ingest_chunk
 from robot_rl.runtime.transport.names import actor_dir, ring_name
 from robot_rl.runtime.transport.ray_gateway import Gateway, require_token_auth
 from robot_rl.spaces import ObsSpec
+from robot_rl.training.config import TrainConfig
 
 ACTION_DIM, CHUNK, SIZE = 4, 64, 128
 

@@ -190,9 +190,9 @@ def policy_successes(run_dir: str, episodes: int, env: object | None = None) -> 
     from robot_rl.config import load_yaml
     from robot_rl.envs.make import EnvConfig, make_env
     from robot_rl.runtime.checkpoint import latest_checkpoint
-    from robot_rl.runtime.config import TrainConfig
-    from robot_rl.runtime.evaluation import rollout
     from robot_rl.spaces import ObsSpec, action_dim_of
+    from robot_rl.training.config import TrainConfig
+    from robot_rl.training.evaluation import rollout
 
     cfg = load_yaml(TrainConfig, Path(run_dir) / "config.yaml")
     sim = make_env(EnvConfig(id="robot_rl/PickCube-v0"))

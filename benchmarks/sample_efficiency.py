@@ -30,8 +30,8 @@ def run_ours(env_id: str, steps: int, seed: int, device: str, learning_starts: i
     from robot_rl.agents.config import SACConfig
     from robot_rl.envs import EnvConfig
     from robot_rl.replay.buffer import ReplayConfig
-    from robot_rl.runtime.config import RuntimeConfig, TrainConfig
     from robot_rl.runtime.supervisor import train
+    from robot_rl.training.config import RuntimeConfig, TrainConfig
 
     agent = (SACConfig(utd=rlpd_utd, device=device) if rlpd else
              SACConfig(num_critics=2, num_min_critics=2, critic_layer_norm=False, utd=1, device=device))

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from common import Table, write_result  # noqa: E402
 
-from robot_rl.runtime.config import RuntimeConfig  # noqa: E402
+from robot_rl.training.config import RuntimeConfig  # noqa: E402
 
 CONFIGS = ("pendulum", "halfcheetah", "pickcube", "pickcube_pixels", "drive", "byo_env")
 
@@ -46,7 +46,7 @@ def measure(name: str, steps: int, folder: Path) -> dict:
     import yaml
 
     from robot_rl.cli import resolve_config
-    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.training.config import TrainConfig
 
     path = config_path(name, folder)
     data = yaml.safe_load(resolve_config(path).read_text()) or {}

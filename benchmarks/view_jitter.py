@@ -27,8 +27,8 @@ from common import Table, write_result
 
 from robot_rl.config import from_dict
 from robot_rl.runtime.actor import Actor
-from robot_rl.runtime.config import TrainConfig
-from robot_rl.runtime.stats import bootstrap_ci
+from robot_rl.training.config import TrainConfig
+from robot_rl.training.stats import bootstrap_ci
 
 HZ = 20.0
 

@@ -89,7 +89,7 @@ def fail(command: str, message: object) -> int:
 
 def cmd_train(argv: list[str]) -> int:
     from robot_rl.config import ConfigError, parse, replace
-    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.training.config import TrainConfig
     from robot_rl.utils.imports import absolute_imports
 
     resume = None
@@ -153,7 +153,7 @@ class SideArgs:
 
 def _run_side(argv: list[str], prog: str):
     from robot_rl.config import load_yaml, parse_command
-    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.training.config import TrainConfig
 
     args = parse_command(SideArgs, argv, prog)
     return args, load_yaml(TrainConfig, Path(args.run_dir) / "config.yaml")
@@ -297,7 +297,7 @@ def cmd_eval(argv: list[str]) -> int:
     from robot_rl.config import ConfigError, parse_command
     from robot_rl.policies.base import PolicyError
     from robot_rl.policies.evaluate import is_base_policy
-    from robot_rl.runtime.evaluation import evaluate_base_policy, evaluate_runs
+    from robot_rl.training.evaluation import evaluate_base_policy, evaluate_runs
 
     args = parse_command(EvalArgs, argv, "robot-rl eval")
     if not args.run_dirs:

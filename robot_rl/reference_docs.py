@@ -41,7 +41,7 @@ EXTRA_CONFIGS = ("robot_rl.safety.limits:ArmLimits", "robot_rl.safety.limits:Car
                  "robot_rl_controllers.impedance:ImpedanceGains",
                  "robot_rl_controllers.driving:DifferentialDriveParams")
 SECTIONS = {  # module prefix -> section title, in page order
-    "robot_rl.runtime": "Training run", "robot_rl.envs": "Environments", "robot_rl.agents": "Agents",
+    "robot_rl.training": "Training run", "robot_rl.envs": "Environments", "robot_rl.agents": "Agents",
     "robot_rl.replay": "Replay", "robot_rl.policies": "Base policies", "robot_rl.vla": "The small VLA",
     "robot_rl.teleop": "Teleoperation", "robot_rl.view": "Operator view", "robot_rl.cameras": "Cameras",
     "robot_rl.robots.camera": "Cameras",

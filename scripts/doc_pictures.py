@@ -511,8 +511,8 @@ def record_operator_view(folder: Path) -> Path:
     """A short human-in-the-loop run whose operator view saves its episodes under ``folder``; the recording of
     the first finished episode in which the (scripted) person took over and labelled a success."""
     from robot_rl.config import from_dict
-    from robot_rl.runtime.config import TrainConfig
     from robot_rl.runtime.supervisor import train
+    from robot_rl.training.config import TrainConfig
     from robot_rl.view.recording import read_recording
 
     cfg = from_dict(TrainConfig, {

@@ -36,7 +36,7 @@ def _section_of(page: str, class_name: str) -> str:
 def test_the_config_reference_covers_every_field_of_every_config_dataclass():
     targets = config_targets()
     # the discovery finds the configs a user sets, wherever they live
-    for expected in ("robot_rl.runtime.config:TrainConfig", "robot_rl.agents.config:SACConfig",
+    for expected in ("robot_rl.training.config:TrainConfig", "robot_rl.agents.config:SACConfig",
                      "robot_rl.envs.config:EnvConfig", "robot_rl.replay.buffer:ReplayConfig",
                      "robot_rl.teleop.config:TeleopConfig", "robot_rl.robots.camera:CameraConfig",
                      "robot_rl_sim.arm_env:ArmTaskConfig", "robot_rl_controllers.ros_safety_config:ArmSafetyConfig",

@@ -150,8 +150,8 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, observations: int
     from robot_rl.agents.registry import make_agent
     from robot_rl.config import load_yaml
     from robot_rl.envs.make import make_env
-    from robot_rl.runtime.config import TrainConfig
     from robot_rl.spaces import ObsSpec, action_dim_of
+    from robot_rl.training.config import TrainConfig
     from robot_rl.utils.run_dir import latest_checkpoint
 
     run_dir = Path(run_dir)

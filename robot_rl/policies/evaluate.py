@@ -1,6 +1,6 @@
 """A base policy acting like an agent: its chunks executed by a :class:`ChunkExecutor` (:class:`ExecutorAgent`), or
 an agent on a base policy's proposals (:class:`ComposedAgent`), so the same deterministic evaluation as for trained
-agents runs them (robot_rl.runtime.evaluation: ``evaluate_policy``, ``evaluate_base_policy``)."""
+agents runs them (robot_rl.training.evaluation: ``evaluate_policy``, ``evaluate_base_policy``)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ def state_predictor(env: Any) -> Any:
 
 
 class ExecutorAgent:
-    """A base policy with its executor, acting like an agent in :func:`robot_rl.runtime.evaluation.rollout`."""
+    """A base policy with its executor, acting like an agent in :func:`robot_rl.training.evaluation.rollout`."""
 
     episodic: ClassVar[bool] = True  # begin_episode resets the executor (robot_rl.agents.base.Capabilities)
 

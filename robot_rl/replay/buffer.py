@@ -64,7 +64,7 @@ class ReplayBuffer:
     """Partitioned in-RAM replay. ``add`` routes by source; ``sample`` mixes partitions per batch."""
 
     def __init__(self, spec: ObsSpec, action_dim: int, cfg: ReplayConfig | None = None, seed: int = 0) -> None:
-        """``seed``: the sampler's random generator (a run derives it from its seed: runtime/seeds.py)."""
+        """``seed``: the sampler's random generator (a run derives it from its seed: training/seeds.py)."""
         self.cfg = cfg = cfg or ReplayConfig()
         cfg.validate()
         self.spec, self.action_dim = spec, action_dim

@@ -29,14 +29,14 @@ import torch
 
 from robot_rl.agents.registry import capabilities, make_agent
 from robot_rl.envs.contract import LABELS, BatchStep
-from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.env_pipeline import make_batched_env
-from robot_rl.runtime.seeds import Seeds
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.chunks import ChunkBuilder, chunk_specs
 from robot_rl.runtime.transport.names import actor_dir, board_name, ring_name
 from robot_rl.runtime.transport.spool import SpoolWriter
 from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.training.config import TrainConfig
+from robot_rl.training.seeds import Seeds
 from robot_rl.utils.log import get_logger
 from robot_rl.utils.process import set_realtime
 from robot_rl.utils.state_io import atomic_write

@@ -17,9 +17,9 @@ from robot_rl.config import ConfigError
 from robot_rl.envs.config import EnvConfig
 from robot_rl.envs.make import has_expert, make_env
 from robot_rl.policies.loader import missing_policy
-from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.env_pipeline import make_training_env
 from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.training.config import TrainConfig
 from robot_rl.utils.log import get_logger
 
 log = get_logger(__name__)

@@ -18,11 +18,11 @@ from pathlib import Path
 
 from robot_rl.config import ConfigError, save_yaml
 from robot_rl.runtime.checkpoint import has_checkpoint
-from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.launchers import CONFIG_ERROR, Launcher, LocalLauncher, Process
 from robot_rl.runtime.liveness import Heartbeats, RestartBudget
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.names import actor_dir, board_name
+from robot_rl.training.config import TrainConfig
 from robot_rl.utils.disk import DISK_FULL
 from robot_rl.utils.log import get_logger
 from robot_rl.utils.progress import progress_bar

@@ -90,9 +90,9 @@ def specialist(run: str | Path, env: Any) -> Any:
 
     from robot_rl.agents.registry import make_agent
     from robot_rl.config import load_yaml
-    from robot_rl.runtime.config import TrainConfig
-    from robot_rl.runtime.evaluation import evaluation_agent
     from robot_rl.spaces import ObsSpec, action_dim_of
+    from robot_rl.training.config import TrainConfig
+    from robot_rl.training.evaluation import evaluation_agent
     from robot_rl.utils.run_dir import latest_checkpoint
 
     cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
@@ -106,7 +106,7 @@ def collect(cfg: DistillConfig, path: Path) -> dict[str, Any]:
     from robot_rl.config import load_yaml
     from robot_rl.datasets.record import record_demos
     from robot_rl.envs.make import make_env
-    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.training.config import TrainConfig
 
     run_cfg = load_yaml(TrainConfig, Path(cfg.run) / "config.yaml")
     probe = make_env(run_cfg.env)
@@ -123,7 +123,7 @@ def collect(cfg: DistillConfig, path: Path) -> dict[str, Any]:
 def distill(cfg: DistillConfig) -> dict[str, Any]:
     """Collect, re-train, evaluate before and after; writes ``<out>/distill.json`` and returns it."""
     from robot_rl.config import load_yaml
-    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.training.config import TrainConfig
     from robot_rl.vla.data import ChunkDataset
     from robot_rl.vla.policy import load_vla
     from robot_rl.vla.train import evaluate_tasks, resolve_datasets, train_bc

@@ -126,7 +126,7 @@ def _lr(cfg: TrainBCConfig, step: int) -> float:
 def evaluate_tasks(policy: Any, tasks: list[dict[str, Any]], episodes: int, execution: ExecutionConfig,
                    video_dir: Path | None = None) -> dict[str, dict[str, Any]]:
     """Per task (one per dataset): the policy's evaluation on ``episodes`` episodes."""
-    from robot_rl.runtime.evaluation import evaluate_policy
+    from robot_rl.training.evaluation import evaluate_policy
 
     results = {}
     for task in tasks:

@@ -15,8 +15,8 @@ from robot_rl.agents import Agent, BCAgent, BCConfig, SACAgent, SACConfig, agent
 from robot_rl.agents.registry import Capabilities, capabilities, check_agent_class
 from robot_rl.config import ConfigError, from_dict
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
-from robot_rl.runtime.config import TrainConfig
 from robot_rl.spaces import ObsSpec
+from robot_rl.training.config import TrainConfig
 
 
 def test_agents_are_chosen_by_name_and_follow_the_protocol() -> None:

@@ -226,7 +226,7 @@ def test_ibrl_configs_saved_with_the_residual_fields_still_load(tmp_path):
     """ibrl configs used to carry the residual's bounds and clip options (which never applied to it); a saved run's
     config that lists them loads, without them."""
     from robot_rl.agents.ibrl import IBRLConfig
-    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.training.config import TrainConfig
 
     path = tmp_path / "config.yaml"
     save_yaml(TrainConfig(agent=IBRLConfig()), path)

@@ -22,7 +22,7 @@ import pytest
 
 from robot_rl.cli import bundled_configs, resolve_config
 from robot_rl.config import ConfigError, parse, replace, to_dict
-from robot_rl.runtime.config import TrainConfig
+from robot_rl.training.config import TrainConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "benchmarks/pages/generalist-policies.md"

@@ -135,8 +135,8 @@ def test_refuses_an_existing_folder_and_other_versions(dataset, tmp_path):
 def test_a_runs_replay_exports_with_its_sources(tmp_path):
     """A run folder: its latest checkpoint's replay (online rows and the demos it loaded) exports and imports."""
     from robot_rl.config import from_dict
-    from robot_rl.runtime.config import TrainConfig
     from robot_rl.runtime.supervisor import train
+    from robot_rl.training.config import TrainConfig
 
     cfg = from_dict(TrainConfig, {
         "name": "r", "runs_dir": str(tmp_path), "total_env_steps": 120, "random_steps": 60, "learning_starts": 60,

@@ -20,9 +20,9 @@ from robot_rl.deploy.export import export_run
 from robot_rl.deploy.runner import OnnxPolicy
 from robot_rl.envs.make import make_env
 from robot_rl.runtime.checkpoint import latest_checkpoint
-from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.supervisor import train
 from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.training.config import TrainConfig
 from tests.policies.toy import TINY_ENV_KWARGS
 
 RUNS = {

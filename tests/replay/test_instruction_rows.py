@@ -15,12 +15,12 @@ from safetensors.numpy import save as save_np
 from robot_rl.config import replace, to_dict
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
 from robot_rl.replay.store import load_buffer, save_buffer
-from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.chunks import ChunkBuilder, check_chunk, ingest_chunk
 from robot_rl.runtime.transport.names import actor_dir
 from robot_rl.runtime.transport.spool import SpoolWriter, read_chunk
 from robot_rl.spaces import ObsSpec
+from robot_rl.training.config import TrainConfig
 
 SPEC = ObsSpec(3, {"cam": (8, 8, 3)}, instruction_dim=5)
 CFG = ReplayConfig(online_capacity=64, demos_capacity=8, interventions_capacity=8)

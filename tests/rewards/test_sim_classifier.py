@@ -97,7 +97,7 @@ def test_train_config_routes_the_learned_reward_to_the_actor(trained: dict, tmp_
     success check, the actor's batched env reports the classifier's success; a bad path is named at validation."""
     from robot_rl.config import parse
     from robot_rl.runtime.actor import make_actor_env
-    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.training.config import TrainConfig
 
     yaml = tmp_path / "run.yaml"
     yaml.write_text("env:\n  id: robot_rl/PickCube-v0\n  max_episode_steps: 80\n  kwargs:\n    image_size: 64\n")

@@ -29,7 +29,7 @@ CLI = [sys.executable, "-m", "robot_rl.cli"]
 def replay_keys(run: Path) -> tuple[Counter, dict]:
     """(episode id, step) of every online transition in the latest checkpoint's replay, counted; and its counters."""
     from robot_rl.config import load_yaml
-    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.training.config import TrainConfig
 
     ckpt = latest_checkpoint(run)
     cfg = load_yaml(TrainConfig, run / "config.yaml")  # its capacities: the defaults would not fit pixel rows in RAM

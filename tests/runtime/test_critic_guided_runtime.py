@@ -19,9 +19,9 @@ from safetensors.torch import load_file
 from robot_rl.config import load_yaml
 from robot_rl.replay.store import load_buffer
 from robot_rl.runtime.checkpoint import latest_checkpoint
-from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.learner import Learner
 from robot_rl.spaces import ObsSpec
+from robot_rl.training.config import TrainConfig
 from robot_rl.vla.critic_guided import CriticGuidedAgent
 from robot_rl.vla.critic_guided_config import CriticGuidedConfig
 from tests.policies.toy import TINY_ENV_KWARGS

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl.config import replace
-from robot_rl.runtime.config import TrainConfig
-from robot_rl.runtime.evaluation import across_runs
 from robot_rl.runtime.supervisor import train
+from robot_rl.training.config import TrainConfig
+from robot_rl.training.evaluation import across_runs
 from robot_rl.utils.video import read_video
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from robot_rl.cli import resolve_config
 from robot_rl.config import parse
-from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.supervisor import train
+from robot_rl.training.config import TrainConfig
 
 
 @pytest.mark.timeout(300)

@@ -41,7 +41,7 @@ def test_a_child_that_refuses_its_config_ends_the_run_without_restarts(tmp_path)
     """A config that passed in the parent but fails in a child (here: the run's config.yaml edited between two
     starts) ends with code 2 at once instead of burning the restart budget."""
     from robot_rl.config import save_yaml
-    from robot_rl.runtime.config import TrainConfig
+    from robot_rl.training.config import TrainConfig
 
     cfg = TrainConfig(name="r", runs_dir=str(tmp_path), total_env_steps=200, random_steps=100, learning_starts=100,
                       eval_episodes=1, progress=False)
@@ -60,8 +60,8 @@ def test_a_success_key_the_env_never_reports_is_said_with_the_keys_it_does(caplo
     import logging
 
     from robot_rl.config import replace
-    from robot_rl.runtime.config import TrainConfig
     from robot_rl.runtime.preflight import check_run
+    from robot_rl.training.config import TrainConfig
 
     cfg = replace(TrainConfig(), {"env.id": "robot_rl/Reach-v0", "env.success_key": "succes"})
     with caplog.at_level(logging.WARNING, logger="robot_rl"):

@@ -25,11 +25,11 @@ from robot_rl.policies.config import BasePolicyConfig
 from robot_rl.replay.store import load_buffer
 from robot_rl.runtime.actor import Actor
 from robot_rl.runtime.checkpoint import latest_checkpoint
-from robot_rl.runtime.config import RuntimeConfig, TrainConfig
 from robot_rl.runtime.learner import Learner
 from robot_rl.spaces import ObsSpec
 from robot_rl.teleop.config import TeleopConfig
 from robot_rl.teleop.scripted import ScriptedHumanConfig
+from robot_rl.training.config import RuntimeConfig, TrainConfig
 from tests.policies.toy import TINY_ENV_KWARGS, served
 from tests.runtime.test_processes import wait_for
 

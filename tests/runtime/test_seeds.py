@@ -13,9 +13,9 @@ import torch
 from robot_rl.agents import BCAgent, SACAgent, SACConfig
 from robot_rl.config import replace
 from robot_rl.runtime.actor import Actor
-from robot_rl.runtime.config import TrainConfig
-from robot_rl.runtime.seeds import Seeds
 from robot_rl.spaces import ObsSpec
+from robot_rl.training.config import TrainConfig
+from robot_rl.training.seeds import Seeds
 
 
 def explore(tmp_path: Path, seed: int, index: int = 0) -> np.ndarray:

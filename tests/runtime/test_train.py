@@ -16,9 +16,9 @@ import torch
 
 from robot_rl.config import ConfigError, load_yaml, parse, replace
 from robot_rl.runtime.checkpoint import latest_checkpoint
-from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.learner import Learner
 from robot_rl.runtime.supervisor import train
+from robot_rl.training.config import TrainConfig
 from robot_rl.utils.state_io import load_state
 
 

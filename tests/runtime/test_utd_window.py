@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from robot_rl.runtime.config import RuntimeConfig
+from robot_rl.training.config import RuntimeConfig
 
 
 @pytest.mark.timeout(600)

@@ -9,11 +9,11 @@ import pytest
 from robot_rl.envs.make import EnvConfig
 from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.runtime.actor import Actor
-from robot_rl.runtime.config import RuntimeConfig, TrainConfig
 from robot_rl.runtime.transport.chunks import ingest_chunk
 from robot_rl.spaces import ObsSpec
 from robot_rl.teleop.config import TeleopConfig
 from robot_rl.teleop.scripted import ScriptedHumanConfig
+from robot_rl.training.config import RuntimeConfig, TrainConfig
 
 
 @pytest.mark.timeout(180)

@@ -14,8 +14,8 @@ import pytest
 from robot_rl.config import from_dict
 from robot_rl.replay.store import load_transitions
 from robot_rl.runtime.checkpoint import latest_checkpoint
-from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.supervisor import train
+from robot_rl.training.config import TrainConfig
 
 pytest.importorskip("rerun")
 from robot_rl.view.recording import read_recording  # noqa: E402  (needs rerun)

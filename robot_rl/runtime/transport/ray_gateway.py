@@ -16,11 +16,11 @@ from typing import Any
 import yaml
 from safetensors.numpy import load as load_np
 
-from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.chunks import check_chunk, chunk_specs
 from robot_rl.runtime.transport.names import actor_dir, board_name, ring_name
 from robot_rl.runtime.transport.spool import spool_file
+from robot_rl.training.config import TrainConfig
 from robot_rl.utils.log import get_logger
 from robot_rl.utils.state_io import atomic_write
 

@@ -8,11 +8,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from robot_rl.runtime.config import TrainConfig
 from robot_rl.runtime.launchers import LocalLauncher, Process
 from robot_rl.runtime.transport.names import run_key
 from robot_rl.runtime.transport.ray_bridge import RemoteActor
 from robot_rl.runtime.transport.ray_gateway import Gateway, require_token_auth
+from robot_rl.training.config import TrainConfig
 from robot_rl.utils.log import get_logger
 
 log = get_logger(__name__)

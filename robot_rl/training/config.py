@@ -131,7 +131,7 @@ class TrainConfig:
     """A training run. Tasks differ only by this config (YAML under robot_rl/configs/ + CLI overrides).
 
     A config is a value: validated once, never changed afterwards (``robot_rl.config.replace`` makes a changed
-    copy). Every seed of the run derives from ``seed`` (robot_rl/runtime/seeds.py)."""
+    copy). Every seed of the run derives from ``seed`` (robot_rl/training/seeds.py)."""
 
     name: str = ""
     """Run name; the run folder is <runs_dir>/<name>. Empty = '<env id>-<date>-<time>'."""

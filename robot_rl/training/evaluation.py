@@ -20,8 +20,8 @@ from robot_rl.policies.base import BasePolicy, misfit
 from robot_rl.policies.config import ExecutionConfig
 from robot_rl.policies.evaluate import ComposedAgent, ExecutorAgent
 from robot_rl.policies.loader import load_policy
-from robot_rl.runtime.stats import bootstrap_ci, iqm_ci
 from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.training.stats import bootstrap_ci, iqm_ci
 from robot_rl.utils.failpoint import failpoint
 from robot_rl.view.config import ViewConfig
 from robot_rl.view.live import OperatorView, ViewFrame, copy_cameras
@@ -109,9 +109,9 @@ def load_run(run: str | Path, render_mode: str | None = None) -> tuple[Any, gym.
     from robot_rl.agents.registry import make_agent
     from robot_rl.config import load_yaml
     from robot_rl.envs.make import make_env
-    from robot_rl.runtime.checkpoint import latest_checkpoint
-    from robot_rl.runtime.config import TrainConfig
     from robot_rl.spaces import ObsSpec, action_dim_of
+    from robot_rl.training.config import TrainConfig
+    from robot_rl.utils.run_dir import latest_checkpoint
 
     cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
     env = make_env(cfg.env, render_mode=render_mode)

@@ -1,6 +1,6 @@
 import numpy as np
 
-from robot_rl.runtime.stats import bootstrap_ci, iqm, iqm_ci
+from robot_rl.training.stats import bootstrap_ci, iqm, iqm_ci
 
 
 def test_bootstrap_ci_brackets_the_mean_and_shrinks_with_data():

@@ -1,0 +1,3 @@
+"""What a training run is and how its policies are measured: the run's config (:mod:`.config`: ``TrainConfig``,
+``RuntimeConfig``), its seeds (:mod:`.seeds`), evaluation (:mod:`.evaluation`) and its statistics (:mod:`.stats`).
+The processes that carry a run out (actor, learner, supervisor, transport) are in :mod:`robot_rl.runtime`."""
