@@ -33,6 +33,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from builtin_interfaces.msg import Duration
+from geometry_msgs.msg import PoseStamped, TwistStamped
 
 from robot_rl.robots.kinematics import UrdfKinematics
 from robot_rl.robots.profile import ArmProfile
@@ -134,8 +136,6 @@ class PoseOutput(StreamedOutput):
 
     def __init__(self, node: Any, profile: ArmProfile, now: Callable[[], float], reject: Callable[[Reasons], None],
                  measured: Callable[[], Pose | None], stamp: Callable[[], Any]) -> None:
-        from geometry_msgs.msg import PoseStamped
-
         super().__init__(profile, now, reject, measured)
         self.frame, self.stamp = profile.command.frame or profile.base_frame, stamp
         self.pub = node.create_publisher(PoseStamped, profile.command.topic, 10)
@@ -150,8 +150,6 @@ class TwistOutput(StreamedOutput):
 
     def __init__(self, node: Any, profile: ArmProfile, now: Callable[[], float], reject: Callable[[Reasons], None],
                  measured: Callable[[], Pose | None], stamp: Callable[[], Any], max_angular_speed: float = 1.0) -> None:
-        from geometry_msgs.msg import TwistStamped
-
         super().__init__(profile, now, reject, measured)
         self._msg, self.stamp = TwistStamped, stamp
         self.frame = profile.command.frame or profile.base_frame
@@ -198,7 +196,7 @@ class ServoSwitch:
     TWIST = 1  # moveit_msgs/srv/ServoCommandType.TWIST
 
     def __init__(self, node: Any, service: str) -> None:
-        from moveit_msgs.srv import ServoCommandType
+        from moveit_msgs.srv import ServoCommandType  # optional: ros2 (interfaces from scripts/build_ros_msgs.sh)
 
         self.request = ServoCommandType.Request(command_type=self.TWIST)
         self.client = node.create_client(ServoCommandType, service)
@@ -232,12 +230,12 @@ class JointOutput(StreamedOutput):
         self.trajectory = profile.command.interface == "joint_trajectory"
         self.margin, self.ik_tolerance = joint_margin, ik_tolerance
         if self.trajectory:
-            from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
+            from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint  # optional: ros2
 
             self._types = JointTrajectory, JointTrajectoryPoint
             self.pub = node.create_publisher(JointTrajectory, profile.command.topic, 10)
         else:
-            from std_msgs.msg import Float64MultiArray
+            from std_msgs.msg import Float64MultiArray  # optional: ros2
 
             self._types = (Float64MultiArray,)
             self.pub = node.create_publisher(Float64MultiArray, profile.command.topic, 10)
@@ -282,7 +280,6 @@ class JointOutput(StreamedOutput):
         if not self.trajectory:
             self.pub.publish(self._types[0](data=q.tolist()))
             return
-        from builtin_interfaces.msg import Duration
 
         trajectory_type, point_type = self._types
         t = self.profile.command.time_from_start
@@ -296,7 +293,7 @@ class GripperForwardOutput:
     """One position per gripper joint (``command_scale`` * opening) to a forward position controller."""
 
     def __init__(self, node: Any, profile: ArmProfile) -> None:
-        from std_msgs.msg import Float64MultiArray
+        from std_msgs.msg import Float64MultiArray  # optional: ros2
 
         self.msg, self.g = Float64MultiArray, profile.gripper
         self.pub = node.create_publisher(Float64MultiArray, self.g.command, 10)
@@ -311,8 +308,9 @@ class GripperActionOutput:
     not waited for (a newer goal preempts)."""
 
     def __init__(self, node: Any, profile: ArmProfile) -> None:
+        # optional: ros2 (interfaces from scripts/build_ros_msgs.sh)
         from control_msgs.action import GripperCommand, ParallelGripperCommand
-        from rclpy.action import ActionClient
+        from rclpy.action import ActionClient  # optional: ros2
 
         action = ParallelGripperCommand if profile.gripper.interface == "parallel_action" else GripperCommand
         self.goal_type, self.g = action.Goal, profile.gripper

@@ -36,7 +36,7 @@ class TwistStampedOutput(CarOutput):
     """``diff_drive_controller``'s ``~/cmd_vel``."""
 
     def __init__(self, node: Any, profile: CarProfile) -> None:
-        from geometry_msgs.msg import TwistStamped
+        from geometry_msgs.msg import TwistStamped  # optional: ros2
 
         super().__init__(node, profile)
         self._msg = TwistStamped
@@ -54,6 +54,7 @@ class AckermannOutput(CarOutput):
     """An Ackermann drive topic (F1TENTH's ``/drive``)."""
 
     def __init__(self, node: Any, profile: CarProfile) -> None:
+        # optional: ros2 (interfaces from scripts/build_ros_msgs.sh)
         from ackermann_msgs.msg import AckermannDriveStamped
 
         super().__init__(node, profile)

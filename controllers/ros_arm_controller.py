@@ -32,6 +32,7 @@ from std_msgs.msg import Float64, Float64MultiArray  # noqa: E402
 
 from robot_rl.ros.fast_sub import FastSubscription  # noqa: E402
 from robot_rl.ros.msgs import pose_arrays  # noqa: E402
+from robot_rl.ros.node import run_node  # noqa: E402
 from robot_rl.ros.params import declare_config  # noqa: E402
 from robot_rl_controllers.arm_model import ARM_JOINTS, EE_SITE, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, build_arm_xml  # noqa
 from robot_rl_controllers.impedance import ImpedanceGains, MujocoArmState  # noqa: E402
@@ -207,6 +208,5 @@ class ArmControllerNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point ``robot-rl-arm-controller`` (ROS 2 executable ``arm_controller``)."""
-    from robot_rl.ros.node import run_node
 
     return run_node(ArmControllerNode, argv)

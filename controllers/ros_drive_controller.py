@@ -18,6 +18,7 @@ from geometry_msgs.msg import Twist
 from rclpy.node import Node
 from std_msgs.msg import Float64MultiArray
 
+from robot_rl.ros.node import run_node
 from robot_rl.ros.params import declare_config
 from robot_rl_controllers.driving import DifferentialDriveParams, twist_to_wheel_speeds, wheel_speeds_to_twist
 
@@ -84,6 +85,5 @@ class DriveControllerNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point ``robot-rl-drive-controller`` (ROS 2 executable ``drive_controller``)."""
-    from robot_rl.ros.node import run_node
 
     return run_node(DriveControllerNode, argv)

@@ -36,6 +36,7 @@ from robot_rl.robots.profile import load_profile
 from robot_rl.ros.clock import NodeTime
 from robot_rl.ros.fast_sub import FastSubscription, PolledSubscription
 from robot_rl.ros.msgs import pose_arrays, pose_stamped
+from robot_rl.ros.node import run_node
 from robot_rl.ros.params import declare_config, set_config_values
 from robot_rl.ros.qos import watch_qos
 from robot_rl.ros.robot_state import JointReader, RobotDescription
@@ -46,6 +47,7 @@ from robot_rl.safety.limits import (
     filter_twist,
 )
 from robot_rl_controllers import arm_outputs
+from robot_rl_controllers.car_outputs import make_car_output
 from robot_rl_controllers.ros_safety_config import ArmSafetyConfig, CarSafetyConfig, SafetyConfig  # noqa: F401
 
 
@@ -406,8 +408,6 @@ class CarSafetyNode(_SafetyBase):
     def __init__(self, cfg: CarSafetyConfig | None = None, name: str = "car_safety") -> None:
         super().__init__(name, cfg or CarSafetyConfig())
         if self.cfg.profile:  # the profile's driver, with the profile's limits
-            from robot_rl_controllers.car_outputs import make_car_output
-
             profile = load_profile(self.cfg.profile, "car")
             set_config_values(self, profile.limits, "limits")
             self.output = make_car_output(self, profile)
@@ -450,13 +450,11 @@ class _OwnController:
 
 def main_arm(argv: list[str] | None = None) -> int:
     """Console entry point ``robot-rl-arm-safety`` (ROS 2 executable ``arm_safety``)."""
-    from robot_rl.ros.node import run_node
 
     return run_node(ArmSafetyNode, argv)
 
 
 def main_car(argv: list[str] | None = None) -> int:
     """Console entry point ``robot-rl-car-safety`` (ROS 2 executable ``car_safety``)."""
-    from robot_rl.ros.node import run_node
 
     return run_node(CarSafetyNode, argv)

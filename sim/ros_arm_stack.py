@@ -30,6 +30,7 @@ import numpy as np
 from builtin_interfaces.msg import Time
 
 from robot_rl.ros.msgs import pose_stamped
+from robot_rl.ros.node import run_node
 from robot_rl_controllers.ros_arm_controller import ArmControllerNode
 from robot_rl_controllers.ros_safety_node import ArmSafetyNode
 from robot_rl_sim.ros_arm_node import ArmHardwareConfig, ArmHardwareNode
@@ -90,7 +91,6 @@ def make_stack() -> list:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point ``robot-rl-arm-stack`` (ROS 2 executable ``arm_stack``)."""
-    from robot_rl.ros.node import run_node
 
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     return run_node(make_stack, argv)

@@ -40,9 +40,11 @@ from std_srvs.srv import Trigger  # noqa: E402
 
 from robot_rl.robots.profile import load_profile  # noqa: E402
 from robot_rl.ros.msgs import from_stamp, image_msg, to_stamp  # noqa: E402
+from robot_rl.ros.node import run_node  # noqa: E402
 from robot_rl.ros.params import declare_config  # noqa: E402
 from robot_rl.ros.tf import MujocoFrames, TfPublisher, camera_info  # noqa: E402
 from robot_rl_controllers.driving import twist_to_wheel_speeds  # noqa: E402
+from robot_rl_sim.car import DriveEnv  # noqa: E402
 from robot_rl_sim.car_driver_emulation import DRIVERS, Lidar, ackermann_twist, laser_frame  # noqa: E402
 from robot_rl_sim.car_model import LIDAR_HEIGHT, WHEEL_JOINTS, WHEEL_RADIUS  # noqa: E402
 from robot_rl_sim.ros_controller_manager import serve_list_controllers  # noqa: E402
@@ -105,7 +107,6 @@ class CarHardwareNode(Node):
     def __init__(self, cfg: CarHardwareConfig | None = None, name: str = "car_hardware") -> None:
         super().__init__(name)
         self.cfg = declare_config(self, cfg or CarHardwareConfig())
-        from robot_rl_sim.car import DriveEnv
 
         self.env = DriveEnv(image_size=0)
         self.env.reset(seed=self.cfg.seed)
@@ -163,6 +164,7 @@ class CarHardwareNode(Node):
         if profile.command.interface == "diff_drive":
             self.create_subscription(TwistStamped, profile.command.topic, self._on_twist_stamped, 10)
         else:
+            # optional: ros2 (interfaces from scripts/build_ros_msgs.sh)
             from ackermann_msgs.msg import AckermannDriveStamped
 
             wheelbase = profile.command.wheelbase
@@ -306,6 +308,5 @@ class CarHardwareNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point ``robot-rl-car-hardware`` (ROS 2 executable ``car_hardware``)."""
-    from robot_rl.ros.node import run_node
 
     return run_node(CarHardwareNode, argv)

@@ -12,6 +12,7 @@ def serve_list_controllers(node: Any, manager: str, controllers: dict[str, str],
     """Offers ``<manager>/list_controllers`` on ``node``: ``controllers`` (name -> type) active, those in
     ``inactive`` inactive. Without controller_manager_msgs (scripts/build_ros_msgs.sh) it warns and offers nothing."""
     try:
+        # optional: ros2 (interfaces from scripts/build_ros_msgs.sh)
         from controller_manager_msgs.msg import ControllerState
         from controller_manager_msgs.srv import ListControllers
     except ImportError:

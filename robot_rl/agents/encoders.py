@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from torch import nn
 
 from robot_rl.agents.config import EncoderConfig
@@ -159,8 +159,6 @@ class ObservationEncoder(nn.Module):
                 self.convs[cam].requires_grad_(False)
 
     def save_pretrained(self, path: str | Path) -> None:
-        from safetensors.torch import save_file
-
         tensors = {f"{cam}.{k}": v.detach().cpu().contiguous()
                    for cam in self.cameras for k, v in self.convs[cam].state_dict().items()}
         save_file(tensors, str(path))

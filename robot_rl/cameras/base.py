@@ -114,7 +114,7 @@ def crop_resize(image: np.ndarray, crop: tuple[int, int, int, int] | None, out_h
             raise CameraError(f"crop {crop} lies outside the {image.shape[1]}x{image.shape[0]} frame")
         image = image[y:y + h, x:x + w]
     if image.shape[:2] != tuple(out_hw):
-        import cv2
+        import cv2  # optional: cameras
 
         if nearest:
             interp = cv2.INTER_NEAREST  # depth: never blend distances across edges

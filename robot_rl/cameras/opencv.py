@@ -32,7 +32,7 @@ class OpenCVCamera(Camera):
         self._next = 0.0
 
     def _open(self) -> None:
-        import cv2
+        import cv2  # optional: cameras
 
         target = self._target
         if isinstance(target, str) and "://" not in target and not os.path.exists(target):
@@ -70,7 +70,7 @@ class OpenCVCamera(Camera):
             self._next = max(self._next + self._period, now - self._period)  # no burst after a stall
         ok, frame = self._cap.read()
         if not ok and self._is_file and self.cfg.loop:
-            import cv2
+            import cv2  # optional: cameras
 
             self._cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
             ok, frame = self._cap.read()

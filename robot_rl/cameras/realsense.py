@@ -13,6 +13,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import numpy as np
+
 from robot_rl.cameras.base import Camera, CameraError, Grab, wall_to_monotonic
 from robot_rl.robots.camera import CameraConfig
 
@@ -24,7 +26,7 @@ class RealSenseDevices:
     """The RealSense devices one ``rs.context`` knows, by serial number, kept current by its hot-plug callback."""
 
     def __init__(self, context: Any = None) -> None:
-        import pyrealsense2 as rs
+        import pyrealsense2 as rs  # optional: realsense
 
         self.rs = rs
         self.context = context if context is not None else rs.context()
@@ -134,7 +136,6 @@ class RealSenseCamera(Camera):
         if not colour:
             return None  # the syncer hands over a lone depth frame at stream start
         depth = frames.get_depth_frame() if self.cfg.depth else None
-        import numpy as np
 
         stamp = None
         if colour.get_frame_timestamp_domain() in (rs.timestamp_domain.system_time, rs.timestamp_domain.global_time):

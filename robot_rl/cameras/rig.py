@@ -19,6 +19,9 @@ import numpy as np
 
 from robot_rl.cameras.base import Camera, CameraError, CameraStats
 from robot_rl.cameras.config import RigConfig
+from robot_rl.cameras.opencv import OpenCVCamera
+from robot_rl.cameras.realsense import RealSenseCamera
+from robot_rl.cameras.ros import RosCamera
 from robot_rl.robots.camera import CameraConfig
 
 
@@ -29,16 +32,10 @@ class SkewError(CameraError):
 def make_camera(cfg: CameraConfig, **kwargs: Any) -> Camera:
     """The camera for ``cfg.source`` (not started). Each source's library is imported only here, on demand."""
     if cfg.source == "opencv":
-        from robot_rl.cameras.opencv import OpenCVCamera
-
         return OpenCVCamera(cfg, **kwargs)
     if cfg.source == "realsense":
-        from robot_rl.cameras.realsense import RealSenseCamera
-
         return RealSenseCamera(cfg, **kwargs)
     if cfg.source == "ros":
-        from robot_rl.cameras.ros import RosCamera
-
         return RosCamera(cfg, **kwargs)
     raise ValueError(f"unknown camera source {cfg.source!r}")
 

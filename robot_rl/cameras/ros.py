@@ -34,7 +34,7 @@ def image_to_array(msg: Any) -> tuple[np.ndarray, bool]:
 
 def compressed_to_array(msg: Any) -> np.ndarray:
     """``sensor_msgs/CompressedImage`` (JPEG/PNG) -> uint8 BGR ``[H, W, 3]``."""
-    import cv2
+    import cv2  # optional: cameras
 
     img = cv2.imdecode(np.frombuffer(msg.data, np.uint8), cv2.IMREAD_COLOR)
     if img is None:
@@ -62,10 +62,11 @@ class RosCamera(Camera):
 
     def _open(self) -> None:
         if self._link is None:
+            # optional: ros2
             from rclpy.qos import qos_profile_sensor_data
             from sensor_msgs.msg import CompressedImage, Image
 
-            from robot_rl.ros.link import RosLink
+            from robot_rl.ros.link import RosLink  # optional: ros2 (robot_rl.ros.link imports rclpy)
 
             link = RosLink(f"robot_rl_camera_{self.cfg.name}_{next(_names)}")
             # Best effort, shallow queue: matches reliable and best-effort publishers, never queues old frames.

@@ -57,7 +57,7 @@ def _nearest(stamps: np.ndarray, t: int) -> int:
 def _image(m: Any) -> np.ndarray:
     """sensor_msgs Image (rgb8 / bgr8) or CompressedImage (JPEG / PNG) -> uint8 RGB [H, W, 3]."""
     if hasattr(m, "format"):
-        import cv2
+        import cv2  # optional: cameras
 
         bgr = cv2.imdecode(np.frombuffer(bytes(m.data), np.uint8), cv2.IMREAD_COLOR)
         return bgr[..., ::-1].copy()
@@ -69,6 +69,7 @@ def _image(m: Any) -> np.ndarray:
 def bag_episode(folder: str | Path, limits: ArmLimits | None = None, object_state: bool = True,
                 cameras: tuple[str, ...] = (), outcome: dict[str, Any] | None = None) -> Episode:
     """One bag as an episode (see the module docstring)."""
+    # optional: data
     from rosbags.highlevel import AnyReader
     from rosbags.typesys import Stores, get_typestore
 

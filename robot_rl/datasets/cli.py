@@ -11,6 +11,7 @@ Each command's options are the fields of a dataclass below, parsed by :func:`rob
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,10 +19,19 @@ from typing import TYPE_CHECKING, Annotated
 
 import numpy as np
 import tyro
+import yaml
+import zarr
+from rich.console import Console
+from rich.table import Table
 from tyro.conf import Positional, arg
 
-from robot_rl.config import JsonDict, parse_command
-from robot_rl.datasets.record import DEFAULT_NOISE
+from robot_rl.config import JsonDict, from_dict, parse_command
+from robot_rl.datasets.convert import export_dataset, import_dataset
+from robot_rl.datasets.edit import discard_episodes
+from robot_rl.datasets.record import DEFAULT_NOISE, dataset_name, make_device, read_meta, record_demos, resolve_env_id
+from robot_rl.datasets.show import dataset_stats, render_episode
+from robot_rl.replay.store import ReplayStoreError
+from robot_rl.teleop.config import TeleopConfig
 from robot_rl.utils.command import command_error, derived
 from robot_rl.utils.log import get_logger
 from robot_rl.view.config import ViewConfig
@@ -114,7 +124,6 @@ class DiscardArgs:
 def record_main(argv: list[str]) -> int:
     args = parse_command(RecordDemosArgs, argv, prog="robot-rl record-demos")
 
-    from robot_rl.datasets.record import dataset_name, make_device, record_demos, resolve_env_id
 
     try:
         teleop = _teleop_config(args)
@@ -139,12 +148,8 @@ def record_main(argv: list[str]) -> int:
 
 def _teleop_config(args: RecordDemosArgs) -> TeleopConfig:
     """The TeleopConfig of ``--teleop-config`` (YAML, checked field by field) and ``--device-path``."""
-    import dataclasses
 
-    import yaml
 
-    from robot_rl.config import from_dict
-    from robot_rl.teleop.config import TeleopConfig
 
     cfg = TeleopConfig()
     if args.teleop_config:
@@ -188,9 +193,6 @@ def demos_main(argv: list[str]) -> int:
 
 
 def _discard(args: DiscardArgs) -> int:
-    from robot_rl.datasets.edit import discard_episodes
-    from robot_rl.replay.store import ReplayStoreError
-
     if not args.episodes:  # tyro accepts an empty tuple; discarding nothing is a mistake
         return command_error("robot-rl demos discard", "name at least one EPISODE to discard")
     try:
@@ -202,12 +204,6 @@ def _discard(args: DiscardArgs) -> int:
 
 
 def _show(args: ShowArgs) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    from robot_rl.datasets.record import read_meta
-    from robot_rl.datasets.show import dataset_stats, render_episode
-    from robot_rl.replay.store import ReplayStoreError
 
     console = Console()
     path = Path(args.path)
@@ -273,7 +269,6 @@ def _show(args: ShowArgs) -> int:
 
 def _auto_scale(path: Path) -> int:
     """Enlargement that brings stored camera frames to >= 128 px high (1 for re-simulated video)."""
-    import zarr
 
     cams = dict(zarr.open_group(str(path), mode="r").attrs).get("cameras") or {}
     heights = [int(shape[0]) for shape in cams.values()]
@@ -335,8 +330,6 @@ def datasets_main(argv: list[str]) -> int:
     if isinstance(parsed, int):
         return parsed
     action, args = parsed
-    from robot_rl.datasets.convert import export_dataset, import_dataset
-    from robot_rl.replay.store import ReplayStoreError
 
     try:
         if isinstance(args, ExportArgs):

@@ -14,18 +14,22 @@ from typing import Any
 import numpy as np
 
 from robot_rl.config import ConfigError, from_dict, read_yaml
+from robot_rl.datasets.atomic import publish, temp_path
 from robot_rl.datasets.bag_demos import bag_episodes
 from robot_rl.datasets.episodes import read_episodes
 from robot_rl.datasets.lerobot import read_lerobot, write_lerobot
+from robot_rl.datasets.record import META_FILE, META_FORMAT, META_VERSION, read_meta
 from robot_rl.envs.config import EnvConfig
-from robot_rl.replay.store import store_spec
+from robot_rl.envs.instructions import instruction_table
+from robot_rl.envs.make import make_env
+from robot_rl.replay.store import EpisodeWriter, store_spec
 from robot_rl.spaces import ObsSpec, obs_row
+from robot_rl.text import make_text_encoder
 from robot_rl.utils.run_dir import latest_checkpoint
 
 
 def resolve_store(path: str | Path) -> tuple[Path, dict[str, Any]]:
     """A store to export and what is known of it (env id, fps): a demo dataset, a run folder or a replay store."""
-    from robot_rl.datasets.record import read_meta
 
     path = Path(path)
     if (path / "config.yaml").is_file() and (path / "checkpoints").is_dir():  # a run folder
@@ -65,8 +69,6 @@ def export_dataset(path: str | Path, out: str | Path, partitions: list[str] | No
 
 def _run_instructions(run: Path) -> dict[str, np.ndarray]:
     """A run's instructions with their embeddings (its env, as configured), so exported episodes carry the text."""
-    from robot_rl.envs.instructions import instruction_table
-    from robot_rl.envs.make import make_env
 
     env_cfg, _ = run_env(run)
     env = make_env(env_cfg)
@@ -102,11 +104,6 @@ def import_dataset(folder: str | Path, out: str | Path, instruction_encoder: str
 
 def _write_demos(episodes: list, spec: ObsSpec, action_dim: int, out: Path, instruction_encoder: str, env_id: str,
                  fps: float, source: dict[str, Any]) -> dict[str, Any]:
-    from robot_rl.datasets.atomic import publish, temp_path
-    from robot_rl.datasets.record import META_FILE, META_FORMAT, META_VERSION
-    from robot_rl.replay.store import EpisodeWriter
-    from robot_rl.text import make_text_encoder
-
     texts = sorted({e.instruction for e in episodes})
     encoder = make_text_encoder(instruction_encoder) if any(texts) else None
     if encoder is not None:

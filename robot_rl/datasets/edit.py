@@ -15,13 +15,13 @@ import numpy as np
 
 from robot_rl.datasets.atomic import publish, temp_path
 from robot_rl.datasets.record import META_FILE, read_meta
+from robot_rl.replay.store import EpisodeWriter, load_transitions
 from robot_rl.spaces import obs_row
 from robot_rl.utils.state_io import atomic_write
 
 
 def discard_episodes(path: str | Path, episodes: Iterable[int]) -> list[int]:
     """Removes ``episodes`` (ids) from the demo dataset at ``path``; returns the ids that remain."""
-    from robot_rl.replay.store import EpisodeWriter, load_transitions
 
     path = Path(path)
     meta = read_meta(path)

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
+from robot_rl.datasets.record import read_meta
 from robot_rl.replay.storage import SOURCES
+from robot_rl.replay.store import _open, load_transitions, store_spec
 from robot_rl.spaces import ObsSpec
 
 
@@ -38,7 +40,6 @@ class Episode:
 
 def store_partitions(path: str | Path) -> list[str]:
     """The partitions a store holds data in."""
-    from robot_rl.replay.store import _open
 
     _, commit, _, _ = _open(Path(path))
     return [name for name, c in commit["partitions"].items() if int(c.get("size", 0)) > 0]
@@ -50,8 +51,6 @@ def read_episodes(path: str | Path, partitions: list[str] | None = None,
     the order they were recorded. Success labels and instructions come from a demo dataset's metadata when it has
     them; otherwise success is the last step's ``terminated`` (robot_rl's tasks terminate on success), and the
     instruction the text whose embedding ``instructions`` (text -> embedding) gives."""
-    from robot_rl.datasets.record import read_meta
-    from robot_rl.replay.store import load_transitions, store_spec
 
     path = Path(path)
     meta = read_meta(path) or {}

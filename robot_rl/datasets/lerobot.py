@@ -113,7 +113,7 @@ class _VideoFile:
     """One camera's mp4 being written: episodes appended as consecutive frames of one AV1 stream."""
 
     def __init__(self, path: Path, fps: int, h: int, w: int) -> None:
-        import av
+        import av  # lazy: PyAV loads FFmpeg, for videos only
 
         os.environ.setdefault("SVT_LOG", "1")  # SVT-AV1 prints its configuration to stderr otherwise
         # SVT-AV1 switches the thread that runs it to SCHED_FIFO where it may (root): put the caller's scheduling
@@ -127,7 +127,7 @@ class _VideoFile:
         self.stream.width, self.stream.height, self.stream.pix_fmt = w, h, VIDEO["pix_fmt"]
 
     def append(self, frames: np.ndarray) -> None:
-        import av
+        import av  # lazy: PyAV loads FFmpeg, for videos only
 
         for frame in frames:
             vf = av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")
@@ -150,7 +150,7 @@ class _VideoFile:
 
 
 def _arrow_table(columns: dict[str, np.ndarray], features: dict[str, dict[str, Any]]) -> Any:
-    import pyarrow as pa
+    import pyarrow as pa  # optional: data
 
     arrays, hf = {}, {}
     for name, values in columns.items():
@@ -171,6 +171,7 @@ def _arrow_table(columns: dict[str, np.ndarray], features: dict[str, dict[str, A
 def write_lerobot(episodes: Iterable[Episode], spec: ObsSpec, action_dim: int, out: str | Path, fps: int,
                   robot_type: str | None = None, default_task: str = "") -> dict[str, Any]:
     """Writes ``episodes`` as a LeRobotDataset v3.0 at ``out`` (which must not exist); returns ``info.json``."""
+    # optional: data
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -252,7 +253,7 @@ def read_lerobot(folder: str | Path) -> tuple[ObsSpec, int, dict[str, Any], Iter
     """``(spec, action_dim, info, episodes)`` of a LeRobotDataset v3.0 (written here or by LeRobot): state from
     ``observation.state``, cameras from ``observation.images.*`` (decoded from the videos), the task as the
     instruction. See the module docstring for how the final observation is found."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # optional: data
 
     folder = Path(folder)
     info = json.loads((folder / "meta/info.json").read_text())
@@ -322,7 +323,7 @@ def _episode(folder: Path, info: dict[str, Any], cams: dict[str, str], task_of: 
 
 def _image(item: Any, folder: Path) -> np.ndarray:
     """An ``image`` feature's cell (HF datasets' ``{"bytes", "path"}``) as RGB uint8 ``[H, W, 3]``."""
-    import cv2
+    import cv2  # optional: cameras
 
     raw = item.get("bytes") if isinstance(item, dict) else item
     if raw is None:
@@ -336,6 +337,7 @@ def _image(item: Any, folder: Path) -> np.ndarray:
 def write_tasks(tasks: dict[str, int], path: Path) -> None:
     """``meta/tasks.parquet`` as LeRobot writes it (a pandas DataFrame indexed by the task string, one
     ``task_index`` column), so ``pd.read_parquet`` gives LeRobot the index it looks tasks up in."""
+    # optional: data
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -353,7 +355,7 @@ def write_tasks(tasks: dict[str, int], path: Path) -> None:
 def read_tasks(path: Path) -> dict[int, str]:
     """``task_index -> task`` from ``meta/tasks.parquet``: the task strings as the pandas index (LeRobot's layout,
     named ``task`` or unnamed ``__index_level_0__``) or as a ``task`` column."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # optional: data
 
     table = pq.read_table(str(path))
     names = [c for c in ("task", "__index_level_0__") if c in table.column_names]
@@ -364,7 +366,7 @@ def read_tasks(path: Path) -> dict[int, str]:
 
 def _decode(path: Path, start_s: float, frames: int, fps: int) -> np.ndarray:
     """``frames`` RGB frames of ``path`` from ``start_s`` on (frame k at start_s + k / fps)."""
-    import av
+    import av  # lazy: PyAV loads FFmpeg, for videos only
 
     out = []
     with av.open(str(path)) as container:

@@ -35,8 +35,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gymnasium
 import numpy as np
+from gymnasium.envs.registration import registry
 
+from robot_rl import __version__ as robot_rl_version
 from robot_rl.datasets.atomic import dir_bytes, publish, remove_stale_temps, temp_path
 from robot_rl.datasets.sources import (
     DEFAULT_NOISE,
@@ -48,6 +51,9 @@ from robot_rl.datasets.sources import (
     make_device,
     run_episode,
 )
+from robot_rl.envs.make import EnvConfig, make_env
+from robot_rl.replay.store import EpisodeWriter
+from robot_rl.spaces import ObsSpec, action_dim_of
 from robot_rl.teleop.config import TeleopConfig
 from robot_rl.utils.log import get_logger
 from robot_rl.utils.progress import progress_bar
@@ -70,7 +76,6 @@ EventHook = Callable[[str, dict[str, Any]], None]
 
 def resolve_env_id(name: str) -> str:
     """A gymnasium id from a task name (``reach``, ``PickCube``, ``PickCube-v0``) or an id (returned as is)."""
-    from gymnasium.envs.registration import registry
 
     if "/" in name or name in registry:
         return name
@@ -230,11 +235,6 @@ def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, An
             noise: float, seed: int, only_successes: bool, progress: bool, max_attempts: int | None,
             rate_hz: float | None, success_reward: float, hook: EventHook, start: float | None,
             episode_seconds: float | None, view: OperatorView | None = None) -> RecordStats:
-    from robot_rl import __version__ as robot_rl_version
-    from robot_rl.envs.make import EnvConfig, make_env
-    from robot_rl.replay.store import EpisodeWriter
-    from robot_rl.spaces import ObsSpec, action_dim_of
-
     began = time.perf_counter()
     # a person's attempt ends when they say so (or at their own limit in seconds), not at the task's step limit
     env = make_env(EnvConfig(id=env_id, kwargs=dict(kwargs), max_episode_steps=NO_STEP_LIMIT if dev.human else None))
@@ -369,8 +369,7 @@ def _shower(view: OperatorView, human: bool, began: float, progress: dict[str, f
 
 
 def _versions(robot_rl_version: str) -> dict[str, str]:
-    import gymnasium
-    import mujoco
+    import mujoco  # lazy: MuJoCo only for the version stamp
 
     return {"robot_rl": robot_rl_version, "mujoco": mujoco.__version__, "gymnasium": gymnasium.__version__}
 

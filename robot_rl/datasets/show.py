@@ -17,16 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import zarr
 
 from robot_rl.datasets.record import read_meta
+from robot_rl.envs.make import EnvConfig, make_env
+from robot_rl.replay.store import ReplayStoreError, load_transitions
 from robot_rl.utils.video import upscale, write_video
 
 
 def _partitions(path: Path) -> dict[str, dict[str, Any]]:
     commit = path / "commit.json"
     if not commit.is_file():
-        from robot_rl.replay.store import ReplayStoreError
-
         raise ReplayStoreError(f"{path} is not a complete replay store or demo dataset (no commit.json)")
     return json.loads(commit.read_text())["partitions"]
 
@@ -37,7 +38,6 @@ def dataset_stats(path: str | Path) -> list[dict[str, Any]]:
     unknown), ``seconds`` and ``held_steps`` (human recordings: wall time, steps paused or disconnected),
     ``terminated``, ``reset_seed`` (None when unknown), ``action_abs`` (mean |action|) and ``intervened`` (steps
     a human steered). Reads only the low-dim columns, so it is cheap on large pixel stores."""
-    import zarr
 
     path = Path(path)
     meta = read_meta(path)
@@ -86,7 +86,6 @@ def render_episode(path: str | Path, episode: int, out_file: str | Path, camera:
     episode. Returns ``path``, ``frames``, ``height``, ``width``, ``source`` (``pixels`` | ``resimulated``)
     and, when re-simulated, ``max_state_error``.
     """
-    from robot_rl.replay.store import load_transitions
 
     path = Path(path)
     meta = read_meta(path)
@@ -118,7 +117,6 @@ def render_episode(path: str | Path, episode: int, out_file: str | Path, camera:
 def _resimulate(path: Path, meta: dict[str, Any] | None, episode: int, actions: np.ndarray, states: np.ndarray,
                 camera: str | None, size: int) -> tuple[np.ndarray, float]:
     """Frames of a state-only episode: reset with its recorded seed, replay its stored actions, render."""
-    from robot_rl.envs.make import EnvConfig, make_env
 
     label = next((e for e in (meta or {}).get("episodes", []) if e["episode_id"] == episode), None)
     if meta is None or label is None or label.get("reset_seed") is None:
@@ -131,7 +129,7 @@ def _resimulate(path: Path, meta: dict[str, Any] | None, episode: int, actions: 
         if hasattr(sim, "render_camera"):
             names = list(getattr(sim, "cameras", ()) or getattr(sim, "default_cameras", ()))
             if camera is not None:
-                import mujoco
+                import mujoco  # lazy: MuJoCo only to check a sim camera's name
 
                 if mujoco.mj_name2id(sim.model, mujoco.mjtObj.mjOBJ_CAMERA, camera) < 0:
                     raise ValueError(f"{meta['env_id']}: no camera {camera!r}")

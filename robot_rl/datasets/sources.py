@@ -16,7 +16,10 @@ from typing import Any
 import numpy as np
 
 from robot_rl.envs.contract import INSTRUCTION
+from robot_rl.spaces import action_dim_of
 from robot_rl.teleop.config import TeleopConfig
+from robot_rl.teleop.factory import TeleopDeviceError
+from robot_rl.teleop.factory import make_device as make_teleop_device
 
 DEFAULT_NOISE = 0.1
 DEVICES = ("scripted", "spacemouse", "gamepad", "keyboard", "ros")
@@ -78,13 +81,10 @@ class HumanDevice:
         self.connected = True
 
     def start(self, env: Any) -> None:
-        from robot_rl.spaces import action_dim_of
-        from robot_rl.teleop.factory import TeleopDeviceError, make_device
-
         dim = action_dim_of(env.action_space)
         if self.device is None:
             try:
-                self.device = make_device(self.cfg, dim)
+                self.device = make_teleop_device(self.cfg, dim)
             except TeleopDeviceError as exc:
                 raise DeviceUnavailableError(str(exc)) from exc
         if self.device.action_dim != dim:

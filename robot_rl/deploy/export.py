@@ -19,9 +19,18 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file
 from torch import nn
 
 from robot_rl.agents.base import capabilities
+from robot_rl.agents.registry import make_agent
+from robot_rl.config import load_yaml
+from robot_rl.envs.instructions import instruction_table
+from robot_rl.envs.make import make_env
+from robot_rl.replay.store import load_buffer
+from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.training.config import TrainConfig
+from robot_rl.utils.run_dir import latest_checkpoint
 
 FORMATS = ("onnx", "torchscript")
 FILES = {"onnx": "policy.onnx", "torchscript": "policy.pt"}
@@ -108,7 +117,7 @@ def _batch_axes(n_inputs: int, batch: Any) -> tuple:
 
 
 def _run_onnx(path: Path, names: list[str], arrays: list[np.ndarray]) -> np.ndarray:
-    import onnxruntime as ort
+    import onnxruntime as ort  # optional: export
 
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     return session.run(["action"], dict(zip(names, arrays)))[0]
@@ -128,8 +137,6 @@ def env_action_bounds(env: Any) -> tuple[list[float], list[float]]:
 
 def recorded_observations(run_dir: str | Path, count: int, seed: int = 0) -> dict[str, Any] | None:
     """Up to ``count`` observations the run recorded (its latest checkpoint's replay), or None when it has none."""
-    from robot_rl.replay.store import load_buffer
-    from robot_rl.utils.run_dir import latest_checkpoint
 
     try:
         replay = load_buffer(latest_checkpoint(run_dir) / "replay.zarr")
@@ -145,14 +152,7 @@ def recorded_observations(run_dir: str | Path, count: int, seed: int = 0) -> dic
 def export_run(run_dir: str | Path, fmt: str, out: str | Path, observations: int = 256) -> dict[str, Any]:
     """Exports a run's latest policy (see :func:`export_policy`), checked on ``observations`` of its own recorded
     observations (env resets when its checkpoint holds none)."""
-    from safetensors.torch import load_file
 
-    from robot_rl.agents.registry import make_agent
-    from robot_rl.config import load_yaml
-    from robot_rl.envs.make import make_env
-    from robot_rl.spaces import ObsSpec, action_dim_of
-    from robot_rl.training.config import TrainConfig
-    from robot_rl.utils.run_dir import latest_checkpoint
 
     run_dir = Path(run_dir)
     cfg = load_yaml(TrainConfig, run_dir / "config.yaml")
@@ -170,8 +170,6 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, observations: int
         info = {"run": str(run_dir), "checkpoint": ckpt.name, "env_id": cfg.env.id, "agent": cfg.agent.name,
                 "control_hz": trained_rate(cfg.runtime.control_hz, env), "action_low": low, "action_high": high}
         if agent.obs_spec.instruction_dim:  # a robot PC without robot_rl looks the embedding up by its text
-            from robot_rl.envs.instructions import instruction_table
-
             info["instructions"] = {t: v.astype(float).tolist() for t, v in instruction_table(cfg.env, env).items()}
         return export_policy(agent, fmt, out, example, info)
     finally:

@@ -26,7 +26,7 @@ class OnnxPolicy:
     the action in ``[-1, 1]``."""
 
     def __init__(self, folder: str | Path, threads: int = 1) -> None:
-        import onnxruntime as ort
+        import onnxruntime as ort  # optional: export
 
         folder = Path(folder)
         self.meta: dict[str, Any] = json.loads((folder / "deploy.json").read_text())

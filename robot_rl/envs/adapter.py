@@ -19,6 +19,7 @@ import numpy as np
 
 from robot_rl.envs import contract
 from robot_rl.envs.config import EnvConfig, ObsMapConfig
+from robot_rl.text import make_text_encoder
 from robot_rl.utils.log import get_logger
 
 log = get_logger(__name__)
@@ -108,8 +109,6 @@ class ObsMapper:
         self.fixed_instruction = "" if self.instruction_key else env.instruction
         self.text = None
         if self.instruction_key or self.fixed_instruction:
-            from robot_rl.text import make_text_encoder
-
             try:
                 self.text = make_text_encoder(env.instruction_encoder)
             except ValueError as exc:

@@ -38,7 +38,7 @@ def _write(dst: Any, i: int, src: Any) -> None:
 
 
 def _to_torch(tree: Any, device: str) -> Any:
-    import torch
+    import torch  # lazy: only for torch output; the envs load no torch
 
     if isinstance(tree, dict):
         return {k: _to_torch(v, device) for k, v in tree.items()}

@@ -32,7 +32,10 @@ import numpy as np
 from gymnasium.envs.registration import register, registry
 
 from robot_rl.robots.drive_state import LapProgress, drive_state_head, ranges_from_scan, scan_in_car_frame
+from robot_rl.robots.profile import load_profile, with_overrides
 from robot_rl.robots.track import TrackMap
+from robot_rl.ros.profile_check import ProfileCheck
+from robot_rl.ros.tf_buffer import TfBuffer
 from robot_rl.safety.limits import check_action
 
 
@@ -98,8 +101,6 @@ class RosCarEnv(gym.Env):
     drives_hardware = True  # the learner never evaluates on it (it would drive the car beside the actor)
 
     def __init__(self, cfg: RosCarEnvConfig | None = None, render_mode: str | None = None, **overrides: Any) -> None:
-        from robot_rl.robots.profile import load_profile, with_overrides
-
         self.cfg = dataclasses.replace(cfg or RosCarEnvConfig(), **overrides)
         self.cfg.validate()
         profile = load_profile(self.cfg.profile, "car")
@@ -126,21 +127,20 @@ class RosCarEnv(gym.Env):
     def check_robot(self) -> None:
         """Checks the profile against the live graph from a short-lived node (``robot-rl train``'s preflight);
         ``ConfigError`` naming the profile field."""
-        from robot_rl.ros.link import check_live
+        from robot_rl.ros.link import check_live  # optional: ros2 (imports rclpy)
 
         check_live(self.profile, self.cfg.namespace, self.cfg.use_sim_time, self.cfg.connect_timeout)
 
     # ------------------------------------------------------------------ ROS 2
     def _connect(self) -> None:
+        # optional: ros2
         from geometry_msgs.msg import Twist
         from nav_msgs.msg import Odometry
         from sensor_msgs.msg import LaserScan
         from std_msgs.msg import Bool, String
 
-        from robot_rl.ros.clock import NodeTime
-        from robot_rl.ros.link import RosLink
-        from robot_rl.ros.profile_check import ProfileCheck
-        from robot_rl.ros.tf_buffer import TfBuffer
+        from robot_rl.ros.clock import NodeTime  # optional: ros2 (imports rclpy)
+        from robot_rl.ros.link import RosLink  # optional: ros2 (imports rclpy)
 
         cfg, p = self.cfg, self.profile
         link = RosLink("car_env", cfg.namespace, use_sim_time=cfg.use_sim_time)
@@ -196,7 +196,7 @@ class RosCarEnv(gym.Env):
             time.sleep(0.001)
 
     def _observe(self, after: float) -> tuple[np.ndarray, dict[str, Any]]:
-        from robot_rl.ros.msgs import from_stamp
+        from robot_rl.ros.msgs import from_stamp  # optional: ros2 (ROS message packages)
 
         if not self.link.streams["odom"].wait_newer(after, self.cfg.obs_timeout, than=self._obs_stamp):
             raise TimeoutError(f"no fresh odometry within {self.cfg.obs_timeout} s (car graph stalled?)")
@@ -233,7 +233,7 @@ class RosCarEnv(gym.Env):
             raise RuntimeError("reset: the safety node's e-stop is latched (call its ~/reset_estop service)")
         self._publish(0.0, 0.0)
         if self.cfg.reset_service:
-            from std_srvs.srv import Trigger
+            from std_srvs.srv import Trigger  # optional: ros2
 
             self.link.call(Trigger, self.cfg.reset_service)
         else:

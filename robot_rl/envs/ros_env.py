@@ -40,6 +40,9 @@ from robot_rl.cameras.rig import CameraRig, pixels_space
 from robot_rl.config import from_dict
 from robot_rl.envs.ros_env_config import FINGER_JOINTS, HOME_POS, RosArmEnvConfig  # noqa: F401  (re-exported)
 from robot_rl.robots.future import roll_ee_target
+from robot_rl.robots.profile import load_profile, with_overrides
+from robot_rl.ros.bag import BagRecorder, arm_topics
+from robot_rl.ros.profile_check import ProfileCheck
 from robot_rl.safety.limits import ArmLimits, check_action, filter_arm_target
 
 
@@ -93,7 +96,6 @@ class RosArmEnv(gym.Env):
     def _profile_defaults(self, cfg: RosArmEnvConfig, given: dict[str, Any]) -> dict[str, Any]:
         """The env kwargs a robot profile decides: limits, home, cameras (as a camera rig), success source; no sim
         reset service and no object state unless the profile tracks an object."""
-        from robot_rl.robots.profile import load_profile, with_overrides
 
         profile = load_profile(cfg.profile, "arm")
         if cfg.profile_overrides:
@@ -116,18 +118,19 @@ class RosArmEnv(gym.Env):
         any process starts); ``ConfigError`` naming the profile field. Without a profile: nothing to check."""
         if self.profile is None:
             return
-        from robot_rl.ros.link import check_live
+        from robot_rl.ros.link import check_live  # optional: ros2 (imports rclpy)
 
         check_live(self.profile, self.cfg.namespace, self.cfg.use_sim_time, self.cfg.connect_timeout)
 
     # ------------------------------------------------------------------ ROS 2
     def _connect(self) -> None:
+        # optional: ros2
         from geometry_msgs.msg import PoseStamped
         from std_msgs.msg import Bool, Float64, String
 
-        from robot_rl.envs.ros_sources import ProfileSources, TopicSources
-        from robot_rl.ros.clock import NodeTime
-        from robot_rl.ros.link import RosLink
+        from robot_rl.envs.ros_sources import ProfileSources, TopicSources  # optional: ros2 (imports rclpy)
+        from robot_rl.ros.clock import NodeTime  # optional: ros2 (imports rclpy)
+        from robot_rl.ros.link import RosLink  # optional: ros2 (imports rclpy)
 
         cfg = self.cfg
         link = RosLink("robot_env", cfg.namespace, use_sim_time=cfg.use_sim_time)
@@ -136,8 +139,6 @@ class RosArmEnv(gym.Env):
         cams = cfg.cameras if cfg.image_size > 0 else ()
         try:
             if self.profile is not None:  # nothing moves before the profile fits the live graph
-                from robot_rl.ros.profile_check import ProfileCheck
-
                 ProfileCheck(link.node, self.profile, cfg.connect_timeout).arm()
             self.sources = (ProfileSources(link, self.profile, cfg.include_wrench, cfg.object_state)
                             if self.profile is not None else
@@ -183,8 +184,6 @@ class RosArmEnv(gym.Env):
         if cfg.success_source == "key":
             threading.Thread(target=self._read_keys, daemon=True).start()
         if cfg.record_dir:
-            from robot_rl.ros.bag import BagRecorder, arm_topics
-
             cams = cfg.cameras if cfg.image_size > 0 else ()
             raw = cams if cfg.record_images == "raw" else ()
             packed = tuple(self.sources.camera_topics.values()) if cfg.record_images == "compressed" else ()
@@ -195,7 +194,7 @@ class RosArmEnv(gym.Env):
             self._key.set()
 
     def _publish(self) -> None:
-        from robot_rl.ros.msgs import pose_stamped
+        from robot_rl.ros.msgs import pose_stamped  # optional: ros2 (ROS message packages)
 
         now = self.clock.now()
         self._pub_target.publish(pose_stamped(self.target_pos, self.target_quat, now))
@@ -249,7 +248,7 @@ class RosArmEnv(gym.Env):
             self.recorder.end_episode(**self._episode_outcome)  # the episode the caller ended by resetting
         self._move_home()
         if self.cfg.reset_service:
-            from std_srvs.srv import Trigger
+            from std_srvs.srv import Trigger  # optional: ros2
 
             self.link.call(Trigger, self.cfg.reset_service)
         self._key.clear()

@@ -14,8 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
+from sensor_msgs.msg import Image, JointState
 
 from robot_rl.ros.link import RosLink, Stream
+from robot_rl.ros.msgs import image_array, pose_arrays
+from robot_rl.ros.robot_state import JointReader, RobotDescription
+from robot_rl.ros.tf_buffer import TfBuffer, TfError
 
 Snap = dict[str, tuple[float, Any]]
 
@@ -67,10 +72,6 @@ class TopicSources(_Sources):
 
     def __init__(self, link: RosLink, include_wrench: bool, object_state: bool, finger_joints: tuple[str, ...],
                  cameras: tuple[str, ...]) -> None:
-        from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
-        from sensor_msgs.msg import Image, JointState
-
-        from robot_rl.ros.msgs import image_array, pose_arrays
 
         def opening(msg: JointState) -> float:
             index = {n: i for i, n in enumerate(msg.name)}
@@ -104,10 +105,6 @@ class ProfileSources(_Sources):
     """A robot profile's driver topics and TF (see the module docstring)."""
 
     def __init__(self, link: RosLink, profile: Any, include_wrench: bool, object_state: bool) -> None:
-        from sensor_msgs.msg import JointState
-
-        from robot_rl.ros.robot_state import JointReader, RobotDescription
-        from robot_rl.ros.tf_buffer import TfBuffer, TfError
 
         self.link, self.profile = link, profile
         self.kin: Any = None
@@ -137,7 +134,6 @@ class ProfileSources(_Sources):
         if include_wrench:
             if not p.wrench.topic:
                 raise ValueError(f"include_wrench: profile {p.name} names no wrench topic")
-            from geometry_msgs.msg import WrenchStamped
 
             link.subscribe("wrench", WrenchStamped, p.wrench.topic, _wrench, best_effort=True)
         if object_state and not p.objects:

@@ -112,6 +112,7 @@ def load_lerobot_policy(path: str, policy_type: str, metadata: Mapping[str, Any]
     """A pretrained LeRobot policy folder (``lerobot:<type>:<path>`` in ``base_policy.path``), with its processors.
     Needs ``lerobot`` installed."""
     try:
+        # optional: lerobot (installed beside robot_rl)
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
     except ImportError as exc:
         if importlib.util.find_spec("lerobot") is not None:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.policies.base import BasePolicy
+from robot_rl.policies.client import RemotePolicy, token_from_env
 from robot_rl.policies.config import BasePolicyConfig
 from robot_rl.utils.imports import import_object
 
@@ -61,11 +62,10 @@ def load_policy(cfg: BasePolicyConfig) -> BasePolicy:
     path = cfg.path
     policy: BasePolicy
     if path.startswith(("ws://", "wss://")):
-        from robot_rl.policies.client import RemotePolicy, token_from_env
-
         policy = RemotePolicy(path, token=token_from_env(cfg.token_env), timeout_s=cfg.timeout_s, keys=cfg.keys,
                               metadata=cfg.metadata)
     elif path.startswith("lerobot:"):
+        # lazy: loads torch and lerobot; only for lerobot: paths
         from robot_rl.policies.lerobot import load_lerobot_policy
 
         _, kind, folder = (path.split(":", 2) + ["", ""])[:3]

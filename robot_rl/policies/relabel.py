@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from robot_rl.datasets.record import read_meta
 from robot_rl.policies.base import BasePolicy
 from robot_rl.replay.storage import RingStorage
 from robot_rl.spaces import obs_row
@@ -62,7 +63,6 @@ def label_base_proposals(part: RingStorage, policy: BasePolicy, rows: np.ndarray
 
 def dataset_instructions(path: str) -> dict[int, str]:
     """Episode id -> instruction text from a recorded dataset's metadata (empty when it has none)."""
-    from robot_rl.datasets.record import read_meta
 
     meta = read_meta(path) or {}
     return {int(e["episode_id"]): str(e.get("instruction", "")) for e in meta.get("episodes", [])}

@@ -26,6 +26,7 @@ import gymnasium as gym
 import numpy as np
 
 from robot_rl.policies.config import BasePolicyConfig
+from robot_rl.policies.loader import load_policy
 
 
 class LatentSteering(gym.Wrapper):
@@ -35,7 +36,6 @@ class LatentSteering(gym.Wrapper):
     def __init__(self, env: gym.Env, path: str, noise_scale: float = 1.5, execute_steps: int = 0,
                  timeout_s: float = 5.0) -> None:
         super().__init__(env)
-        from robot_rl.policies.loader import load_policy
 
         if noise_scale <= 0 or execute_steps < 0:
             raise ValueError(f"LatentSteering: noise_scale must be > 0 and execute_steps >= 0, got {noise_scale}, "

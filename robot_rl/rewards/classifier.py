@@ -25,10 +25,12 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
 from torch import nn
 
 from robot_rl.agents.config import EncoderConfig
 from robot_rl.agents.encoders import ObservationEncoder, frames_to_float, random_shift
+from robot_rl.config import ConfigError, from_dict, to_dict
 from robot_rl.rewards.frames import FrameSet, load_frames
 from robot_rl.rewards.metrics import binary_metrics, calibrate_threshold, near_transition, split_by_group
 from robot_rl.spaces import ObsSpec
@@ -311,9 +313,7 @@ def _merge(sets: list[FrameSet], cameras: tuple[str, ...]) -> FrameSet:
 
 def save_classifier(model: RewardClassifier, path: str | Path, extra: Mapping[str, Any] | None = None) -> Path:
     """Writes ``<path>/model.safetensors`` and ``<path>/classifier.json`` (each atomically, weights first)."""
-    from safetensors.torch import save_file
 
-    from robot_rl.config import to_dict
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -337,9 +337,7 @@ def check_saved(path: str | Path) -> Path:
 
 def load_classifier(path: str | Path, device: str = "cpu") -> RewardClassifier:
     """A classifier saved by :func:`save_classifier` (in eval mode on ``device``), its threshold included."""
-    from safetensors.torch import load_file
 
-    from robot_rl.config import ConfigError, from_dict
 
     path = check_saved(path)
     meta = json.loads((path / META).read_text())

@@ -17,10 +17,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
 import tyro
+from rich.console import Console
+from rich.table import Table
 from tyro.conf import Positional, arg
 
-from robot_rl.config import parse_command
-from robot_rl.rewards.frames import SimFramesConfig
+from robot_rl.config import ConfigError, load_yaml, parse_command
+from robot_rl.datasets.record import resolve_env_id
+from robot_rl.envs.make import EnvConfig, make_env
+from robot_rl.rewards.classifier import RewardClassifierConfig, save_classifier, train_classifier
+from robot_rl.rewards.frames import FramesError, SimFramesConfig, load_frames, record_key_frames, record_sim_frames
+from robot_rl.teleop.config import TeleopConfig
+from robot_rl.teleop.factory import make_device
 from robot_rl.utils.command import command_error, derived
 from robot_rl.utils.log import get_logger
 
@@ -112,8 +119,6 @@ def record_frames_main(argv: list[str]) -> int:
     args = parse_command(RecordFramesArgs, argv, prog="robot-rl record-frames",
                          description=inspect.getdoc(RecordFramesArgs))
 
-    from robot_rl.datasets.record import resolve_env_id
-    from robot_rl.rewards.frames import FramesError
 
     cameras = tuple(c for c in args.cameras.split(",") if c)
     try:
@@ -121,8 +126,6 @@ def record_frames_main(argv: list[str]) -> int:
         out = Path(args.out) if args.out else (
             Path("reward_frames") / f"{env_id.split('/')[-1]}-{args.mode}-seed{args.seed}.zarr")
         if args.mode == "sim":
-            from robot_rl.rewards.frames import record_sim_frames
-
             cfg = SimFramesConfig(task=env_id, episodes=args.episodes, image_size=args.image_size, cameras=cameras,
                                   max_episode_steps=args.max_steps, noise_max=args.noise_max,
                                   perturb_max=args.perturb_max, seed=args.seed)
@@ -136,11 +139,6 @@ def record_frames_main(argv: list[str]) -> int:
 
 
 def _record_keys(env_id: str, args: RecordFramesArgs, cameras: tuple[str, ...], out: Path) -> FrameStats:
-    from robot_rl.envs.make import EnvConfig, make_env
-    from robot_rl.rewards.frames import record_key_frames
-    from robot_rl.teleop.config import TeleopConfig
-    from robot_rl.teleop.factory import make_device
-
     if args.device in ("none", "scripted"):
         raise ValueError("keys mode needs a human device (keyboard, gamepad, spacemouse, ros); "
                          "use --mode sim for labels from the sim's success check")
@@ -165,9 +163,6 @@ def train_reward_main(argv: list[str]) -> int:
     args = parse_command(TrainRewardArgs, argv, prog="robot-rl train-reward",
                          description=inspect.getdoc(TrainRewardArgs))
 
-    from robot_rl.config import ConfigError, load_yaml
-    from robot_rl.rewards.classifier import RewardClassifierConfig, save_classifier, train_classifier
-    from robot_rl.rewards.frames import FramesError, load_frames
 
     if not args.frames:  # tyro accepts an empty tuple
         return command_error("robot-rl train-reward", "name at least one FRAMES dataset")
@@ -199,9 +194,6 @@ def train_reward_main(argv: list[str]) -> int:
 
 
 def _print_report(result: TrainResult, out: Path) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title=f"reward classifier (threshold {result.threshold:.3f}, best epoch {result.best_epoch}, "
                         f"{result.seconds:.1f} s)")
     for col in ("split", "frames", "success", "accuracy", "precision", "recall", "false +", "false -"):

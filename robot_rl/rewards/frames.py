@@ -30,7 +30,8 @@ import zarr
 
 # The demo recorder's atomic publishing: one convention (and stale-temp cleanup) for every dataset folder.
 from robot_rl.datasets.atomic import publish, remove_stale_temps, temp_path
-from robot_rl.datasets.record import episode_seed
+from robot_rl.datasets.record import episode_seed, resolve_env_id
+from robot_rl.envs.make import EnvConfig, make_env
 from robot_rl.utils.progress import progress_bar
 
 FORMAT, VERSION = "robot_rl.reward_frames", 1
@@ -192,8 +193,6 @@ def _cameras_of(obs: Mapping[str, Any]) -> dict[str, tuple[int, int, int]]:
 def record_sim_frames(cfg: SimFramesConfig, out: str | Path, progress: bool = True,
                       overwrite: bool = False) -> FrameStats:
     """Records ``cfg.episodes`` episodes of a sim task, each frame labelled with the sim's success check."""
-    from robot_rl.datasets.record import resolve_env_id
-    from robot_rl.envs.make import EnvConfig, make_env
 
     cfg.validate()
     env_id = resolve_env_id(cfg.task)

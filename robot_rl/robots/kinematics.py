@@ -19,7 +19,7 @@ import numpy as np
 
 def _quat_wxyz(rotation: np.ndarray) -> np.ndarray:
     """Unit quaternion (w, x, y, z) of a rotation matrix."""
-    import pinocchio as pin
+    import pinocchio as pin  # optional: robots
 
     q = pin.Quaternion(rotation)  # coeffs() is (x, y, z, w)
     x, y, z, w = q.coeffs()
@@ -27,7 +27,7 @@ def _quat_wxyz(rotation: np.ndarray) -> np.ndarray:
 
 
 def _rotation(quat_wxyz: np.ndarray) -> np.ndarray:
-    import pinocchio as pin
+    import pinocchio as pin  # optional: robots
 
     w, x, y, z = (float(v) for v in quat_wxyz)
     return pin.Quaternion(w, x, y, z).normalized().toRotationMatrix()
@@ -51,7 +51,7 @@ class UrdfKinematics:
     joints ``joints`` of a URDF (see the module docstring). Raises ``ValueError`` naming what the URDF lacks."""
 
     def __init__(self, urdf: str, joints: tuple[str, ...] | list[str], base_frame: str, tool_frame: str) -> None:
-        import pinocchio as pin
+        import pinocchio as pin  # optional: robots
 
         self._pin = pin
         try:

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from robot_rl.config import ConfigError, from_dict
+from robot_rl.config import ConfigError, from_dict, to_dict
 from robot_rl.robots.camera import CameraConfig
 from robot_rl.robots.car_profile import CarProfile
 from robot_rl.safety.limits import ArmLimits
@@ -300,7 +300,6 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 def with_overrides(profile: Profile, overrides: dict[str, Any]) -> Profile:
     """The profile with some of its fields replaced from a mapping (nested sections merged), re-validated: how a
     launch file or a run config adapts a bundled profile (a namespace, another topic)."""
-    from robot_rl.config import to_dict
 
     return profile_from_dict(_merge(to_dict(profile), overrides), f"profile {profile.name}")
 

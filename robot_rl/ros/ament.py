@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import shutil
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Annotated
 
@@ -43,7 +44,6 @@ def launch_dir() -> Path:
     checkout = Path(__file__).resolve().parents[2] / "launch"
     if checkout.is_dir():
         return checkout
-    from importlib.util import find_spec
 
     spec = find_spec("robot_rl_launch")  # a folder of data, no __init__.py (a namespace package)
     return Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else checkout

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import yaml
 
+from robot_rl.utils.disk import describe, disk_full_error
+
 BUILTIN = {"bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32", "uint32",
            "int64", "uint64", "string", "wstring"}
 SEPARATOR = "=" * 80
@@ -39,7 +41,7 @@ OBSERVATION_TOPIC = "policy/observation_stamps"
 def _share_dirs() -> list[Path]:
     dirs = [Path(sys.prefix) / "share"]
     try:
-        from ament_index_python.packages import get_packages_with_prefixes
+        from ament_index_python.packages import get_packages_with_prefixes  # optional: ros2
 
         dirs += [Path(p) / "share" for p in set(get_packages_with_prefixes().values())]
     except Exception:  # noqa: BLE001 - no ament index: the environment's share folder only
@@ -94,7 +96,7 @@ class BagWriter:
     ``metadata.yaml``. Crash: the .mcap is readable up to its last complete chunk (no metadata.yaml yet)."""
 
     def __init__(self, folder: str | Path, distro: str = "jazzy") -> None:
-        from mcap.writer import CompressionType, Writer
+        from mcap.writer import CompressionType, Writer  # optional: data
 
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=False)
@@ -214,7 +216,7 @@ class BagRecorder:
             self._raw.append((sub, topic, type_name))
         self.jpeg_quality = jpeg_quality
         for topic in compress:  # sensor_msgs/Image -> JPEG sensor_msgs/CompressedImage on <topic>/compressed
-            from sensor_msgs.msg import Image
+            from sensor_msgs.msg import Image  # optional: ros2
 
             self._subs.append(node.create_subscription(Image, topic, lambda m, t=topic: self._compress(t, m),
                                                        qos or IMAGE_DEPTH))
@@ -231,11 +233,11 @@ class BagRecorder:
                 self._seen[topic] = max(self._seen.get(topic, 0), _header_stamp_ns(data))
 
     def _compress(self, topic: str, msg: Any) -> None:
-        import cv2
+        import cv2  # optional: cameras
         bag = self.bag
         if bag is None:
             return
-        from robot_rl.ros.msgs import image_array
+        from robot_rl.ros.msgs import image_array  # optional: ros2 (ROS message packages)
 
         ok, jpeg = cv2.imencode(".jpg", image_array(msg)[..., ::-1], [cv2.IMWRITE_JPEG_QUALITY, self.jpeg_quality])
         if not ok:
@@ -277,8 +279,6 @@ class BagRecorder:
             return False
 
     def _disk_full(self, exc: BaseException, bag: BagWriter | None) -> None:
-        from robot_rl.utils.disk import describe, disk_full_error
-
         err = disk_full_error(exc)
         if err is None:
             raise exc
@@ -361,7 +361,7 @@ class BagRecorder:
 @functools.cache
 def _typestore() -> Any:
     """rosbags' Jazzy type store (building one takes milliseconds: once per process, not per message)."""
-    from rosbags.typesys import Stores, get_typestore
+    from rosbags.typesys import Stores, get_typestore  # optional: data
 
     return get_typestore(Stores.ROS2_JAZZY)
 
@@ -388,6 +388,7 @@ def _type_name(cls: type) -> str:
 
 def arm_topics(cameras: tuple[str, ...] = ()) -> dict[str, type]:
     """What a RosArmEnv records (relative names, resolved in the env's namespace)."""
+    # optional: ros2
     from diagnostic_msgs.msg import DiagnosticArray
     from geometry_msgs.msg import PoseStamped, TwistStamped
     from sensor_msgs.msg import Image, JointState
@@ -407,9 +408,9 @@ def main(argv: list[str] | None = None) -> int:
     """The ``bag_recorder`` node (launch/record_arm.launch.yaml): records an arm's topics (:func:`arm_topics`) in its
     namespace into one bag under the ``record_dir`` parameter until it is stopped (SIGINT / SIGTERM: the bag is
     closed cleanly). Parameters: ``record_dir``, ``cameras`` (names), ``record_images`` (raw, compressed, none)."""
-    from rclpy.node import Node
+    from rclpy.node import Node  # optional: ros2
 
-    from robot_rl.ros.node import run_node
+    from robot_rl.ros.node import run_node  # optional: ros2 (imports rclpy)
 
     class BagRecorderNode(Node):
         def __init__(self) -> None:

@@ -17,6 +17,7 @@ from builtin_interfaces.msg import Time as TimeMsg
 from rclpy.clock import JumpThreshold
 from rclpy.duration import Duration
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 
 from robot_rl.ros.msgs import to_stamp
 
@@ -79,6 +80,5 @@ def use_sim_time_override(enabled: bool) -> list:
     """``parameter_overrides`` that start a node with ``use_sim_time`` set (for nodes created in code)."""
     if not enabled:
         return []
-    from rclpy.parameter import Parameter
 
     return [Parameter("use_sim_time", Parameter.Type.BOOL, True)]

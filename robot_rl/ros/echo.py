@@ -13,6 +13,7 @@ from rclpy.node import Node
 from std_msgs.msg import Header
 
 from robot_rl.ros.fast_sub import FastSubscription
+from robot_rl.ros.node import run_node
 
 PING, PONG = "floor/ping", "floor/pong"
 
@@ -30,6 +31,4 @@ class EchoNode(Node):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from robot_rl.ros.node import run_node
-
     return run_node(EchoNode, argv)

@@ -18,12 +18,12 @@ from typing import Any
 
 from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 
 def hidden_subscription(node: Node, msg_type: type, topic: str, best_effort: bool = False) -> Any:
     """A depth-1 subscription the node's executor never sees (messages are taken by its owner only);
     ``best_effort``: it also matches best-effort publishers (a sensor stream such as a Franka's wrench)."""
-    from rclpy.qos import QoSProfile, ReliabilityPolicy
 
     qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT if best_effort else ReliabilityPolicy.RELIABLE)
     sub = node.create_subscription(msg_type, topic, lambda _: None, qos)

@@ -23,6 +23,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from robot_rl.ros.clock import use_sim_time_override
 from robot_rl.ros.fast_sub import FastSubscription
 from robot_rl.ros.msgs import from_stamp
+from robot_rl.ros.profile_check import ProfileCheck
 
 
 class Stream:
@@ -217,7 +218,6 @@ class RosLink:
 def check_live(profile: Any, namespace: str = "", use_sim_time: bool = False, timeout: float = 10.0) -> None:
     """All checks of ``profile`` (arm or car) from a short-lived node of its own (``robot-rl train``'s preflight);
     ``ConfigError`` naming the profile field."""
-    from robot_rl.ros.profile_check import ProfileCheck
 
     link = RosLink("profile_check", namespace, use_sim_time=use_sim_time)
     try:

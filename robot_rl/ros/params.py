@@ -13,11 +13,13 @@ from typing import Any
 
 from rcl_interfaces.msg import ParameterDescriptor, ParameterType, SetParametersResult
 from rclpy.node import Node
+from rclpy.parameter import Parameter
+
+from robot_rl.utils.field_docs import field_docstrings
 
 
 def _flatten(cfg: Any, prefix: str = "") -> dict[str, tuple[Any, str]]:
     """``{param name: (value, the field's docstring)}`` of a dataclass, nested dataclasses flattened with dots."""
-    from robot_rl.utils.field_docs import field_docstrings
 
     out: dict[str, tuple[Any, str]] = {}
     docs = field_docstrings(type(cfg))
@@ -107,8 +109,6 @@ def declare_config(node: Node, cfg: Any, on_change: Any = None) -> Any:
         given = overrides.get(name)
         if given is not None and given.type_ in (given.Type.INTEGER, given.Type.INTEGER_ARRAY) and \
                 kind in (ParameterType.PARAMETER_DOUBLE, ParameterType.PARAMETER_DOUBLE_ARRAY):
-            from rclpy.parameter import Parameter
-
             number = given.value
             overrides[name] = Parameter(name, value=float(number) if kind == ParameterType.PARAMETER_DOUBLE
                                         else [float(v) for v in number])  # 400 for a double: read as 400.0
@@ -148,7 +148,6 @@ def declare_config(node: Node, cfg: Any, on_change: Any = None) -> Any:
 def set_config_values(node: Node, value: Any, prefix: str) -> None:
     """Sets the declared parameters ``<prefix>.<field>`` of ``node`` to the fields of dataclass ``value`` (through
     the node's own set-parameters path, so the config the node reads and ``ros2 param get`` agree)."""
-    from rclpy.parameter import Parameter
 
     params = [Parameter(name, value=_to_ros(v)) for name, (v, _) in _flatten(value, prefix + ".").items()]
     results = node.set_parameters(params)

@@ -10,7 +10,9 @@ import time
 from typing import Any
 
 from robot_rl.config import ConfigError
+from robot_rl.robots.kinematics import UrdfKinematics
 from robot_rl.robots.profile import Profile, camera_info_topic
+from robot_rl.ros.tf_buffer import TfBuffer, TfError
 
 ARM_COMMAND_TYPES = {
     "cartesian_pose": "geometry_msgs/msg/PoseStamped",
@@ -84,7 +86,7 @@ class ProfileCheck:
 
     def joint_names(self, field: str, topic: str, names: tuple[str, ...]) -> None:
         """Every joint of ``names`` is in a message of ``topic`` (a driver may publish several layouts)."""
-        from sensor_msgs.msg import JointState
+        from sensor_msgs.msg import JointState  # optional: ros2
 
         seen: set[str] = set()
         got: list[Any] = []
@@ -107,7 +109,6 @@ class ProfileCheck:
     def frames(self, checks: list[tuple[str, str]], root: str = "") -> None:
         """Each ``(field, frame)`` is connected to ``root`` (default: the base frame) in TF (waits for /tf and
         /tf_static)."""
-        from robot_rl.ros.tf_buffer import TfBuffer, TfError
 
         buffer = TfBuffer()
         buffer.subscribe(self.node)
@@ -124,10 +125,10 @@ class ProfileCheck:
 
     def urdf(self) -> Any:
         """The URDF's kinematics of the arm (joints and frames in the URDF)."""
+        # optional: ros2
         from rclpy.qos import DurabilityPolicy, QoSProfile
         from std_msgs.msg import String
 
-        from robot_rl.robots.kinematics import UrdfKinematics
 
         p = self.profile
         self.published("robot_description", p.robot_description, "std_msgs/msg/String")
@@ -148,6 +149,7 @@ class ProfileCheck:
         if not wanted:
             return
         try:
+            # optional: ros2 (interfaces from scripts/build_ros_msgs.sh)
             from controller_manager_msgs.srv import ListControllers
         except ImportError:
             raise self.fail(wanted[0][0], "checking controllers needs controller_manager_msgs "
@@ -241,6 +243,7 @@ class ProfileCheck:
         if p.collision.source == "topic":
             self.published("collision.topic", p.collision.topic, "std_msgs/msg/Bool")
         self.frames([("base_frame", p.base_frame)], root=p.map_frame)
+        # optional: ros2
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import LaserScan
 

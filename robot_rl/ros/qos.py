@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from rclpy.event_handler import SubscriptionEventCallbacks
 from rclpy.node import Node
 
 
 def watch_qos(node: Node, msg_type: type, topic: str, qos: Any = 10) -> Any:
     """A raw, no-op subscription on ``topic`` with ``qos`` (the QoS the node's real subscription uses) whose
     incompatible-QoS event logs one warning naming the topic, the offending policy and what to publish instead."""
-    from rclpy.event_handler import SubscriptionEventCallbacks
 
     warned: list[bool] = []
 

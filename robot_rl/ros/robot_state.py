@@ -44,6 +44,7 @@ class RobotDescription:
     def __init__(self, node: Any, topic: str = "/robot_description",
                  on_urdf: Any = None) -> None:
         """``on_urdf(urdf)`` is called (on the executor's thread) with every description received."""
+        # optional: ros2
         from rclpy.qos import DurabilityPolicy, QoSProfile
         from std_msgs.msg import String
 

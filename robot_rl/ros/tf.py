@@ -224,6 +224,7 @@ class TfPublisher:
                  extra_static: list[tuple[str, str, np.ndarray, np.ndarray]] = ()) -> None:
         """``extra_static``: ``(parent, child, pos, quat)`` mounts outside the description (a driver's sensor frame)
         published on ``/tf_static`` with it."""
+        # optional: ros2
         from rclpy.qos import DurabilityPolicy, QoSProfile
         from std_msgs.msg import String
 
@@ -231,13 +232,13 @@ class TfPublisher:
         latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         node.create_publisher(String, "robot_description", latched).publish(String(data=frames.urdf(robot)))
         try:
-            from tf2_msgs.msg import TFMessage
+            from tf2_msgs.msg import TFMessage  # optional: ros2 (interfaces from scripts/build_ros_msgs.sh)
         except ImportError:
             node.get_logger().warning("tf2_msgs is not installed (scripts/build_tf2_msgs.sh builds it): no /tf, "
                                       "/tf_static")
             self.pub = None
             return
-        from geometry_msgs.msg import TransformStamped
+        from geometry_msgs.msg import TransformStamped  # optional: ros2
 
         self._msg_types = TFMessage, TransformStamped
         self.pub = node.create_publisher(TFMessage, "/tf", 10)
@@ -282,7 +283,7 @@ def camera_intrinsics(model: mujoco.MjModel, camera: str, width: int, height: in
 def camera_info(model: mujoco.MjModel, camera: str, width: int, height: int, frame: str) -> object:
     """``sensor_msgs/CameraInfo`` of a MuJoCo camera (no distortion: ``plumb_bob`` with zero coefficients), as a
     camera driver publishes it beside every image; the caller sets ``header.stamp`` to the image's."""
-    from sensor_msgs.msg import CameraInfo
+    from sensor_msgs.msg import CameraInfo  # optional: ros2
 
     k = camera_intrinsics(model, camera, width, height)
     msg = CameraInfo(width=int(width), height=int(height), distortion_model="plumb_bob", d=[0.0] * 5)

@@ -105,8 +105,8 @@ class TfBuffer:
 
     def subscribe(self, node: Any) -> None:
         """Feeds the buffer from ``/tf`` and ``/tf_static`` (transient local, as tf2_ros listens) on ``node``."""
-        from rclpy.qos import DurabilityPolicy, QoSProfile
-        from tf2_msgs.msg import TFMessage
+        from rclpy.qos import DurabilityPolicy, QoSProfile  # optional: ros2
+        from tf2_msgs.msg import TFMessage  # optional: ros2 (interfaces from scripts/build_ros_msgs.sh)
 
         static_qos = QoSProfile(depth=100, durability=DurabilityPolicy.TRANSIENT_LOCAL)
         node.create_subscription(TFMessage, "/tf", lambda m: self.add_message(m), 100)

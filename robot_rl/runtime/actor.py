@@ -29,6 +29,9 @@ import torch
 
 from robot_rl.agents.registry import capabilities, make_agent
 from robot_rl.envs.contract import LABELS, BatchStep
+from robot_rl.policies.evaluate import state_predictor
+from robot_rl.policies.executor import ChunkExecutor
+from robot_rl.policies.loader import load_policy
 from robot_rl.runtime.env_pipeline import make_batched_env
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.chunks import ChunkBuilder, chunk_specs
@@ -132,9 +135,6 @@ class Actor:
         """The base policy (``base_policy.path``) and one chunk executor per env, or (None, [])."""
         if not self.cfg.base_policy.path:
             return None, []
-        from robot_rl.policies.evaluate import state_predictor
-        from robot_rl.policies.executor import ChunkExecutor
-        from robot_rl.policies.loader import load_policy
 
         base = load_policy(self.cfg.base_policy)
         period = 1.0 / self.rt.control_hz if self.rt.control_hz else None

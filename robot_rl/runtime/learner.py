@@ -32,7 +32,10 @@ import numpy as np
 
 from robot_rl.agents.base import Agent
 from robot_rl.agents.registry import make_agent, uses_base
+from robot_rl.datasets.record import ensure_demos
 from robot_rl.envs.make import make_env
+from robot_rl.policies.loader import load_policy
+from robot_rl.policies.relabel import dataset_instructions, label_base_proposals
 from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.replay.store import add_dataset
 from robot_rl.runtime.checkpoint import has_checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
@@ -172,8 +175,6 @@ class Learner:
     def _label_demos(self, added: list[tuple[str, np.ndarray]]) -> None:
         """The base policy's proposals on every demo step (what it would have done there; ``added``: each
         dataset's rows), for agents acting on a base (robot_rl.policies.relabel). Checkpoints keep the labels."""
-        from robot_rl.policies.loader import load_policy
-        from robot_rl.policies.relabel import dataset_instructions, label_base_proposals
 
         policy = load_policy(self.cfg.base_policy)
         try:
@@ -188,7 +189,6 @@ class Learner:
         """A demo dataset path, or ``scripted:N``: N scripted-expert demos of this task, recorded on first use."""
         if not entry.startswith("scripted:"):
             return Path(entry)
-        from robot_rl.datasets.record import ensure_demos
 
         try:
             n = int(entry.split(":", 1)[1])

@@ -16,7 +16,10 @@ from robot_rl.agents.registry import agent_class, make_agent
 from robot_rl.config import ConfigError
 from robot_rl.envs.config import EnvConfig
 from robot_rl.envs.make import has_expert, make_env
-from robot_rl.policies.loader import missing_policy
+from robot_rl.policies.base import PolicyError, misfit
+from robot_rl.policies.evaluate import state_predictor
+from robot_rl.policies.loader import load_policy, missing_policy
+from robot_rl.replay.store import ReplayStoreError, check_store
 from robot_rl.runtime.env_pipeline import make_training_env
 from robot_rl.spaces import ObsSpec, action_dim_of
 from robot_rl.training.config import TrainConfig
@@ -56,7 +59,7 @@ def check_run(cfg: TrainConfig) -> None:
     _check_training_env(cfg)
     if cfg.runtime.transport == "ray":
         try:
-            import ray  # noqa: F401
+            import ray  # noqa: F401  (optional: ray; is it installed?)
         except ImportError:
             raise ConfigError("runtime.transport: 'ray' needs Ray (pip install 'robot-rl[ray]')") from None
     if cfg.view.enabled and importlib.util.find_spec("rerun") is None:
@@ -84,9 +87,6 @@ def _check_base_policy(cfg: TrainConfig, spec: ObsSpec, action_dim: int, env: ob
     """The base policy loads (a server answers) and fits this env: action size, cameras, state size."""
     if not cfg.base_policy.path:
         return
-    from robot_rl.policies.base import PolicyError, misfit
-    from robot_rl.policies.evaluate import state_predictor
-    from robot_rl.policies.loader import load_policy
 
     try:
         policy = load_policy(cfg.base_policy)
@@ -117,8 +117,6 @@ def _check_expert_uses(cfg: TrainConfig, expert: bool) -> None:
 
 
 def _check_demos(cfg: TrainConfig, spec: ObsSpec, action_dim: int) -> None:
-    from robot_rl.replay.store import ReplayStoreError, check_store
-
     for i, entry in enumerate(cfg.demos):
         if entry.startswith("scripted:"):
             n = entry.split(":", 1)[1]

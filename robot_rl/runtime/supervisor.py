@@ -22,6 +22,7 @@ from robot_rl.runtime.launchers import CONFIG_ERROR, Launcher, LocalLauncher, Pr
 from robot_rl.runtime.liveness import Heartbeats, RestartBudget
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.names import actor_dir, board_name
+from robot_rl.runtime.transport.ray_launcher import RayLauncher
 from robot_rl.training.config import TrainConfig
 from robot_rl.utils.disk import DISK_FULL
 from robot_rl.utils.log import get_logger
@@ -70,8 +71,8 @@ def status_line(run_dir: Path) -> str:
 
 
 def run_inprocess(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, float]:
-    from robot_rl.runtime.actor import Actor
-    from robot_rl.runtime.learner import Learner
+    from robot_rl.runtime.actor import Actor  # lazy: in-process mode only
+    from robot_rl.runtime.learner import Learner  # lazy: in-process mode only (keeps matplotlib out of the supervisor)
 
     learner = Learner(cfg, run_dir, resume=resume)
     actor = Actor(cfg, run_dir)
@@ -289,8 +290,6 @@ def train(cfg: TrainConfig, resume_dir: str | Path | None = None) -> tuple[Path,
     resume = resume_dir is not None
     launcher: Launcher = LocalLauncher(run_dir)
     if cfg.runtime.transport == "ray":  # actors on other machines (or many): see transport/ray_launcher.py
-        from robot_rl.runtime.transport.ray_launcher import RayLauncher
-
         launcher = RayLauncher(cfg, run_dir)
     elif not cfg.runtime.processes:
         return run_dir, run_inprocess(cfg, run_dir, resume=resume)

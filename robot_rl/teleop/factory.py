@@ -11,7 +11,12 @@ from typing import Any
 
 from robot_rl.teleop.base import TeleopDevice, TeleopReading
 from robot_rl.teleop.config import TeleopConfig
+from robot_rl.teleop.gamepad import Gamepad
+from robot_rl.teleop.keyboard import EVENT_KEYS, Keyboard
 from robot_rl.teleop.mapping import TeleopDeviceError
+from robot_rl.teleop.ros_teleop import RosTeleop
+from robot_rl.teleop.scripted import ScriptedHuman
+from robot_rl.teleop.spacemouse import SpaceMouse
 
 __all__ = ["TeleopDeviceError", "WithKeyboardEvents", "make_device"]
 
@@ -51,30 +56,19 @@ def make_device(cfg: TeleopConfig, action_dim: int, keyboard_events: bool | None
     if cfg.device == "none":
         raise ValueError("teleop.device is 'none': no device to make")
     if cfg.device == "scripted":
-        from robot_rl.teleop.scripted import ScriptedHuman
-
         return ScriptedHuman(cfg.scripted, action_dim)
     if cfg.device == "keyboard":
-        from robot_rl.teleop.keyboard import Keyboard
-
         return Keyboard(cfg, action_dim)
     if cfg.device == "gamepad":
-        from robot_rl.teleop.gamepad import Gamepad
-
         device: Any = Gamepad(cfg, action_dim)
     elif cfg.device == "spacemouse":
-        from robot_rl.teleop.spacemouse import SpaceMouse
-
         device = SpaceMouse(cfg, action_dim)
     else:
-        from robot_rl.teleop.ros_teleop import RosTeleop
-
         device = RosTeleop(cfg, action_dim)
     if keyboard_events is None:
         keyboard_events = bool(sys.stdin) and sys.stdin.isatty()
     if not keyboard_events:
         return device
-    from robot_rl.teleop.keyboard import EVENT_KEYS, Keyboard
 
     try:
         keys = Keyboard(TeleopConfig(device="keyboard", buttons=dict(EVENT_KEYS), axes=("0",) * action_dim), action_dim)

@@ -34,7 +34,7 @@ def init_pygame() -> Any:
         os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     os.environ.setdefault("PYGAME_HIDE_SUPPORT_PROMPT", "1")
     try:
-        import pygame
+        import pygame  # optional: teleop
     except ImportError as exc:
         raise TeleopDeviceError(f"gamepad: pygame is not installed (pip install 'robot-rl[teleop]'): {exc}") from exc
     pygame.display.init()

@@ -34,6 +34,7 @@ import numpy as np
 from robot_rl.envs import contract
 from robot_rl.teleop.base import TeleopDevice, TeleopReading
 from robot_rl.teleop.config import TeleopConfig
+from robot_rl.teleop.factory import make_device
 from robot_rl.teleop.scripted import ScriptedHuman
 from robot_rl.utils.log import get_logger
 
@@ -219,8 +220,6 @@ def wrap_with_teleop(env: gym.Env, cfg: TeleopConfig, seed: int = 0) -> gym.Env:
     if cfg.device == "scripted":
         device: Any = ScriptedHuman(dataclasses.replace(cfg.scripted, seed=cfg.scripted.seed + seed))
     else:
-        from robot_rl.teleop.factory import make_device  # hardware libraries load only when a device is used
-
         device = make_device(cfg, int(np.prod(env.action_space.shape)))
     return InterventionWrapper(env, device, cfg.success_reward, start=cfg.start_mode(), countdown_s=cfg.countdown_s,
                                episode_seconds=cfg.episode_seconds)

@@ -13,7 +13,9 @@ import atexit
 import os
 import select
 import sys
+import termios
 import time
+import tty
 
 from robot_rl.teleop.config import TeleopConfig
 from robot_rl.teleop.mapping import InputMap, TeleopDeviceError, ThreadedDevice, default_axes
@@ -87,9 +89,6 @@ class Keyboard(ThreadedDevice):
         self.fd = fd
         self._saved = None
         if os.isatty(fd):
-            import termios
-            import tty
-
             self._saved = termios.tcgetattr(fd)
             tty.setcbreak(fd, termios.TCSANOW)
             atexit.register(self._restore)  # a crash must not leave the user's terminal without echo
@@ -121,8 +120,6 @@ class Keyboard(ThreadedDevice):
 
     def _restore(self) -> None:
         if self._saved is not None:
-            import termios
-
             try:
                 termios.tcsetattr(self.fd, termios.TCSADRAIN, self._saved)
             except (OSError, termios.error):

@@ -46,13 +46,13 @@ class RosTeleop(ThreadedDevice):
         self.messages = 0
         self._last: float | None = None
         try:
-            from robot_rl.ros.link import RosLink
+            from robot_rl.ros.link import RosLink  # optional: ros2 (imports rclpy)
         except ImportError as exc:
             raise TeleopDeviceError(f"ros: rclpy is not installed (pip install 'robot-rl[ros2]'): {exc}") from exc
         if cfg.ros_msg == "twist":
-            from geometry_msgs.msg import Twist as msg_type
+            from geometry_msgs.msg import Twist as msg_type  # optional: ros2
         else:
-            from sensor_msgs.msg import Joy as msg_type
+            from sensor_msgs.msg import Joy as msg_type  # optional: ros2
         self.link = RosLink(node_name)
         self.link.node.create_subscription(msg_type, cfg.ros_topic, self._on_message, 10)
 

@@ -68,7 +68,7 @@ def parse_report(data: Sequence[int]) -> tuple[dict[str, float], set[str] | None
 def find_spacemouse(enumerate_fn: Callable[[], list[dict[str, Any]]] | None = None) -> dict[str, Any] | None:
     """The first 3Dconnexion device hidapi lists (the multi-axis interface when a receiver exposes several)."""
     if enumerate_fn is None:
-        import hid
+        import hid  # optional: teleop
 
         enumerate_fn = hid.enumerate
     found = [d for d in enumerate_fn() if d["vendor_id"] == VENDOR_3DCONNEXION
@@ -82,7 +82,7 @@ def hid_open(device_path: str = "") -> HidSource:
     first one found). Raises OSError when there is none or it cannot be opened (permissions:
     docs/troubleshooting.md)."""
     try:
-        import hid
+        import hid  # optional: teleop
     except ImportError as exc:
         raise OSError(f"hidapi is not installed (pip install 'robot-rl[teleop]'): {exc}") from exc
     dev = hid.device()

@@ -9,9 +9,11 @@ from typing import Any, Literal
 
 from robot_rl.agents.base import AgentConfig, agent_class, capabilities
 from robot_rl.agents.config import SACConfig
+from robot_rl.agents.registry import uses_base
 from robot_rl.envs.config import EnvConfig
 from robot_rl.policies.config import BasePolicyConfig, ExecutionConfig
 from robot_rl.replay.buffer import ReplayConfig
+from robot_rl.rewards.classifier import check_saved
 from robot_rl.rewards.wrapper import ClassifierRewardConfig
 from robot_rl.teleop.config import TeleopConfig
 from robot_rl.utils.imports import load_imports
@@ -242,7 +244,6 @@ class TrainConfig:
         self.view.validate()
         self.base_policy.validate()
         self.execution.validate()
-        from robot_rl.agents.registry import uses_base
 
         if uses_base(self.agent) and not self.base_policy.path:
             raise ValueError(f"base_policy.path: agent {self.agent.name!r} acts on a base policy's proposals: name "
@@ -252,7 +253,6 @@ class TrainConfig:
                              "real time: it needs runtime.control_hz > 0 (a flat-out sim runs 'sync')")
         if self.reward.path:
             self.reward.validate()
-            from robot_rl.rewards.classifier import check_saved
 
             try:
                 check_saved(self.reward.path)

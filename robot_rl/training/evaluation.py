@@ -14,15 +14,23 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from safetensors.torch import load_file
 
-from robot_rl.agents.registry import capabilities, uses_base
+from robot_rl.agents.registry import capabilities, make_agent, uses_base
+from robot_rl.config import load_yaml
+from robot_rl.datasets.record import resolve_env_id
+from robot_rl.envs.config import EnvConfig
+from robot_rl.envs.make import make_env
 from robot_rl.policies.base import BasePolicy, misfit
 from robot_rl.policies.config import ExecutionConfig
 from robot_rl.policies.evaluate import ComposedAgent, ExecutorAgent
 from robot_rl.policies.loader import load_policy
 from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.training.config import TrainConfig
 from robot_rl.training.stats import bootstrap_ci, iqm_ci
 from robot_rl.utils.failpoint import failpoint
+from robot_rl.utils.run_dir import latest_checkpoint
+from robot_rl.utils.video import write_video
 from robot_rl.view.config import ViewConfig
 from robot_rl.view.live import OperatorView, ViewFrame, copy_cameras
 
@@ -104,14 +112,7 @@ def across_runs(per_run: list[dict[str, np.ndarray]]) -> dict[str, float]:
 def load_run(run: str | Path, render_mode: str | None = None) -> tuple[Any, gym.Env, Any, Any]:
     """A run folder's config, a fresh env of its task, its agent with the latest checkpoint's policy weights and
     the actor that evaluates it (the agent itself, or the agent on its base policy: close it when it is not)."""
-    from safetensors.torch import load_file
 
-    from robot_rl.agents.registry import make_agent
-    from robot_rl.config import load_yaml
-    from robot_rl.envs.make import make_env
-    from robot_rl.spaces import ObsSpec, action_dim_of
-    from robot_rl.training.config import TrainConfig
-    from robot_rl.utils.run_dir import latest_checkpoint
 
     cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
     env = make_env(cfg.env, render_mode=render_mode)
@@ -126,7 +127,6 @@ def evaluate_runs(run_dirs: list[str | Path], episodes: int, video: str | Path |
     ``seed + i``); with ``video``, writes the first run's episodes to it (several cameras side by side when the
     env renders more than one); with ``view`` enabled, shows the first run's episodes in the operator view (saved
     under ``<first run>/eval_view`` unless ``view.save_dir`` says otherwise)."""
-    from robot_rl.utils.video import write_video
 
     per_run, result = [], {}
     for i, run in enumerate(run_dirs):
@@ -170,9 +170,6 @@ def evaluate_policy(policy: BasePolicy, env_id: str, env_kwargs: Mapping[str, An
                     video: str | Path | None = None, instruction: str = "") -> dict[str, Any]:
     """Success, return and cycle time of ``policy`` on ``episodes`` episodes of one task (episode i seeded
     ``seed + i``), plus the executor's counts."""
-    from robot_rl.envs.config import EnvConfig
-    from robot_rl.envs.make import make_env
-    from robot_rl.utils.video import write_video
 
     env = make_env(EnvConfig(id=env_id, kwargs=dict(env_kwargs), instruction=instruction),
                    render_mode="rgb_array" if video else None)
@@ -199,7 +196,6 @@ def evaluate_base_policy(path: str, tasks: tuple[str, ...], env_kwargs: Mapping[
                          instruction: str = "") -> dict[str, Any]:
     """``robot-rl eval POLICY``: per task, the base policy's evaluation (the tasks it was trained on unless
     ``tasks`` names others)."""
-    from robot_rl.datasets.record import resolve_env_id
 
     policy = load_policy(dataclasses.replace(base, path=path))
     trained = []

@@ -8,6 +8,7 @@ from typing import Any
 
 import tyro
 
+from robot_rl.utils.disk import DISK_FULL, describe, disk_full_error
 from robot_rl.utils.log import get_logger
 
 log = get_logger(__name__)
@@ -20,7 +21,6 @@ def command_error(prog: str, message: object) -> int:
     The line goes straight to the current ``sys.stderr`` rather than through a log handler: it is the command's
     answer, shown at any ``--log-level``. An exception's traceback goes to the debug log (``--log-level debug``).
     """
-    from robot_rl.utils.disk import DISK_FULL, describe, disk_full_error
 
     if isinstance(message, BaseException):
         log.debug("%s failed", prog, exc_info=message)

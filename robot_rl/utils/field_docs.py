@@ -10,6 +10,8 @@ import sys
 import textwrap
 from typing import Any
 
+from robot_rl.utils.imports import import_object
+
 
 def field_docstrings(cls: type) -> dict[str, str]:
     """Field name -> the docstring under it, for ``cls`` and its bases."""
@@ -81,7 +83,6 @@ ROS_NODES = {  # node (executable) -> its config dataclass
 
 def ros_reference() -> str:
     """The parameters of every ROS 2 node, one table per node."""
-    from robot_rl.utils.imports import import_object
 
     parts = ["# ROS 2 node parameters\n",
              "Generated from the nodes' config dataclasses by `bash scripts/gen_docs.sh`; do not edit. "
@@ -96,7 +97,6 @@ def ros_reference() -> str:
 def main(argv: list[str] | None = None) -> int:
     """``python -m robot_rl.utils.field_docs module:Class [...]``: each class's field table to stdout;
     ``--ros-reference``: the ROS 2 nodes' parameter reference."""
-    from robot_rl.utils.imports import import_object
 
     args = argv if argv is not None else sys.argv[1:]
     if args == ["--ros-reference"]:

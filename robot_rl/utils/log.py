@@ -8,6 +8,7 @@ the variable.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import sys
@@ -24,7 +25,7 @@ LEVELS = ("debug", "info", "warning", "error")
 @cache
 def console() -> Console:
     """The terminal console of robot_rl's progress bars and log lines: stderr, so stdout carries only results."""
-    from rich.console import Console
+    from rich.console import Console  # lazy: a LeRobot-only policy server runs without rich
 
     return Console(stderr=True)
 
@@ -57,7 +58,7 @@ def setup_logging(level: str | None = None) -> None:
     if any(getattr(h, "_robot_rl", False) for h in root.handlers):
         return
     if sys.stderr.isatty() and _has_rich():
-        from rich.logging import RichHandler
+        from rich.logging import RichHandler  # lazy: a LeRobot-only policy server runs without rich
 
         handler: logging.Handler = RichHandler(console=console(), show_path=False, rich_tracebacks=False,
                                                log_time_format="%H:%M:%S")
@@ -72,7 +73,6 @@ def setup_logging(level: str | None = None) -> None:
 
 def _has_rich() -> bool:
     """rich is one of robot_rl's dependencies; a LeRobot-only policy server may run without it."""
-    import importlib.util
 
     return importlib.util.find_spec("rich") is not None
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import warnings
 
 
@@ -55,14 +57,11 @@ def die_with_parent() -> None:
     """Called at a child's own start-up (not in ``preexec_fn``, which can deadlock a child forked while the parent
     runs threads): with ``ROBOT_RL_SUPERVISOR_PID`` set, the child gets SIGTERM when that parent dies, however it
     dies (Linux ``PR_SET_PDEATHSIG``), and exits at once if the parent is already gone."""
-    import signal
 
     parent = int(os.environ.get(PARENT_ENV, "0") or 0)
     if parent <= 0:
         return
     try:
-        import ctypes
-
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:
         return

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 
@@ -99,7 +100,6 @@ def save_state(path: str | Path, state: Any) -> None:
 
 def load_state(path: str | Path) -> Any:
     """Reads a state written by :func:`save_state`."""
-    from safetensors import safe_open
 
     path = Path(path)
     if not path.is_file():

@@ -13,10 +13,13 @@ same time. MP4 (yuv420p, for browsers and players) needs even sides: odd frames 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 
+import imageio.v3 as iio
 import numpy as np
 
 VIDEO_SUFFIXES = (".gif", ".mp4")
@@ -42,7 +45,6 @@ def upscale(frames: np.ndarray, factor: int) -> np.ndarray:
 
 def write_video(frames: Sequence[np.ndarray] | np.ndarray, path: str | Path, fps: float = 20.0) -> Path:
     """Writes ``frames`` to ``path`` (``.gif`` or ``.mp4``) at ``fps``; returns the path."""
-    import imageio.v3 as iio
 
     path = Path(path)
     suffix = path.suffix.lower()
@@ -73,10 +75,8 @@ def write_video(frames: Sequence[np.ndarray] | np.ndarray, path: str | Path, fps
 def _write_mp4(arr: np.ndarray, path: Path, fps: float) -> None:
     """H.264 (libx264, yuv420p) at ``fps``, encoded in memory and then written by Python: FFmpeg's own file writes
     drop errors (a full disk would leave a cut file that looks complete)."""
-    import io
-    from fractions import Fraction
 
-    import av
+    import av  # lazy: PyAV loads FFmpeg, for videos only
 
     buffer = io.BytesIO()
     container = av.open(buffer, "w", format="mp4")
@@ -97,7 +97,6 @@ def _write_mp4(arr: np.ndarray, path: Path, fps: float) -> None:
 
 def read_video(path: str | Path) -> np.ndarray:
     """All frames of a GIF or MP4 as uint8 ``[T, H, W, 3]`` (for checks and tests)."""
-    import imageio.v3 as iio
 
     path = Path(path)
     if path.suffix.lower() == ".gif":

@@ -20,11 +20,22 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from safetensors.torch import load_file
 
 from robot_rl.agents.base import capabilities
+from robot_rl.agents.registry import make_agent
+from robot_rl.config import load_yaml
+from robot_rl.datasets.record import record_demos
 from robot_rl.datasets.sources import Step
+from robot_rl.envs.make import make_env
+from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.training.config import TrainConfig
+from robot_rl.training.evaluation import evaluation_agent
 from robot_rl.utils.log import get_logger
-from robot_rl.vla.train import TrainBCConfig
+from robot_rl.utils.run_dir import latest_checkpoint
+from robot_rl.vla.data import ChunkDataset
+from robot_rl.vla.policy import load_vla
+from robot_rl.vla.train import TrainBCConfig, evaluate_tasks, resolve_datasets, train_bc
 
 log = get_logger(__name__)
 
@@ -86,14 +97,7 @@ class PolicyDevice:
 
 def specialist(run: str | Path, env: Any) -> Any:
     """The run's latest policy acting in ``env``, composed with its base policy when it acts on one."""
-    from safetensors.torch import load_file
 
-    from robot_rl.agents.registry import make_agent
-    from robot_rl.config import load_yaml
-    from robot_rl.spaces import ObsSpec, action_dim_of
-    from robot_rl.training.config import TrainConfig
-    from robot_rl.training.evaluation import evaluation_agent
-    from robot_rl.utils.run_dir import latest_checkpoint
 
     cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
     agent = make_agent(cfg.agent_config(), ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
@@ -103,10 +107,6 @@ def specialist(run: str | Path, env: Any) -> Any:
 
 def collect(cfg: DistillConfig, path: Path) -> dict[str, Any]:
     """The specialist's successful episodes, recorded as a demo dataset at ``path``."""
-    from robot_rl.config import load_yaml
-    from robot_rl.datasets.record import record_demos
-    from robot_rl.envs.make import make_env
-    from robot_rl.training.config import TrainConfig
 
     run_cfg = load_yaml(TrainConfig, Path(cfg.run) / "config.yaml")
     probe = make_env(run_cfg.env)
@@ -122,11 +122,6 @@ def collect(cfg: DistillConfig, path: Path) -> dict[str, Any]:
 
 def distill(cfg: DistillConfig) -> dict[str, Any]:
     """Collect, re-train, evaluate before and after; writes ``<out>/distill.json`` and returns it."""
-    from robot_rl.config import load_yaml
-    from robot_rl.training.config import TrainConfig
-    from robot_rl.vla.data import ChunkDataset
-    from robot_rl.vla.policy import load_vla
-    from robot_rl.vla.train import evaluate_tasks, resolve_datasets, train_bc
 
     cfg.validate()
     out = Path(cfg.out)

@@ -23,11 +23,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl.config import JsonDict
+from robot_rl.agents.encoders import random_shift
+from robot_rl.config import JsonDict, save_yaml
+from robot_rl.datasets.record import DEFAULT_NOISE, dataset_name, is_complete, record_demos, resolve_env_id
 from robot_rl.policies.config import ExecutionConfig
+from robot_rl.runtime.run_logger import RunLogger
+from robot_rl.text import make_text_encoder
+from robot_rl.training.evaluation import evaluate_policy
 from robot_rl.utils.log import get_logger
 from robot_rl.utils.progress import progress_bar
+from robot_rl.vla.data import ChunkDataset
 from robot_rl.vla.model import SmallVLA, VLAConfig, images_to_input
+from robot_rl.vla.policy import VLAPolicy, load_vla
 
 log = get_logger(__name__)
 
@@ -92,7 +99,6 @@ class TrainBCConfig:
 
 def resolve_datasets(cfg: TrainBCConfig, progress: bool) -> list[Path]:
     """Paths of the configured datasets; ``scripted:`` ones recorded on first use."""
-    from robot_rl.datasets.record import DEFAULT_NOISE, dataset_name, is_complete, record_demos, resolve_env_id
 
     out = []
     for spec in cfg.datasets:
@@ -126,7 +132,6 @@ def _lr(cfg: TrainBCConfig, step: int) -> float:
 def evaluate_tasks(policy: Any, tasks: list[dict[str, Any]], episodes: int, execution: ExecutionConfig,
                    video_dir: Path | None = None) -> dict[str, dict[str, Any]]:
     """Per task (one per dataset): the policy's evaluation on ``episodes`` episodes."""
-    from robot_rl.training.evaluation import evaluate_policy
 
     results = {}
     for task in tasks:
@@ -141,11 +146,6 @@ def evaluate_tasks(policy: Any, tasks: list[dict[str, Any]], episodes: int, exec
 
 def train_bc(cfg: TrainBCConfig) -> dict[str, Any]:
     """Trains, saves and evaluates the policy; returns the per-task evaluation."""
-    from robot_rl.config import save_yaml
-    from robot_rl.runtime.run_logger import RunLogger
-    from robot_rl.text import make_text_encoder
-    from robot_rl.vla.data import ChunkDataset
-    from robot_rl.vla.policy import VLAPolicy, load_vla
 
     cfg.validate()
     if cfg.threads:
@@ -185,7 +185,6 @@ def train_bc(cfg: TrainBCConfig) -> dict[str, Any]:
     results: dict[str, Any] = {}
     start = time.perf_counter()
     train_seconds = 0.0
-    from robot_rl.agents.encoders import random_shift
 
     with progress_bar(cfg.progress, info=True) as bar:
         task = bar.add_task("train-bc", total=cfg.steps, info="")

@@ -31,8 +31,8 @@ def _noop() -> None:
 def hardware_fence() -> Callable[[], None]:
     """A compiled full memory barrier (LLVM ``fence seq_cst``); ``RuntimeError`` if numba cannot provide one."""
     try:
-        from numba import njit, types
-        from numba.extending import intrinsic
+        from numba import njit, types  # lazy: numba (LLVM) loads when a fence is compiled
+        from numba.extending import intrinsic  # lazy: numba, as above
     except ImportError as exc:
         raise RuntimeError(f"numba is needed for memory barriers on this CPU ({exc})") from None
 

@@ -38,12 +38,15 @@ from typing import Any
 
 import numpy as np
 from safetensors.numpy import save as save_np
+from safetensors.torch import load
+from safetensors.torch import load as load_torch
 
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.names import actor_dir, board_name
 from robot_rl.runtime.transport.ray_gateway import config_from_text
 from robot_rl.runtime.transport.spool import spool_file, trim
 from robot_rl.utils.log import get_logger
+from robot_rl.utils.process import reset_niceness
 
 log = get_logger(__name__)
 
@@ -66,7 +69,7 @@ class Bridge:
         self._thread = threading.Thread(target=self._run, name="ray-bridge", daemon=True)
 
     def start(self) -> None:
-        import ray
+        import ray  # optional: ray
 
         self.acked = self.sent = ray.get(self.gateway.join.remote(self.uid, self.actor.index, self.actor.n))
         self._thread.start()
@@ -84,8 +87,6 @@ class Bridge:
 
     def _apply(self, reply: dict[str, Any]) -> None:
         if reply["weights"] is not None:
-            from safetensors.torch import load
-
             state = load(reply["weights"])
             bad = [k for k in self.keys
                    if k not in state or (tuple(state[k].shape), state[k].dtype) != self.template[k]]
@@ -100,7 +101,7 @@ class Bridge:
         self.go = self.go or bool(reply["go"])
 
     def _run(self) -> None:
-        import ray
+        import ray  # optional: ray
 
         inflight: deque[tuple[int, Any]] = deque()
         sync_ref, last_sync, last_ok, last_trim = None, 0.0, time.monotonic(), 0.0
@@ -166,8 +167,6 @@ class RemoteActor:
     """Runs on an actor node (Ray places it by ``runtime.actor_resource``): the local actor + its bridge."""
 
     def __init__(self, config_text: str, run_name: str, index: int, incarnation: int, gateway: Any) -> None:
-        from robot_rl.utils.process import reset_niceness
-
         reset_niceness("ray actor")  # the control loop runs at normal priority, not at Ray's worker nice 15
         os.environ.setdefault("MUJOCO_GL", "egl")
         root = Path(os.environ.get("ROBOT_RL_ACTOR_DIR", Path(tempfile.gettempdir()) / "robot_rl"))
@@ -195,10 +194,9 @@ class RemoteActor:
             self._board.request_stop()
 
     def run(self) -> dict[str, Any]:
-        import ray
-        from safetensors.torch import load as load_torch
+        import ray  # optional: ray
 
-        from robot_rl.runtime.actor import Actor
+        from robot_rl.runtime.actor import Actor  # cycle: runtime.actor imports runtime.transport
 
         self._clean()
         self.local.mkdir(parents=True)

@@ -15,13 +15,19 @@ from typing import Any
 
 import yaml
 from safetensors.numpy import load as load_np
+from safetensors.torch import save
 
+from robot_rl.agents.registry import make_agent
+from robot_rl.config import from_dict
+from robot_rl.envs.make import make_env
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.chunks import check_chunk, chunk_specs
 from robot_rl.runtime.transport.names import actor_dir, board_name, ring_name
 from robot_rl.runtime.transport.spool import spool_file
+from robot_rl.spaces import ObsSpec, action_dim_of
 from robot_rl.training.config import TrainConfig
 from robot_rl.utils.log import get_logger
+from robot_rl.utils.process import reset_niceness
 from robot_rl.utils.state_io import atomic_write
 
 log = get_logger(__name__)
@@ -30,16 +36,11 @@ UID = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$")  # uids name files: no
 
 
 def config_from_text(text: str) -> TrainConfig:
-    from robot_rl.config import from_dict
-
     return from_dict(TrainConfig, yaml.safe_load(text) or {})
 
 
 def _policy_template(cfg: TrainConfig) -> tuple[Any, int, dict]:
     """The run's spaces and the names, shapes and dtypes of its policy (initial values; never used to act)."""
-    from robot_rl.agents.registry import make_agent
-    from robot_rl.envs.make import make_env
-    from robot_rl.spaces import ObsSpec, action_dim_of
 
     env = make_env(cfg.env)
     spec, action_dim = ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space)
@@ -56,7 +57,7 @@ def require_token_auth() -> None:
                            "(RAY_AUTH_MODE=token on every node; see docs/guides/multi-machine.md)")
     if "ray" in sys.modules:  # Ray reads its config at import: refresh it, as Ray does when it turns auth on
         try:
-            from ray._raylet import Config
+            from ray._raylet import Config  # optional: ray
 
             Config.initialize("")
         except (ImportError, AttributeError):
@@ -67,8 +68,6 @@ class Gateway:
     """Learner side (plain Python; the Ray launcher runs it as a Ray actor on the learner's node)."""
 
     def __init__(self, config_text: str, run_dir: str) -> None:
-        from robot_rl.utils.process import reset_niceness
-
         reset_niceness("ray gateway")  # every actor's chunks pass here: not at Ray's worker nice 15
         self.cfg, self.run_dir = config_from_text(config_text), Path(run_dir)
         self.spec, self.action_dim, self.template = _policy_template(self.cfg)
@@ -115,7 +114,6 @@ class Gateway:
 
     def policy_template(self) -> bytes:
         """The policy's tensors (initial values) as safetensors: an actor lays out its weight board from it."""
-        from safetensors.torch import save
 
         return save(self.template)
 
@@ -179,8 +177,6 @@ class Gateway:
             if board.version > self._weights[0]:
                 got = board.read()
                 if got is not None:
-                    from safetensors.torch import save
-
                     self._weights = (got[0], save({k: v.clone() for k, v in got[1].items()}))
             out["version"] = self._weights[0]
             if self._weights[0] > version:

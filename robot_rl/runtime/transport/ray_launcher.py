@@ -27,7 +27,7 @@ class RayActorProcess:
         self.handle, self.ref, self.returncode = handle, ref, None
 
     def poll(self) -> int | None:
-        import ray
+        import ray  # optional: ray
 
         if self.returncode is None and ray.wait([self.ref], timeout=0)[0]:
             try:
@@ -39,7 +39,7 @@ class RayActorProcess:
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
-        import ray
+        import ray  # optional: ray
 
         if not ray.wait([self.ref], timeout=timeout)[0]:
             raise subprocess.TimeoutExpired("remote actor", timeout or 0)
@@ -50,7 +50,7 @@ class RayActorProcess:
         self.handle.stop.remote()
 
     def kill(self) -> None:
-        import ray
+        import ray  # optional: ray
 
         ray.kill(self.handle, no_restart=True)
         self.returncode = -9 if self.returncode is None else self.returncode
@@ -68,6 +68,7 @@ class RayLauncher:
 
     def setup(self) -> None:
         require_token_auth()
+        # optional: ray
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -89,7 +90,7 @@ class RayLauncher:
         return self.local.start_learner(resume)
 
     def start_actor(self, index: int, incarnation: int) -> Process:
-        import ray
+        import ray  # optional: ray
 
         rt = self.cfg.runtime
         handle = ray.remote(RemoteActor).options(num_cpus=0, resources={rt.actor_resource: 1},
@@ -98,7 +99,7 @@ class RayLauncher:
         return RayActorProcess(handle, handle.run.remote())
 
     def check_actor_death(self, index: int, code: int) -> None:
-        import ray
+        import ray  # optional: ray
 
         try:  # a dead gateway takes every remote actor with it: say so instead of burning the restarts
             ray.get(self.gateway.status.remote(), timeout=30)
@@ -107,7 +108,7 @@ class RayLauncher:
                                f"{self.run_dir / 'spool'}: continue with --resume {self.run_dir}") from exc
 
     def teardown(self) -> None:
-        import ray
+        import ray  # optional: ray
 
         if self.gateway is not None:
             ray.kill(self.gateway)
