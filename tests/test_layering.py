@@ -1,6 +1,6 @@
 """The package layers hold (docs/design/package-layers.md): the import-linter contracts in pyproject.toml pass (each
-package imports only packages below it, no cycle between sibling packages or modules at any depth), and an import
-inside a function is either of an optional heavy dependency, a command module's deferral, or says why."""
+package imports only packages below it, no cycle between sibling packages or modules at any depth), and every import
+inside a function says why it is there."""
 
 from __future__ import annotations
 
@@ -27,14 +27,9 @@ OPTIONAL_HEAVY = (
     # PyAV: a core dependency, but it loads FFmpeg's libraries; only video and LeRobot code needs it
     "av",
 )
-"""Modules an import inside a function may name without a comment: optional (or heavy and rarely needed)
-dependencies, kept off the import path of code that does not need them."""
-
-UNJUSTIFIED_MAX = 191
-"""Function-level imports that are neither of :data:`OPTIONAL_HEAVY`, nor robot_rl's own modules deferred by a
-command module (``cli.py``, ``*/cli.py``: start-up time of ``robot-rl --help``), nor commented on their line or the
-line above. A ratchet: the count may fall (lower this number with it) but not grow; a new function-level import
-says why on its line (``# lazy: ...``) or moves to the top of its module."""
+"""Modules of optional (or heavy and rarely needed) dependencies, kept off the import path of code that does not need
+them: an import of these inside a function may share one comment (``# optional: ros2``) with the imports right below
+it; any other function-level import has its own comment."""
 
 
 def _layering_env(tmp: Path) -> dict[str, str]:
@@ -101,9 +96,35 @@ class _FunctionImports(ast.NodeVisitor):
     visit_ImportFrom = visit_Import
 
 
+def _unjustified(source: str, module: str) -> list[int]:
+    """Lines of the function-level imports in ``source`` (module ``module``) that do not say why they are there."""
+    lines = source.splitlines()
+    visitor = _FunctionImports()
+    visitor.visit(ast.parse(source))
+    ends = {node.end_lineno: node for node in visitor.found}
+
+    def optional(node: ast.Import | ast.ImportFrom) -> bool:
+        return {t.split(".")[0] for t in _targets(node, module)} <= set(OPTIONAL_HEAVY)
+
+    bad = []
+    for node in visitor.found:
+        if _comment_says_why(lines[node.lineno - 1]):
+            continue
+        above = node.lineno - 1
+        while optional(node) and above in ends and optional(ends[above]):  # up the run of optional imports
+            above = ends[above].lineno - 1
+        text = lines[above - 1].strip() if above >= 1 else ""
+        if not (text.startswith("#") and _comment_says_why(text)):
+            bad.append(node.lineno)
+    return bad
+
+
 def unjustified_function_imports() -> list[str]:
-    """``file:line  statement`` of every function-level import that breaks the rule (see :data:`UNJUSTIFIED_MAX`)."""
-    first_party = tuple(PACKAGES.values())
+    """``file:line  statement`` of every function-level import without a comment saying why: on its line or the line
+    above, or for an import of :data:`OPTIONAL_HEAVY`, the comment heading its run of imports of those. The why is
+    one of: an optional heavy dependency (``# optional: <extra>``), start-up time (``# deferred`` in ``cli.py``: a
+    command's modules load when it runs, so ``robot-rl --help`` loads no torch), a module kept off an import path
+    (``# lazy: ...``), or an import cycle (``# cycle: ...``)."""
     bad = []
     for folder, package in PACKAGES.items():
         for path in sorted((ROOT / folder).rglob("*.py")):
@@ -112,28 +133,14 @@ def unjustified_function_imports() -> list[str]:
             module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
             source = path.read_text()
             lines = source.splitlines()
-            visitor = _FunctionImports()
-            visitor.visit(ast.parse(source))
-            command_module = path.name == "cli.py"
-            for node in visitor.found:
-                tops = {t.split(".")[0] for t in _targets(node, module)}
-                if tops <= set(OPTIONAL_HEAVY):
-                    continue
-                if command_module and tops <= set(first_party):
-                    continue
-                above = lines[node.lineno - 2].strip() if node.lineno > 1 else ""
-                if _comment_says_why(lines[node.lineno - 1]) or (above.startswith("#") and _comment_says_why(above)):
-                    continue
-                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}  {lines[node.lineno - 1].strip()}")
+            bad += [f"{path.relative_to(ROOT)}:{n}  {lines[n - 1].strip()}" for n in _unjustified(source, module)]
     return bad
 
 
-def test_imports_inside_functions_are_optional_dependencies_or_say_why() -> None:
+def test_every_import_inside_a_function_says_why() -> None:
     bad = unjustified_function_imports()
-    assert len(bad) <= UNJUSTIFIED_MAX, (
-        f"{len(bad)} function-level imports neither of an optional heavy dependency, nor in a command module, nor "
-        f"commented (at most {UNJUSTIFIED_MAX}); move the new ones to module level or say why on their line:\n"
-        + "\n".join(bad))
+    assert not bad, ("function-level imports without a comment saying why (an optional dependency, start-up time, "
+                     "an import cycle); move them to module level or say why on their line:\n" + "\n".join(bad))
 
 
 def test_the_function_import_rule_reads_comments_and_heavy_modules() -> None:
@@ -145,3 +152,9 @@ def test_the_function_import_rule_reads_comments_and_heavy_modules() -> None:
     visitor = _FunctionImports()
     visitor.visit(tree)
     assert [_targets(n, "robot_rl.x") for n in visitor.found] == [["rclpy"], ["robot_rl"]]
+    # one comment heads a run of optional imports; any other import says why itself
+    run = "def f():\n    # optional: ros2\n    import rclpy\n    from std_msgs.msg import (\n        String)\n" \
+          "    from sensor_msgs.msg import Image\n    from robot_rl import cli\n"
+    assert _unjustified(run, "robot_rl.x") == [7]
+    assert _unjustified(run.replace("    # optional: ros2\n", ""), "robot_rl.x") == [2, 3, 5, 6]
+    assert _unjustified("def f():\n    from robot_rl import cli  # deferred: loads torch\n", "robot_rl.x") == []
