@@ -208,5 +208,4 @@ class ArmControllerNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point ``robot-rl-arm-controller`` (ROS 2 executable ``arm_controller``)."""
-
     return run_node(ArmControllerNode, argv)

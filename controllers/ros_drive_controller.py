@@ -85,5 +85,4 @@ class DriveControllerNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point ``robot-rl-drive-controller`` (ROS 2 executable ``drive_controller``)."""
-
     return run_node(DriveControllerNode, argv)

@@ -450,11 +450,9 @@ class _OwnController:
 
 def main_arm(argv: list[str] | None = None) -> int:
     """Console entry point ``robot-rl-arm-safety`` (ROS 2 executable ``arm_safety``)."""
-
     return run_node(ArmSafetyNode, argv)
 
 
 def main_car(argv: list[str] | None = None) -> int:
     """Console entry point ``robot-rl-car-safety`` (ROS 2 executable ``car_safety``)."""
-
     return run_node(CarSafetyNode, argv)

@@ -88,7 +88,6 @@ def resolve_config(name: str) -> Path:
 def fail(command: str, message: object) -> int:
     """A refused command line or config: one message, exit code 2 (never a restart or a resume hint); a full
     disk: one message, exit code 3."""
-
     return command_error(f"robot-rl {command}", message)
 
 
@@ -164,7 +163,6 @@ def _run_side(argv: list[str], prog: str):
 def _disk_full(side: str, exc: BaseException, run_dir: str) -> int | None:
     """A learner or actor stopped by a full disk: one message naming what filled up, exit code DISK_FULL (the
     supervisor then ends the run instead of restarting); None for any other error."""
-
     err = disk_full_error(exc)
     if err is None:
         return None
@@ -178,8 +176,6 @@ def _errors_not_signals() -> None:
     """A file-size limit (``ulimit -f``) gives an error the process reports (EFBIG), not a core-dumping SIGXFSZ;
     a writer thread that hits a full disk (TensorBoard's), or a writer's ``__del__`` retrying its flush (imageio's),
     leaves the one message to the main thread."""
-
-
     if getattr(sys.unraisablehook, "_robot_rl", False):  # once per process
         return
     if threading.current_thread() is threading.main_thread():
@@ -383,7 +379,6 @@ def cmd_train_reward(argv: list[str]) -> int:
 def _config_job(name: str, cls: type, job: Any, description: str, argv: list[str]) -> int:
     """``robot-rl <name> [CONFIG] [--field value ...]``: parse and check a config, run ``job(cfg)``, print its JSON
     summary; a refused config or a job's ValueError is one message and exit code 2."""
-
     config_path = None
     if argv and not argv[0].startswith("-"):
         config_path, argv = argv[0], argv[1:]

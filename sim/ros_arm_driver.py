@@ -304,7 +304,6 @@ class ArmDriverNode(ArmHardwareNode):
         (m); reached within the goal tolerance, stalled when the fingers stop short of it (holding an object),
         aborted when a newer goal preempts it. The result's position and effort: the fingers' (the parallel
         gripper's in ``state``, as its one joint)."""
-
         cfg = self.cfg
         self._gripper_goal += 1
         me = self._gripper_goal
@@ -434,6 +433,5 @@ class ArmDriverNode(ArmHardwareNode):
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point ``robot-rl-arm-driver`` (ROS 2 executable ``arm_driver``)."""
-
     return run_node(ArmDriverNode, argv, executor="multi", threads=3)
 

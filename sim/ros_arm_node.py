@@ -388,7 +388,6 @@ class ArmHardwareNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point ``robot-rl-arm-hardware`` (ROS 2 executable ``arm_hardware``)."""
-
     return run_node(ArmHardwareNode, argv)
 
 

@@ -91,7 +91,6 @@ def make_stack() -> list:
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point ``robot-rl-arm-stack`` (ROS 2 executable ``arm_stack``)."""
-
     sys.setswitchinterval(GIL_SWITCH_INTERVAL)
     return run_node(make_stack, argv)
 

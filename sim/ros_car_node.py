@@ -308,5 +308,4 @@ class CarHardwareNode(Node):
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point ``robot-rl-car-hardware`` (ROS 2 executable ``car_hardware``)."""
-
     return run_node(CarHardwareNode, argv)

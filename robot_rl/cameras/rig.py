@@ -30,7 +30,7 @@ class SkewError(CameraError):
 
 
 def make_camera(cfg: CameraConfig, **kwargs: Any) -> Camera:
-    """The camera for ``cfg.source`` (not started). Each source's library is imported only here, on demand."""
+    """The camera for ``cfg.source`` (not started). Each source's library is imported when its camera opens."""
     if cfg.source == "opencv":
         return OpenCVCamera(cfg, **kwargs)
     if cfg.source == "realsense":

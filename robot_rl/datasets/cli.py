@@ -124,7 +124,6 @@ class DiscardArgs:
 def record_main(argv: list[str]) -> int:
     args = parse_command(RecordDemosArgs, argv, prog="robot-rl record-demos")
 
-
     try:
         teleop = _teleop_config(args)
         make_device(args.device, args.noise, teleop)  # fail before building anything
@@ -148,9 +147,6 @@ def record_main(argv: list[str]) -> int:
 
 def _teleop_config(args: RecordDemosArgs) -> TeleopConfig:
     """The TeleopConfig of ``--teleop-config`` (YAML, checked field by field) and ``--device-path``."""
-
-
-
     cfg = TeleopConfig()
     if args.teleop_config:
         data = yaml.safe_load(Path(args.teleop_config).read_text()) or {}
@@ -269,7 +265,6 @@ def _show(args: ShowArgs) -> int:
 
 def _auto_scale(path: Path) -> int:
     """Enlargement that brings stored camera frames to >= 128 px high (1 for re-simulated video)."""
-
     cams = dict(zarr.open_group(str(path), mode="r").attrs).get("cameras") or {}
     heights = [int(shape[0]) for shape in cams.values()]
     return max(1, -(-128 // min(heights))) if heights else 1

@@ -30,7 +30,6 @@ from robot_rl.utils.run_dir import latest_checkpoint
 
 def resolve_store(path: str | Path) -> tuple[Path, dict[str, Any]]:
     """A store to export and what is known of it (env id, fps): a demo dataset, a run folder or a replay store."""
-
     path = Path(path)
     if (path / "config.yaml").is_file() and (path / "checkpoints").is_dir():  # a run folder
         env, control_hz = run_env(path)
@@ -69,7 +68,6 @@ def export_dataset(path: str | Path, out: str | Path, partitions: list[str] | No
 
 def _run_instructions(run: Path) -> dict[str, np.ndarray]:
     """A run's instructions with their embeddings (its env, as configured), so exported episodes carry the text."""
-
     env_cfg, _ = run_env(run)
     env = make_env(env_cfg)
     try:

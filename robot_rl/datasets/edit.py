@@ -22,7 +22,6 @@ from robot_rl.utils.state_io import atomic_write
 
 def discard_episodes(path: str | Path, episodes: Iterable[int]) -> list[int]:
     """Removes ``episodes`` (ids) from the demo dataset at ``path``; returns the ids that remain."""
-
     path = Path(path)
     meta = read_meta(path)
     if meta is None:

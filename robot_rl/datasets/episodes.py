@@ -40,7 +40,6 @@ class Episode:
 
 def store_partitions(path: str | Path) -> list[str]:
     """The partitions a store holds data in."""
-
     _, commit, _, _ = _open(Path(path))
     return [name for name, c in commit["partitions"].items() if int(c.get("size", 0)) > 0]
 
@@ -51,7 +50,6 @@ def read_episodes(path: str | Path, partitions: list[str] | None = None,
     the order they were recorded. Success labels and instructions come from a demo dataset's metadata when it has
     them; otherwise success is the last step's ``terminated`` (robot_rl's tasks terminate on success), and the
     instruction the text whose embedding ``instructions`` (text -> embedding) gives."""
-
     path = Path(path)
     meta = read_meta(path) or {}
     labels = {int(e["episode_id"]): e for e in meta.get("episodes", [])}

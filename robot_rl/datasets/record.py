@@ -76,7 +76,6 @@ EventHook = Callable[[str, dict[str, Any]], None]
 
 def resolve_env_id(name: str) -> str:
     """A gymnasium id from a task name (``reach``, ``PickCube``, ``PickCube-v0``) or an id (returned as is)."""
-
     if "/" in name or name in registry:
         return name
     import robot_rl_sim  # noqa: F401  (registers the sim tasks)

@@ -38,7 +38,6 @@ def dataset_stats(path: str | Path) -> list[dict[str, Any]]:
     unknown), ``seconds`` and ``held_steps`` (human recordings: wall time, steps paused or disconnected),
     ``terminated``, ``reset_seed`` (None when unknown), ``action_abs`` (mean |action|) and ``intervened`` (steps
     a human steered). Reads only the low-dim columns, so it is cheap on large pixel stores."""
-
     path = Path(path)
     meta = read_meta(path)
     labels = {e["episode_id"]: e for e in meta["episodes"]} if meta else {}
@@ -86,7 +85,6 @@ def render_episode(path: str | Path, episode: int, out_file: str | Path, camera:
     episode. Returns ``path``, ``frames``, ``height``, ``width``, ``source`` (``pixels`` | ``resimulated``)
     and, when re-simulated, ``max_state_error``.
     """
-
     path = Path(path)
     meta = read_meta(path)
     parts = _partitions(path)
@@ -117,7 +115,6 @@ def render_episode(path: str | Path, episode: int, out_file: str | Path, camera:
 def _resimulate(path: Path, meta: dict[str, Any] | None, episode: int, actions: np.ndarray, states: np.ndarray,
                 camera: str | None, size: int) -> tuple[np.ndarray, float]:
     """Frames of a state-only episode: reset with its recorded seed, replay its stored actions, render."""
-
     label = next((e for e in (meta or {}).get("episodes", []) if e["episode_id"] == episode), None)
     if meta is None or label is None or label.get("reset_seed") is None:
         raise ValueError(f"{path} stores no camera frames and no recording record (env id, reset seed) for "

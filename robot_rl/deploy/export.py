@@ -137,7 +137,6 @@ def env_action_bounds(env: Any) -> tuple[list[float], list[float]]:
 
 def recorded_observations(run_dir: str | Path, count: int, seed: int = 0) -> dict[str, Any] | None:
     """Up to ``count`` observations the run recorded (its latest checkpoint's replay), or None when it has none."""
-
     try:
         replay = load_buffer(latest_checkpoint(run_dir) / "replay.zarr")
     except (FileNotFoundError, ValueError):
@@ -152,8 +151,6 @@ def recorded_observations(run_dir: str | Path, count: int, seed: int = 0) -> dic
 def export_run(run_dir: str | Path, fmt: str, out: str | Path, observations: int = 256) -> dict[str, Any]:
     """Exports a run's latest policy (see :func:`export_policy`), checked on ``observations`` of its own recorded
     observations (env resets when its checkpoint holds none)."""
-
-
     run_dir = Path(run_dir)
     cfg = load_yaml(TrainConfig, run_dir / "config.yaml")
     env = make_env(cfg.env)

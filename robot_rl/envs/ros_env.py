@@ -96,7 +96,6 @@ class RosArmEnv(gym.Env):
     def _profile_defaults(self, cfg: RosArmEnvConfig, given: dict[str, Any]) -> dict[str, Any]:
         """The env kwargs a robot profile decides: limits, home, cameras (as a camera rig), success source; no sim
         reset service and no object state unless the profile tracks an object."""
-
         profile = load_profile(cfg.profile, "arm")
         if cfg.profile_overrides:
             profile = with_overrides(profile, cfg.profile_overrides)

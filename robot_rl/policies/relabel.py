@@ -63,6 +63,5 @@ def label_base_proposals(part: RingStorage, policy: BasePolicy, rows: np.ndarray
 
 def dataset_instructions(path: str) -> dict[int, str]:
     """Episode id -> instruction text from a recorded dataset's metadata (empty when it has none)."""
-
     meta = read_meta(path) or {}
     return {int(e["episode_id"]): str(e.get("instruction", "")) for e in meta.get("episodes", [])}

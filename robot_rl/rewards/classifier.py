@@ -313,8 +313,6 @@ def _merge(sets: list[FrameSet], cameras: tuple[str, ...]) -> FrameSet:
 
 def save_classifier(model: RewardClassifier, path: str | Path, extra: Mapping[str, Any] | None = None) -> Path:
     """Writes ``<path>/model.safetensors`` and ``<path>/classifier.json`` (each atomically, weights first)."""
-
-
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items() if v.numel() > 0}
@@ -337,8 +335,6 @@ def check_saved(path: str | Path) -> Path:
 
 def load_classifier(path: str | Path, device: str = "cpu") -> RewardClassifier:
     """A classifier saved by :func:`save_classifier` (in eval mode on ``device``), its threshold included."""
-
-
     path = check_saved(path)
     meta = json.loads((path / META).read_text())
     if meta.get("format") != FORMAT:

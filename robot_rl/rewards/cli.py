@@ -119,7 +119,6 @@ def record_frames_main(argv: list[str]) -> int:
     args = parse_command(RecordFramesArgs, argv, prog="robot-rl record-frames",
                          description=inspect.getdoc(RecordFramesArgs))
 
-
     cameras = tuple(c for c in args.cameras.split(",") if c)
     try:
         env_id = resolve_env_id(args.task)
@@ -162,7 +161,6 @@ def _record_keys(env_id: str, args: RecordFramesArgs, cameras: tuple[str, ...], 
 def train_reward_main(argv: list[str]) -> int:
     args = parse_command(TrainRewardArgs, argv, prog="robot-rl train-reward",
                          description=inspect.getdoc(TrainRewardArgs))
-
 
     if not args.frames:  # tyro accepts an empty tuple
         return command_error("robot-rl train-reward", "name at least one FRAMES dataset")

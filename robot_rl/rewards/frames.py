@@ -193,7 +193,6 @@ def _cameras_of(obs: Mapping[str, Any]) -> dict[str, tuple[int, int, int]]:
 def record_sim_frames(cfg: SimFramesConfig, out: str | Path, progress: bool = True,
                       overwrite: bool = False) -> FrameStats:
     """Records ``cfg.episodes`` episodes of a sim task, each frame labelled with the sim's success check."""
-
     cfg.validate()
     env_id = resolve_env_id(cfg.task)
     kwargs = {**cfg.env_kwargs, "image_size": cfg.image_size, "terminate_on_success": False}

@@ -300,6 +300,5 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 def with_overrides(profile: Profile, overrides: dict[str, Any]) -> Profile:
     """The profile with some of its fields replaced from a mapping (nested sections merged), re-validated: how a
     launch file or a run config adapts a bundled profile (a namespace, another topic)."""
-
     return profile_from_dict(_merge(to_dict(profile), overrides), f"profile {profile.name}")
 

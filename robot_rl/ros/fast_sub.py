@@ -24,7 +24,6 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 def hidden_subscription(node: Node, msg_type: type, topic: str, best_effort: bool = False) -> Any:
     """A depth-1 subscription the node's executor never sees (messages are taken by its owner only);
     ``best_effort``: it also matches best-effort publishers (a sensor stream such as a Franka's wrench)."""
-
     qos = QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT if best_effort else ReliabilityPolicy.RELIABLE)
     sub = node.create_subscription(msg_type, topic, lambda _: None, qos)
     node._subscriptions.remove(sub)

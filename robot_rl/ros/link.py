@@ -218,7 +218,6 @@ class RosLink:
 def check_live(profile: Any, namespace: str = "", use_sim_time: bool = False, timeout: float = 10.0) -> None:
     """All checks of ``profile`` (arm or car) from a short-lived node of its own (``robot-rl train``'s preflight);
     ``ConfigError`` naming the profile field."""
-
     link = RosLink("profile_check", namespace, use_sim_time=use_sim_time)
     try:
         check = ProfileCheck(link.node, profile, timeout)

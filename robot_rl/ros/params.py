@@ -20,7 +20,6 @@ from robot_rl.utils.field_docs import field_docstrings
 
 def _flatten(cfg: Any, prefix: str = "") -> dict[str, tuple[Any, str]]:
     """``{param name: (value, the field's docstring)}`` of a dataclass, nested dataclasses flattened with dots."""
-
     out: dict[str, tuple[Any, str]] = {}
     docs = field_docstrings(type(cfg))
     for f in dataclasses.fields(cfg):
@@ -148,7 +147,6 @@ def declare_config(node: Node, cfg: Any, on_change: Any = None) -> Any:
 def set_config_values(node: Node, value: Any, prefix: str) -> None:
     """Sets the declared parameters ``<prefix>.<field>`` of ``node`` to the fields of dataclass ``value`` (through
     the node's own set-parameters path, so the config the node reads and ``ros2 param get`` agree)."""
-
     params = [Parameter(name, value=_to_ros(v)) for name, (v, _) in _flatten(value, prefix + ".").items()]
     results = node.set_parameters(params)
     failed = [r.reason for r in results if not r.successful]

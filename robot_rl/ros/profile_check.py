@@ -109,7 +109,6 @@ class ProfileCheck:
     def frames(self, checks: list[tuple[str, str]], root: str = "") -> None:
         """Each ``(field, frame)`` is connected to ``root`` (default: the base frame) in TF (waits for /tf and
         /tf_static)."""
-
         buffer = TfBuffer()
         buffer.subscribe(self.node)
         base = root or self.profile.base_frame
@@ -128,7 +127,6 @@ class ProfileCheck:
         # optional: ros2
         from rclpy.qos import DurabilityPolicy, QoSProfile
         from std_msgs.msg import String
-
 
         p = self.profile
         self.published("robot_description", p.robot_description, "std_msgs/msg/String")

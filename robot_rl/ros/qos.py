@@ -12,7 +12,6 @@ from rclpy.node import Node
 def watch_qos(node: Node, msg_type: type, topic: str, qos: Any = 10) -> Any:
     """A raw, no-op subscription on ``topic`` with ``qos`` (the QoS the node's real subscription uses) whose
     incompatible-QoS event logs one warning naming the topic, the offending policy and what to publish instead."""
-
     warned: list[bool] = []
 
     def on_incompatible(event: Any) -> None:

@@ -175,7 +175,6 @@ class Learner:
     def _label_demos(self, added: list[tuple[str, np.ndarray]]) -> None:
         """The base policy's proposals on every demo step (what it would have done there; ``added``: each
         dataset's rows), for agents acting on a base (robot_rl.policies.relabel). Checkpoints keep the labels."""
-
         policy = load_policy(self.cfg.base_policy)
         try:
             labelled = sum(label_base_proposals(self.replay.partitions["demos"], policy, rows,

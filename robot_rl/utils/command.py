@@ -21,7 +21,6 @@ def command_error(prog: str, message: object) -> int:
     The line goes straight to the current ``sys.stderr`` rather than through a log handler: it is the command's
     answer, shown at any ``--log-level``. An exception's traceback goes to the debug log (``--log-level debug``).
     """
-
     if isinstance(message, BaseException):
         log.debug("%s failed", prog, exc_info=message)
         if (full := disk_full_error(message)) is not None:

@@ -83,7 +83,6 @@ ROS_NODES = {  # node (executable) -> its config dataclass
 
 def ros_reference() -> str:
     """The parameters of every ROS 2 node, one table per node."""
-
     parts = ["# ROS 2 node parameters\n",
              "Generated from the nodes' config dataclasses by `bash scripts/gen_docs.sh`; do not edit. "
              "Every parameter can be set at start-up (`--ros-args -p name:=value`, launch files) and, unless "
@@ -97,7 +96,6 @@ def ros_reference() -> str:
 def main(argv: list[str] | None = None) -> int:
     """``python -m robot_rl.utils.field_docs module:Class [...]``: each class's field table to stdout;
     ``--ros-reference``: the ROS 2 nodes' parameter reference."""
-
     args = argv if argv is not None else sys.argv[1:]
     if args == ["--ros-reference"]:
         print(ros_reference(), end="")

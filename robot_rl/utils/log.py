@@ -73,7 +73,6 @@ def setup_logging(level: str | None = None) -> None:
 
 def _has_rich() -> bool:
     """rich is one of robot_rl's dependencies; a LeRobot-only policy server may run without it."""
-
     return importlib.util.find_spec("rich") is not None
 
 

@@ -57,7 +57,6 @@ def die_with_parent() -> None:
     """Called at a child's own start-up (not in ``preexec_fn``, which can deadlock a child forked while the parent
     runs threads): with ``ROBOT_RL_SUPERVISOR_PID`` set, the child gets SIGTERM when that parent dies, however it
     dies (Linux ``PR_SET_PDEATHSIG``), and exits at once if the parent is already gone."""
-
     parent = int(os.environ.get(PARENT_ENV, "0") or 0)
     if parent <= 0:
         return

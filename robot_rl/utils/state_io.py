@@ -100,7 +100,6 @@ def save_state(path: str | Path, state: Any) -> None:
 
 def load_state(path: str | Path) -> Any:
     """Reads a state written by :func:`save_state`."""
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no state file at {path}")

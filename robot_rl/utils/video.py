@@ -45,7 +45,6 @@ def upscale(frames: np.ndarray, factor: int) -> np.ndarray:
 
 def write_video(frames: Sequence[np.ndarray] | np.ndarray, path: str | Path, fps: float = 20.0) -> Path:
     """Writes ``frames`` to ``path`` (``.gif`` or ``.mp4``) at ``fps``; returns the path."""
-
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in VIDEO_SUFFIXES:
@@ -75,7 +74,6 @@ def write_video(frames: Sequence[np.ndarray] | np.ndarray, path: str | Path, fps
 def _write_mp4(arr: np.ndarray, path: Path, fps: float) -> None:
     """H.264 (libx264, yuv420p) at ``fps``, encoded in memory and then written by Python: FFmpeg's own file writes
     drop errors (a full disk would leave a cut file that looks complete)."""
-
     import av  # lazy: PyAV loads FFmpeg, for videos only
 
     buffer = io.BytesIO()
@@ -97,7 +95,6 @@ def _write_mp4(arr: np.ndarray, path: Path, fps: float) -> None:
 
 def read_video(path: str | Path) -> np.ndarray:
     """All frames of a GIF or MP4 as uint8 ``[T, H, W, 3]`` (for checks and tests)."""
-
     path = Path(path)
     if path.suffix.lower() == ".gif":
         frames = iio.imread(path, index=None, plugin="pillow", mode="RGB")

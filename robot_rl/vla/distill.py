@@ -97,8 +97,6 @@ class PolicyDevice:
 
 def specialist(run: str | Path, env: Any) -> Any:
     """The run's latest policy acting in ``env``, composed with its base policy when it acts on one."""
-
-
     cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
     agent = make_agent(cfg.agent_config(), ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
     agent.load_policy_state(load_file(str(latest_checkpoint(run) / "policy.safetensors")))
@@ -107,7 +105,6 @@ def specialist(run: str | Path, env: Any) -> Any:
 
 def collect(cfg: DistillConfig, path: Path) -> dict[str, Any]:
     """The specialist's successful episodes, recorded as a demo dataset at ``path``."""
-
     run_cfg = load_yaml(TrainConfig, Path(cfg.run) / "config.yaml")
     probe = make_env(run_cfg.env)
     try:
@@ -122,7 +119,6 @@ def collect(cfg: DistillConfig, path: Path) -> dict[str, Any]:
 
 def distill(cfg: DistillConfig) -> dict[str, Any]:
     """Collect, re-train, evaluate before and after; writes ``<out>/distill.json`` and returns it."""
-
     cfg.validate()
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)

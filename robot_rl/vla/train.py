@@ -99,7 +99,6 @@ class TrainBCConfig:
 
 def resolve_datasets(cfg: TrainBCConfig, progress: bool) -> list[Path]:
     """Paths of the configured datasets; ``scripted:`` ones recorded on first use."""
-
     out = []
     for spec in cfg.datasets:
         if not spec.startswith("scripted:"):
@@ -132,7 +131,6 @@ def _lr(cfg: TrainBCConfig, step: int) -> float:
 def evaluate_tasks(policy: Any, tasks: list[dict[str, Any]], episodes: int, execution: ExecutionConfig,
                    video_dir: Path | None = None) -> dict[str, dict[str, Any]]:
     """Per task (one per dataset): the policy's evaluation on ``episodes`` episodes."""
-
     results = {}
     for task in tasks:
         name = task["env_id"].split("/")[-1]
@@ -146,7 +144,6 @@ def evaluate_tasks(policy: Any, tasks: list[dict[str, Any]], episodes: int, exec
 
 def train_bc(cfg: TrainBCConfig) -> dict[str, Any]:
     """Trains, saves and evaluates the policy; returns the per-task evaluation."""
-
     cfg.validate()
     if cfg.threads:
         torch.set_num_threads(cfg.threads)

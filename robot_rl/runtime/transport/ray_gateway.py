@@ -41,7 +41,6 @@ def config_from_text(text: str) -> TrainConfig:
 
 def _policy_template(cfg: TrainConfig) -> tuple[Any, int, dict]:
     """The run's spaces and the names, shapes and dtypes of its policy (initial values; never used to act)."""
-
     env = make_env(cfg.env)
     spec, action_dim = ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space)
     env.close()
@@ -114,7 +113,6 @@ class Gateway:
 
     def policy_template(self) -> bytes:
         """The policy's tensors (initial values) as safetensors: an actor lays out its weight board from it."""
-
         return save(self.template)
 
     def expect(self, n: int, timeout: float) -> None:
