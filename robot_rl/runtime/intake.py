@@ -225,7 +225,7 @@ class Intake:
     def stop_requested(self) -> str | None:
         """The live actor whose operator pressed stop (its uid), or None."""
         return next((uid for uid, ring in self.rings.items()
-                     if ring is not None and ring.header is not None and ring.status().stats.stop_requested), None)
+                     if ring is not None and ring.header is not None and ring.stop_requested), None)
 
     def spool_mb(self) -> float:
         """The largest spool among the live actors, in megabytes (what they report)."""

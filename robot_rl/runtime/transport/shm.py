@@ -188,6 +188,11 @@ class ChunkRing:
     def stats(self) -> ActorStats:
         return ActorStats(*self.header[_STAT_WORDS].tolist())
 
+    @property
+    def stop_requested(self) -> bool:
+        """The actor's operator pressed stop (one header word: the learner reads it every step)."""
+        return bool(self.header[_STOP_REQUESTED])
+
     def status(self) -> ActorStatus:
         h = self.header
         return ActorStatus(heartbeat_ns=int(h[_HEARTBEAT]), pid=int(h[_PID]), closed=bool(h[_CLOSED]),
