@@ -157,8 +157,19 @@ class TwistOutput(StreamedOutput):
         self.gain, self.max_speed = profile.command.servo_gain, profile.limits.max_speed
         self.max_angular_speed = max_angular_speed
         self._rot_err = np.zeros(3)
+        self.last_linear: np.ndarray | None = None  # the linear twist last published
         self.switch = ServoSwitch(node, profile.command.servo_command_type_service) \
             if profile.command.servo_command_type_service else None
+
+    def stop(self) -> Pose | None:
+        """A bumpless stop: the reference restarts from the measured position with the twist last sent as its
+        velocity, so the streamed twist decays from what Servo was moving at. Started from the reference's own
+        velocity, the twist would step down by the tracking term, which the joints answer with a dip and a
+        rebound."""
+        f, state = self.filter, self.measured()
+        if f is not None and f.pos is not None and self.last_linear is not None and state is not None:
+            f.pos, f.vel = np.array(state[0], np.float64), self.last_linear.copy()
+        return super().stop()
 
     def emit(self, pos: np.ndarray, quat: np.ndarray, vel: np.ndarray | None) -> Reasons:
         if self.switch is not None:
@@ -186,6 +197,7 @@ class TwistOutput(StreamedOutput):
         t.linear.x, t.linear.y, t.linear.z = (float(v) for v in lin)
         t.angular.x, t.angular.y, t.angular.z = (float(v) for v in ang)
         self.pub.publish(msg)
+        self.last_linear = lin
         return reasons
 
 
