@@ -1,2 +1,2 @@
-"""Runtime: the processes of a training run (actor, learner, supervisor, transport), checkpoints, the training env
-and run-folder logging; the run's config, seeds and evaluation are in :mod:`robot_rl.training`."""
+"""Runtime: the processes of a training run (actor, learner, supervisor, transport), checkpoints and the training env;
+the run's config, seeds, evaluation and run-folder log are in :mod:`robot_rl.training`."""

@@ -40,13 +40,13 @@ from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.replay.store import add_dataset
 from robot_rl.runtime.checkpoint import has_checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
 from robot_rl.runtime.intake import Intake, LearnerCounters
-from robot_rl.runtime.run_logger import RunLogger
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.names import board_name
 from robot_rl.runtime.transport.spool import trim
 from robot_rl.spaces import ObsSpec, action_dim_of
 from robot_rl.training.config import TrainConfig
 from robot_rl.training.evaluation import evaluate, evaluation_agent
+from robot_rl.training.run_logger import RunLogger
 from robot_rl.training.seeds import Seeds
 from robot_rl.utils.log import get_logger
 from robot_rl.utils.state_io import atomic_write
