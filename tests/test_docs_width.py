@@ -1,9 +1,9 @@
 """The docs fit the column the theme shows: every line of a fenced block in docs/ (hand-written pages, design
 records, and the generated reference and benchmark pages) is at most ``CODE_COLUMNS`` characters, so nothing is cut
-at the right edge, and a table's first column (the field names of the configuration reference) never breaks a name
-in two. Too long a line: rewrap a command with ``\\`` continuations, put a comment on its own line, or, for a
-generated page, fix its generator (robot_rl/reference_docs.py, benchmarks/pages/*.md) and run
-``bash scripts/gen_docs.sh``."""
+at the right edge, no diagram uses a glyph wider than a cell, and a table's first column (the field names of the
+configuration reference) never breaks a name in two. Too long a line: rewrap a command with ``\\`` continuations,
+put a comment on its own line, or, for a generated page, fix its generator (robot_rl/reference_docs.py,
+benchmarks/pages/*.md) and run ``bash scripts/gen_docs.sh``."""
 
 from __future__ import annotations
 
@@ -44,6 +44,19 @@ def test_every_code_line_in_the_docs_fits_the_column():
     too_long = [f"{page.relative_to(ROOT)}:{number}: {len(line)} characters"
                 for page in pages for number, line in fenced_lines(page.read_text()) if len(line) > CODE_COLUMNS]
     assert not too_long, f"{len(too_long)} code lines wider than {CODE_COLUMNS} characters: {too_long[:30]}"
+
+
+WIDE_GLYPHS = re.compile("[\u25a0-\u25ff\u2b00-\u2bff\U0001f300-\U0001faff]")
+"""Geometric shapes (▶ ◀ ▲ ■ ...), the arrows and symbols block and emoji: most monospace fonts lack them or draw
+them wider than a cell, so a diagram drawn with them loses its alignment on the page (box-drawing lines and → are
+in every common monospace font; arrowheads are drawn as > < ^ v)."""
+
+
+def test_no_code_block_uses_a_glyph_wider_than_a_cell():
+    found = [f"{page.relative_to(ROOT)}:{number}: {WIDE_GLYPHS.findall(line)}"
+             for page in [*sorted((ROOT / "docs").rglob("*.md")), ROOT / "README.md"]
+             for number, line in fenced_lines(page.read_text()) if WIDE_GLYPHS.search(line)]
+    assert not found, found
 
 
 def test_a_field_name_in_a_table_is_never_broken_in_two():
