@@ -12,7 +12,8 @@ response (:class:`ReferenceFilter`), and the stiff driver tracks that reference
   ``cartesian_motion_controller/target_frame``), in the profile's command frame.
 * :class:`TwistOutput` — ``geometry_msgs/TwistStamped`` to MoveIt Servo: the reference's velocity plus
   ``servo_gain`` times the distance from the measured pose to the reference; linear speed clipped to
-  ``max_speed`` (reason ``velocity``), angular to ``max_angular_speed``.
+  ``max_speed`` (reason ``velocity``), angular to ``max_angular_speed``. Its controlled stop is bumpless: the
+  reference restarts from the measured position at the twist last sent.
 * :class:`JointOutput` — joint positions from inverse kinematics on the URDF (started from the measured joints),
   checked in joint space: inside the URDF's limits less ``joint_margin`` (``joint_limit``), at most
   ``max_joint_step`` from the measured joints (``joint_step``), a solution within ``ik_tolerance`` of the
