@@ -22,7 +22,8 @@ from pathlib import Path
 
 import yaml
 from common import Table, write_result
-from finetune_tables import nominal_mark
+from finetune import metric_rows
+from finetune_tables import summarise
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / "robot_rl" / "configs"
@@ -56,26 +57,23 @@ def run_config(name: str, seed: int, runs_dir: Path) -> Path:
     return run
 
 
-def summarise(name: str, run: Path) -> dict:
-    """The run's figures: base (train-bc's evaluation of the task), evaluations, final success, wall minutes."""
+def run_figures(name: str, run: Path, seed: int) -> dict:
+    """The run's figures as the page's recipes have them (``finetune_tables.summarise`` of this one run, its base
+    train-bc's evaluation of the task), beside the page's figures of the recipe."""
     config = yaml.safe_load((run / "config.yaml").read_text())
     task = config["env"]["id"].split("/")[-1]
     base_eval = json.loads((ROOT / config["base_policy"]["path"] / "eval.json").read_text())["tasks"][task]
-    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    curve = [(r["step"], r["eval/success_rate"]) for r in rows if "eval/success_rate" in r]
-    final = json.loads((run / "final_eval.json").read_text())
+    curve = [(r["step"], r["eval/success_rate"]) for r in metric_rows(run) if "eval/success_rate" in r]
+    final = json.loads((run / "final_eval.json").read_text())["success_rate"]
+    wall_s = (run / "final_eval.json").stat().st_mtime - (run / "config.yaml").stat().st_mtime
+    ours = summarise(name, [{"final": final, "base": base_eval["success_rate"], "curve": curve, "wall_s": wall_s}],
+                     [seed], int(config["eval_every"]))
     page = json.loads((Path(__file__).parent / "results" / f"{PAGE_RESULTS[name]}.json").read_text())
     method = page["figures"]["methods"][0]
-    every = int(config["eval_every"])
-    return {"config": name, "run": str(run), "task": task, "base": base_eval["success_rate"],
-            "base_ci": [base_eval["success_ci_low"], base_eval["success_ci_high"]], "curve": curve,
-            "final": final["success_rate"], "page_iqm": method["final_iqm"], "page_ci": method["final_ci"],
-            "page_base": method["base_mean"], "reproduced": method["final_ci"][0] - 1e-9 <= final["success_rate"]
-            <= method["final_ci"][1] + 1e-9,
-            "steps_to_90": next((nominal_mark(s, every) for s, v in curve if v >= 0.9), None),
-            "worst_after_2k": min([v for s, v in curve if nominal_mark(s, every) > 2000] or [float("nan")]),
-            "wall_min": round(((run / "final_eval.json").stat().st_mtime - (run / "config.yaml").stat().st_mtime) / 60,
-                              1)}
+    lo, hi = method["final_ci"]
+    return {**ours, "config": name, "run": str(run), "task": task,
+            "base_ci": [base_eval["success_ci_low"], base_eval["success_ci_high"]], "page_iqm": method["final_iqm"],
+            "page_ci": [lo, hi], "page_base": method["base_mean"], "reproduced": lo - 1e-9 <= final <= hi + 1e-9}
 
 
 def main() -> None:
@@ -87,17 +85,18 @@ def main() -> None:
     args = parser.parse_args()
     runs_dir = ROOT / args.runs_dir
     start = time.monotonic()
-    results = [summarise(name, run_config(name, args.seed, runs_dir)) for name in args.configs]
+    results = [run_figures(name, run_config(name, args.seed, runs_dir), args.seed) for name in args.configs]
     table = Table(f"The bundled fine-tuning configs, seed {args.seed}, beside their recipes' page figures",
                   ["config", "base (50 episodes)", "evaluations every 1k env steps (30 episodes)", "final",
                    "page: base, final IQM (95 % CI)", "within the page's CI", "env steps to 90 %",
-                   "worst evaluation after 2k", "minutes"])
+                   "worst evaluation after 2k steps vs base", "minutes"])
     for r in results:
         lo, hi = r["page_ci"]
-        table.add(f"`{r['config']}`", f"{r['base']:.2f}", " ".join(f"{v:.2f}" for _, v in r["curve"]),
-                  f"{r['final']:.2f}", f"{r['page_base']:.2f}, {r['page_iqm']:.2f} ({lo:.2f}-{hi:.2f})",
-                  "yes" if r["reproduced"] else "no", r["steps_to_90"] or "-", f"{r['worst_after_2k']:.2f}",
-                  r["wall_min"])
+        to90 = r["steps_to_90"][0]
+        table.add(f"`{r['config']}`", f"{r['bases'][0]:.2f}", " ".join(f"{v:.2f}" for _, v in r["curves"][0]),
+                  f"{r['finals'][0]:.2f}", f"{r['page_base']:.2f}, {r['page_iqm']:.2f} ({lo:.2f}-{hi:.2f})",
+                  "yes" if r["reproduced"] else "no", "-" if to90 is None else to90, f"{r['worst_drop'][0]:+.2f}",
+                  r["wall_min"][0])
     path = write_result("finetune_configs", {"seed": args.seed, "runs": results,
                                              "wall_s": round(time.monotonic() - start, 1)}, args.out, [table])
     print(f"results: {path}")

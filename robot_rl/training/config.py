@@ -253,7 +253,6 @@ class TrainConfig:
                              "real time: it needs runtime.control_hz > 0 (a flat-out sim runs 'sync')")
         if self.reward.path:
             self.reward.validate()
-
             try:
                 check_saved(self.reward.path)
             except FileNotFoundError as exc:
