@@ -26,7 +26,8 @@ fi
 "$VENV/bin/python" -c 'import torch, lerobot; print("[test_lowest] torch", torch.__version__, "lerobot", lerobot.__version__)'
 export MUJOCO_GL="${MUJOCO_GL:-egl}"
 # the SAC/RLPD agent (its fast path's private-op probes included), the agent contract, training runs as processes,
-# every dataset test (LeRobot's reader and writer among them), LeRobot's ACT and Diffusion classes as base policies
+# every dataset test (LeRobot's reader and writer among them), LeRobot's ACT and Diffusion classes as base policies,
+# the operator view on the rerun-sdk LeRobot installs (0.24 to 0.26: recordings read back through rerun.dataframe)
 exec "$VENV/bin/python" -m pytest -q tests/agents/test_sac_agent.py tests/agents/test_torch_compat.py \
   tests/agents/test_contract.py tests/runtime/test_train.py tests/datasets tests/policies/test_lerobot.py \
-  tests/policies/test_lerobot_classes.py "$@"
+  tests/policies/test_lerobot_classes.py tests/view "$@"

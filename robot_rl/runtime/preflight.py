@@ -9,7 +9,6 @@ has. Any problem is one :class:`~robot_rl.config.ConfigError` naming the field; 
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 from pathlib import Path
 
 from robot_rl.agents.registry import agent_class, make_agent
@@ -24,6 +23,7 @@ from robot_rl.runtime.env_pipeline import make_training_env
 from robot_rl.spaces import ObsSpec, action_dim_of
 from robot_rl.training.config import TrainConfig
 from robot_rl.utils.log import get_logger
+from robot_rl.view.config import rerun_unusable
 
 log = get_logger(__name__)
 
@@ -62,8 +62,8 @@ def check_run(cfg: TrainConfig) -> None:
             import ray  # noqa: F401  (optional: ray; is it installed?)
         except ImportError:
             raise ConfigError("runtime.transport: 'ray' needs Ray (pip install 'robot-rl[ray]')") from None
-    if cfg.view.enabled and importlib.util.find_spec("rerun") is None:
-        raise ConfigError("view.enabled: the operator view needs rerun-sdk (pip install 'robot-rl[view]')")
+    if cfg.view.enabled and (problem := rerun_unusable()) is not None:
+        raise ConfigError(f"view.enabled: {problem}")
 
 
 def _check_agent(cfg: TrainConfig, spec: ObsSpec, action_dim: int) -> None:

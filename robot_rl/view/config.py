@@ -4,10 +4,33 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from typing import Literal
 
 STREAMS = ("cameras", "actions", "control", "reward", "time", "progress")
 """What a view can show (:attr:`ViewConfig.streams`)."""
+
+RERUN_VERSIONS = ((0, 24), (0, 50))
+"""The rerun-sdk releases the view runs on: from 0.24 (the lowest LeRobot 0.4 installs) up to, not including,
+0.50 (rerun changes its API between 0.x releases), as the ``view`` extra declares."""
+
+
+def rerun_unusable() -> str | None:
+    """Why the view cannot run with the rerun-sdk installed here (missing, or a release outside
+    :data:`RERUN_VERSIONS`), or None when it can. Reads the installed version without importing rerun."""
+    try:
+        found = version("rerun-sdk")
+    except PackageNotFoundError:
+        return "the operator view needs rerun-sdk: pip install -e '.[view]'"
+    (lo_major, lo_minor), (hi_major, hi_minor) = RERUN_VERSIONS
+    try:
+        major, minor = (int(part) for part in found.split(".")[:2])
+    except ValueError:
+        return None  # a development build: let it try
+    if not (lo_major, lo_minor) <= (major, minor) < (hi_major, hi_minor):
+        return (f"the operator view runs on rerun-sdk >= {lo_major}.{lo_minor}, < {hi_major}.{hi_minor}; "
+                f"{found} is installed: pip install -e '.[view]'")
+    return None
 
 
 @dataclass(frozen=True)

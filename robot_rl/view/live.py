@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.utils.log import get_logger
-from robot_rl.view.config import ViewConfig
+from robot_rl.view.config import ViewConfig, rerun_unusable
 
 log = get_logger(__name__)
 
@@ -59,7 +59,8 @@ CONTROL = {"policy": "the policy acts", "person": "the person steers", "held": "
 
 
 class ViewUnavailableError(ValueError):
-    """The view cannot run here (rerun-sdk missing): a config that asks for what is not installed."""
+    """The view cannot run here (rerun-sdk missing, or a release it does not run on): a config that asks for what
+    is not installed."""
 
 
 @dataclass(frozen=True)
@@ -108,10 +109,10 @@ class OperatorView:
 
     def __init__(self, cfg: ViewConfig, app: str, save_dir: str | Path | None = None) -> None:
         cfg.validate()
-        try:
-            import rerun as rr  # the view extra: optional and heavy, loaded only when a view is made
-        except ImportError as exc:
-            raise ViewUnavailableError("the operator view needs rerun-sdk: pip install -e '.[view]'") from exc
+        problem = rerun_unusable()
+        if problem is not None:
+            raise ViewUnavailableError(problem)
+        import rerun as rr  # the view extra: optional and heavy, loaded only when a view is made
         self._rr = rr
         self.cfg, self.app = cfg, app
         self.save_dir = Path(save_dir) if cfg.save and save_dir is not None else None

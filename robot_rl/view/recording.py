@@ -1,8 +1,10 @@
-"""Reading a saved operator-view recording back with rerun's own reader (``rerun.chunk.RrdReader``)."""
+"""Reading a saved operator-view recording back with rerun's own reader: ``rerun.chunk.RrdReader`` (rerun 0.41
+on) or ``rerun.dataframe`` (rerun 0.24 to 0.40, the range LeRobot 0.4 installs)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -29,27 +31,15 @@ class Series:
 def read_recording(path: str | Path) -> dict[str, Series]:
     """Entity path (without the leading ``/``) -> :class:`Series`, for every entity of the first recording in
     ``path`` (rerun's own properties left out)."""
-    from rerun.chunk import RrdReader  # the view extra: optional and heavy
-
     rows: dict[str, list[tuple[int, Any]]] = {}
-    for chunk in RrdReader(str(path)).stream():
-        entity = chunk.entity_path.lstrip("/")
+    read = _chunk_rows if find_spec("rerun.chunk") is not None else _dataframe_rows  # the view extra: optional
+    for entity, frames, columns in read(str(path)):
+        entity = entity.lstrip("/")
         if entity.startswith("__"):
             continue
-        batch = chunk.to_record_batch()
-        names = batch.schema.names
-        n = batch.num_rows
-        frames = batch.column("frame").to_pylist() if "frame" in names else [-1] * n
-        if "Scalars:scalars" in names:
-            values = [np.asarray(v, np.float64) for v in batch.column("Scalars:scalars").to_pylist()]
-        elif "TextLog:text" in names:
-            values = [v[0] if v else "" for v in batch.column("TextLog:text").to_pylist()]
-        elif "Image:buffer" in names:
-            buffers, formats = batch.column("Image:buffer").to_pylist(), batch.column("Image:format").to_pylist()
-            values = [_image(b[0], f[0]) for b, f in zip(buffers, formats, strict=True)]
-        else:
-            continue
-        rows.setdefault(entity, []).extend(zip(frames, values, strict=True))
+        values = _values(columns)
+        if values is not None:
+            rows.setdefault(entity, []).extend(zip(frames, values, strict=True))
     out = {}
     for entity, found in rows.items():
         found.sort(key=lambda r: -1 if r[0] is None else r[0])
@@ -57,6 +47,47 @@ def read_recording(path: str | Path) -> dict[str, Series]:
     return out
 
 
+def _chunk_rows(path: str) -> Any:
+    """(entity, frames, {component: per-row values}) for each chunk, every row as logged (rerun 0.41 on)."""
+    from rerun.chunk import RrdReader
+
+    for chunk in RrdReader(path).stream():
+        batch = chunk.to_record_batch()
+        names = batch.schema.names
+        frames = batch.column("frame").to_pylist() if "frame" in names else [None] * batch.num_rows
+        yield chunk.entity_path, frames, {name: batch.column(name).to_pylist() for name in names}
+
+
+def _dataframe_rows(path: str) -> Any:
+    """The same from rerun's dataframe query (rerun 0.24 to 0.40). A query keeps one row per index value, so each
+    column is read on the timeline where its rows are distinct: text events (one ``log`` call each) on
+    ``log_tick``; the columns the view sends in batches (scalars, images: one row per frame) on ``frame``."""
+    from rerun.dataframe import load_recording
+
+    recording = load_recording(path)
+    components: dict[str, list[str]] = {}
+    for column in recording.schema().component_columns():
+        if not column.is_static:
+            components.setdefault(column.entity_path, []).append(column.component)
+    for entity, names in components.items():
+        index = "log_tick" if any(n.startswith("TextLog") for n in names) else "frame"
+        table = recording.view(index=index, contents={entity: names}).select().read_all()
+        found = [n for n in names if f"{entity}:{n}" in table.schema.names]
+        columns = {n: table.column(f"{entity}:{n}").to_pylist() for n in found}
+        frames = table.column("frame").to_pylist() if "frame" in table.schema.names else [None] * table.num_rows
+        kept = [i for i in range(table.num_rows) if any(columns[n][i] is not None for n in found)]
+        yield entity, [frames[i] for i in kept], {n: [columns[n][i] for i in kept] for n in found}
+
+
+def _values(columns: dict[str, list[Any]]) -> list[Any] | None:
+    """One value per row from a chunk's component columns (None: a kind the view does not log)."""
+    if "Scalars:scalars" in columns:
+        return [np.asarray(v, np.float64) for v in columns["Scalars:scalars"]]
+    if "TextLog:text" in columns:
+        return [v[0] if v else "" for v in columns["TextLog:text"]]
+    if "Image:buffer" in columns and "Image:format" in columns:
+        return [_image(b[0], f[0]) for b, f in zip(columns["Image:buffer"], columns["Image:format"], strict=True)]
+    return None
 def _image(buffer: list[int], fmt: dict[str, Any]) -> np.ndarray:
     data = np.asarray(buffer, np.uint8)
     h, w = int(fmt["height"]), int(fmt["width"])

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import robot_rl.view.config as view_config
 from robot_rl.view.config import ViewConfig
-from robot_rl.view.live import OperatorView, ViewFrame
+from robot_rl.view.live import OperatorView, ViewFrame, ViewUnavailableError
 
 pytest.importorskip("rerun")
 from robot_rl.view.recording import read_recording  # noqa: E402  (needs rerun)
@@ -92,6 +93,27 @@ def test_config_refuses_what_it_cannot_do() -> None:
         ViewConfig(enabled=True, live="none", save=False).validate()
     with pytest.raises(ValueError, match="max_queue"):
         ViewConfig(max_queue=0).validate()
+
+
+def test_a_rerun_release_the_view_does_not_run_on_is_refused_by_name(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    installed = {"rerun-sdk": "0.22.1"}
+
+    def version(name: str) -> str:
+        if name not in installed:
+            raise view_config.PackageNotFoundError(name)
+        return installed[name]
+
+    monkeypatch.setattr(view_config, "version", version)
+    with pytest.raises(ViewUnavailableError, match=r"rerun-sdk >= 0.24, < 0.50; 0.22.1 is installed"):
+        OperatorView(ViewConfig(enabled=True, live="none"), "robot_rl test", tmp_path)
+    installed["rerun-sdk"] = "0.50.0"
+    assert "0.50.0 is installed" in view_config.rerun_unusable()
+    installed.clear()
+    assert "needs rerun-sdk" in view_config.rerun_unusable()
+    for fine in ("0.24.0", "0.26.2", "0.41.0", "0.49.9"):
+        installed["rerun-sdk"] = fine
+        assert view_config.rerun_unusable() is None
 
 
 def test_no_display_means_no_viewer_but_recordings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
