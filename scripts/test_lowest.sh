@@ -20,7 +20,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # one pip call, so the resolver has to find one environment for all of them (stable-baselines3, a dev extra
   # for benchmarks, needs torch >= 2.8: not installed here)
   "$VENV/bin/python" -m pip install -q ${TORCH_LOWEST:+"torch==$TORCH_LOWEST"} "$LEROBOT" \
-    -e ".[data,export,robots,cameras]" "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6" "pandas>=2"
+    -e ".[data,export,robots,cameras,view]" "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6" "pandas>=2"
   echo "$want" > "$stamp"
 fi
 "$VENV/bin/python" -c 'import torch, lerobot; print("[test_lowest] torch", torch.__version__, "lerobot", lerobot.__version__)'

@@ -32,7 +32,7 @@ def read_recording(path: str | Path) -> dict[str, Series]:
     """Entity path (without the leading ``/``) -> :class:`Series`, for every entity of the first recording in
     ``path`` (rerun's own properties left out)."""
     rows: dict[str, list[tuple[int, Any]]] = {}
-    read = _chunk_rows if find_spec("rerun.chunk") is not None else _dataframe_rows  # the view extra: optional
+    read = _chunk_rows if find_spec("rerun.chunk") is not None else _dataframe_rows
     for entity, frames, columns in read(str(path)):
         entity = entity.lstrip("/")
         if entity.startswith("__"):
@@ -49,7 +49,7 @@ def read_recording(path: str | Path) -> dict[str, Series]:
 
 def _chunk_rows(path: str) -> Any:
     """(entity, frames, {component: per-row values}) for each chunk, every row as logged (rerun 0.41 on)."""
-    from rerun.chunk import RrdReader
+    from rerun.chunk import RrdReader  # the view extra: optional and heavy
 
     for chunk in RrdReader(path).stream():
         batch = chunk.to_record_batch()
@@ -62,7 +62,7 @@ def _dataframe_rows(path: str) -> Any:
     """The same from rerun's dataframe query (rerun 0.24 to 0.40). A query keeps one row per index value, so each
     column is read on the timeline where its rows are distinct: text events (one ``log`` call each) on
     ``log_tick``; the columns the view sends in batches (scalars, images: one row per frame) on ``frame``."""
-    from rerun.dataframe import load_recording
+    from rerun.dataframe import load_recording  # the view extra: optional and heavy
 
     recording = load_recording(path)
     components: dict[str, list[str]] = {}
