@@ -3,6 +3,7 @@ on) or ``rerun.dataframe`` (rerun 0.24 to 0.40, the range LeRobot 0.4 installs).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
@@ -47,8 +48,12 @@ def read_recording(path: str | Path) -> dict[str, Series]:
     return out
 
 
-def _chunk_rows(path: str) -> Any:
-    """(entity, frames, {component: per-row values}) for each chunk, every row as logged (rerun 0.41 on)."""
+Rows = Iterator[tuple[str, list[int | None], dict[str, list[Any]]]]
+"""Per group of rows: entity path, each row's ``frame`` (None: logged without it), {component: each row's value}."""
+
+
+def _chunk_rows(path: str) -> Rows:
+    """One group per chunk, every row as logged (rerun 0.41 on)."""
     from rerun.chunk import RrdReader  # the view extra: optional and heavy
 
     for chunk in RrdReader(path).stream():
@@ -58,7 +63,7 @@ def _chunk_rows(path: str) -> Any:
         yield chunk.entity_path, frames, {name: batch.column(name).to_pylist() for name in names}
 
 
-def _dataframe_rows(path: str) -> Any:
+def _dataframe_rows(path: str) -> Rows:
     """The same from rerun's dataframe query (rerun 0.24 to 0.40). A query keeps one row per index value, so each
     column is read on the timeline where its rows are distinct: text events (one ``log`` call each) on
     ``log_tick``; the columns the view sends in batches (scalars, images: one row per frame) on ``frame``."""
@@ -88,6 +93,8 @@ def _values(columns: dict[str, list[Any]]) -> list[Any] | None:
     if "Image:buffer" in columns and "Image:format" in columns:
         return [_image(b[0], f[0]) for b, f in zip(columns["Image:buffer"], columns["Image:format"], strict=True)]
     return None
+
+
 def _image(buffer: list[int], fmt: dict[str, Any]) -> np.ndarray:
     data = np.asarray(buffer, np.uint8)
     h, w = int(fmt["height"]), int(fmt["width"])
