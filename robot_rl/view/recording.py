@@ -85,7 +85,7 @@ def _dataframe_rows(path: str) -> Rows:
 
 
 def _values(columns: dict[str, list[Any]]) -> list[Any] | None:
-    """One value per row from a chunk's component columns (None: a kind the view does not log)."""
+    """One value per row of a group's component columns (None: a kind the view does not log)."""
     if "Scalars:scalars" in columns:
         return [np.asarray(v, np.float64) for v in columns["Scalars:scalars"]]
     if "TextLog:text" in columns:

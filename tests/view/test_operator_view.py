@@ -116,6 +116,15 @@ def test_a_rerun_release_the_view_does_not_run_on_is_refused_by_name(tmp_path: P
         assert view_config.rerun_unusable() is None
 
 
+def test_the_refused_range_is_the_view_extras_range() -> None:
+    import tomllib
+
+    extra = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    (lo_major, lo_minor), (hi_major, hi_minor) = view_config.RERUN_VERSIONS
+    assert extra["project"]["optional-dependencies"]["view"] == [
+        f"rerun-sdk>={lo_major}.{lo_minor},<{hi_major}.{hi_minor}"]
+
+
 def test_no_display_means_no_viewer_but_recordings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DISPLAY", raising=False)
     monkeypatch.delenv("WAYLAND_DISPLAY", raising=False)
