@@ -113,6 +113,16 @@ class StreamedOutput:
         self.stopping = True
         return self.target
 
+    def release(self) -> None:
+        """The arm is where it is measured, whatever was commanded before (a restarted driver, an arm moved by hand,
+        a state stream that paused, a new URDF): nothing is sent until the next target, and the reference then
+        starts from the measured pose (:meth:`send`). The driver holds the arm where it is meanwhile (Servo halts
+        without twists)."""
+        self.target = None
+        self.stopping = False
+        if self.filter is not None:
+            self.filter.pos = None
+
     def tick(self, now: float) -> None:
         """Called often (the watchdog's rate): advances the reference and sends it every ``period``."""
         if self.filter is None or self.target is None or self.filter.pos is None or now - self.last_tick < self.period:
@@ -161,6 +171,10 @@ class TwistOutput(StreamedOutput):
         self.last_linear: np.ndarray | None = None  # the linear twist last published
         self.switch = ServoSwitch(node, profile.command.servo_command_type_service) \
             if profile.command.servo_command_type_service else None
+
+    def release(self) -> None:
+        super().release()
+        self.last_linear = None
 
     def stop(self) -> Pose | None:
         """A bumpless stop: the reference restarts from the measured position with the twist last sent as its
@@ -253,6 +267,10 @@ class JointOutput(StreamedOutput):
             self._types = (Float64MultiArray,)
             self.pub = node.create_publisher(Float64MultiArray, profile.command.topic, 10)
         self.last_q: np.ndarray | None = None
+
+    def release(self) -> None:
+        super().release()
+        self.last_q = None  # the next IK starts from the measured joints
 
     def emit(self, pos: np.ndarray, quat: np.ndarray, vel: np.ndarray | None) -> Reasons:
         kin, q_meas = self.kinematics(), self.joints()

@@ -49,12 +49,22 @@ class ArmSafetyConfig(SafetyConfig):
     """How far (in seconds of motion) an impedance-controlled arm trails its target at constant speed (its
     damping over stiffness: 2 / sqrt(kp) = 0.1 s for the default controller). The stop target leads the planned
     stop trajectory by this much, so the arm follows the trajectory instead of being pulled back at the start."""
+    state_timeout: float = 0.5
+    """The measured state (joint states, or ``ee_pose``) silent this long (s, wall clock) is stale: nothing is
+    commanded until it returns, and then the measured pose is the hold (a restarted driver, a paused stream)."""
+    reanchor_distance: float = 0.01
+    """The measured tool farther than this (m, on an axis) from where the node holds it (plus
+    ``limits.max_target_lead`` while the policy commands) means the arm was moved by something else (a hand, a
+    restarted driver): the measured pose becomes the hold and nothing is commanded until the policy's next target.
+    Each such re-anchor is counted in the diagnostics (``reanchors``) and logged with its cause."""
 
     def validate(self) -> None:
         super().validate()
         self.limits.validate()
         if self.stop_deceleration < 0 or self.stop_lead_s < 0:
             raise ValueError("stop_deceleration and stop_lead_s must be >= 0")
+        if self.state_timeout <= 0 or self.reanchor_distance <= 0:
+            raise ValueError("state_timeout and reanchor_distance must be > 0")
 
 
 @dataclass

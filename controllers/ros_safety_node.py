@@ -20,6 +20,7 @@ out ``controller/cmd_vel``, or with a car profile its driver's command (:mod:`ro
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -111,6 +112,7 @@ class _SafetyBase(Node):
         status.level = DiagnosticStatus.ERROR if self.estopped else (
             DiagnosticStatus.WARN if self.holding else DiagnosticStatus.OK)
         values = {"commands": self.commands, "forwarded": self.forwarded, "rejections": self.counter.total,
+                  "reanchors": getattr(self, "reanchors", 0),
                   **{f"rejected.{k}": v for k, v in sorted(self.counter.counts.items())}}
         status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
         msg = DiagnosticArray(status=[status])
@@ -208,6 +210,10 @@ class ArmSafetyNode(_SafetyBase):
         self._stop_reach = 0.0
         self.output: Any = None
         self.joints_q: np.ndarray | None = None
+        self.reanchors = 0  # times the measured pose became the hold (the arm was moved by something else)
+        self._state_seen: float | None = None  # monotonic time of the last measured state
+        self._state_stale = False
+        self._anchor_due: str | None = None  # why the next measured state becomes the hold (set off the state path)
         super().__init__(name, cfg or ArmSafetyConfig())
         self.pub_target = self.create_publisher(PoseStamped, "controller/target_pose", 10)
         self.send_target = lambda pos, quat, stamp: self.pub_target.publish(pose_stamped(pos, quat, stamp))
@@ -246,8 +252,14 @@ class ArmSafetyNode(_SafetyBase):
                 kin = UrdfKinematics(urdf, profile.joint_states.names, profile.base_frame, profile.tool_frame)
             except ValueError as exc:
                 self.get_logger().error(f"profile {profile.name}: {exc}")
+                with self.lock:  # a pose from the old URDF is no pose of this robot: nothing is commanded
+                    self.kin, self.ee_pos = None, None
+                    self._release()
                 return
             with self.lock:
+                if self.kin is not None:  # a new description (a restarted driver): poses from the old one are void
+                    self._anchor_due = f"a new {profile.robot_description}"
+                    self._last_state = -np.inf
                 self.kin = kin
             self.get_logger().info(f"kinematics of {profile.base_frame} -> {profile.tool_frame} from "
                                    f"{profile.robot_description}")
@@ -270,6 +282,10 @@ class ArmSafetyNode(_SafetyBase):
 
     def _on_joints(self, msg: Any) -> None:
         t = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        if t < self._last_state - 1.0:  # the clock went back (a restarted simulation's /clock): a new time line
+            with self.lock:
+                self._anchor_due = self._anchor_due or f"joint_states stamped {self._last_state - t:.1f} s back"
+            self._last_state = -np.inf
         if t - self._last_state < self._state_period:
             return
         joints = self._reader(msg)
@@ -287,9 +303,24 @@ class ArmSafetyNode(_SafetyBase):
             self._set_measured(pos, quat, t, vel)
 
     def _tick(self) -> None:
+        self._check_state_fresh()
         if self.output is not None:
             with self.lock:
-                self.output.tick(self.time.now())
+                if not self._state_stale:
+                    self.output.tick(self.time.now())
+
+    def _check_state_fresh(self) -> None:
+        """The measured state silent for ``state_timeout`` s: nothing is commanded until it returns (then it is
+        the hold: :meth:`_set_measured`)."""
+        seen = self._state_seen
+        if seen is None or self._state_stale or time.monotonic() - seen <= self.cfg.state_timeout:
+            return
+        with self.lock:
+            self._state_stale = True
+            self._anchor_due = f"the measured state resumed after a pause (> {self.cfg.state_timeout} s)"
+            self._release()
+        self.get_logger().warn(f"no measured state for {time.monotonic() - seen:.2f} s: commanding nothing until "
+                               "it returns", throttle_duration_sec=1.0)
 
     def close(self) -> None:
         super().close()
@@ -307,16 +338,57 @@ class ArmSafetyNode(_SafetyBase):
     def _on_ee_pose(self, msg: PoseStamped) -> None:
         pos, quat = pose_arrays(msg.pose)
         if np.all(np.isfinite(pos)) and np.all(np.isfinite(quat)):
-            self._set_measured(pos, quat, msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
+            with self.lock:
+                self._set_measured(pos, quat, msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec)
 
     def _set_measured(self, pos: np.ndarray, quat: np.ndarray, t: float, vel: np.ndarray | None = None) -> None:
-        """The measured EE pose at ``t``; its velocity given (from the joints) or estimated from the pose stamps."""
+        """The measured EE pose at ``t``; its velocity given (from the joints) or estimated from the pose stamps.
+        The measured state is the truth: after a pause of it, a new URDF, a clock jump or a departure from where the
+        node holds the arm, it becomes the hold (:meth:`_reanchor`)."""
         self.ee_pos, self.ee_quat = pos, quat
         if vel is not None:
             self.ee_vel = vel
         elif self._pose_prev is not None and 0.0 < t - self._pose_prev[0] < 0.1:
             self.ee_vel = 0.8 * self.ee_vel + 0.2 * (pos - self._pose_prev[1]) / (t - self._pose_prev[0])
         self._pose_prev = (t, pos)
+        self._state_seen = time.monotonic()
+        self._state_stale = False
+        why = self._anchor_due or self._departure(pos)
+        if why:
+            self._reanchor(why)
+
+    def _departure(self, pos: np.ndarray) -> str | None:
+        """Why the arm is not where this node has it (None: it is): the measured tool farther from the reference it
+        streams, or from the hold, than ``reanchor_distance`` (plus the target's lead while the policy commands)."""
+        if self.output is None:  # robot_rl's own compliant controller: it yields to contact by design
+            return None
+        ref = self.output.filter.pos if self.output.filter is not None else None
+        held = self.hold_pose[0] if self.holding and self.hold_pose is not None and self.stop_profile is None else None
+        expected = ref if ref is not None else held
+        if expected is None:
+            return None
+        allowed = self.cfg.reanchor_distance + (0.0 if self.holding else self.cfg.limits.max_target_lead)
+        off = float(np.max(np.abs(pos - expected)))  # per axis, as the target's lead is bounded
+        return f"the arm is {off * 1e3:.0f} mm from where it is held" if off > allowed else None
+
+    def _release(self) -> None:
+        """Nothing is commanded until the policy's next target: no stop profile, the output silent."""
+        self.stop_profile = None
+        if self.output is not None:
+            self.output.release()
+
+    def _reanchor(self, why: str) -> None:
+        """The measured pose becomes the hold and the last target (the next target's step limit counts from it);
+        nothing is commanded until the policy's next target."""
+        self._anchor_due = None
+        self._release()
+        self.hold_pose = (self.ee_pos.copy(), self.ee_quat.copy())
+        self.last_pos, self.last_quat, self.last_time = self.hold_pose[0], self.hold_pose[1], self.time.now()
+        if self.output is None:  # robot_rl's own controller holds its last target: that is now the measured pose
+            self.send_target(self.hold_pose[0], self.hold_pose[1], self.time.stamp())
+        self.reanchors += 1
+        self.get_logger().warn(f"{why}: holding the measured pose, commanding nothing until the next target",
+                               throttle_duration_sec=1.0)
 
     def _on_wrench(self, msg: WrenchStamped) -> None:
         f = msg.wrench.force
@@ -326,7 +398,7 @@ class ArmSafetyNode(_SafetyBase):
         with self.lock:
             if not self._accept_command():
                 return
-            if self.ee_pos is None:
+            if self.ee_pos is None or self._state_stale:
                 self._reject(["no_state"])
                 return
             pos, quat = pose_arrays(msg.pose)

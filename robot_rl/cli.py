@@ -27,6 +27,8 @@
     robot-rl launch FILE [name:=value ...] [--print]
         (ROS 2 YAML launch file, e.g. launch/sim_arm.launch.yaml)
     robot-rl ros-index PREFIX   (ament index entries so `ros2 launch robot_rl ...` resolves)
+    robot-rl robot list | show PROFILE | check PROFILE [--namespace NS]
+        (a robot profile resolved, or checked against the live graph and safety node)
 
 Every command takes ``--log-level debug|info|warning|error`` (processes it starts inherit it)
 and ``--help``. CONFIG is a YAML file or the name of a bundled task config
@@ -445,6 +447,12 @@ def cmd_launch(argv: list[str]) -> int:
     return launch_main(argv)
 
 
+def cmd_robot(argv: list[str]) -> int:
+    from robot_rl.ros.robot_cli import main as robot_main  # deferred: robot-rl --help stays fast
+
+    return robot_main(argv)
+
+
 def cmd_ros_index(argv: list[str]) -> int:
     from robot_rl.ros.ament import main as ament_main  # deferred: +10 ms (subprocess) to robot-rl --help
 
@@ -453,8 +461,9 @@ def cmd_ros_index(argv: list[str]) -> int:
 
 COMMANDS = {"train": cmd_train, "learner": cmd_learner, "actor": cmd_actor, "eval": cmd_eval,
             "record-demos": cmd_record_demos, "demos": cmd_demos, "datasets": cmd_datasets, "launch": cmd_launch,
-            "ros-index": cmd_ros_index, "record-frames": cmd_record_frames, "train-reward": cmd_train_reward,
-            "train-bc": cmd_train_bc, "serve-policy": cmd_serve_policy, "distill": cmd_distill, "export": cmd_export}
+            "ros-index": cmd_ros_index, "robot": cmd_robot, "record-frames": cmd_record_frames,
+            "train-reward": cmd_train_reward, "train-bc": cmd_train_bc, "serve-policy": cmd_serve_policy,
+            "distill": cmd_distill, "export": cmd_export}
 
 
 def main(argv: list[str] | None = None) -> int:

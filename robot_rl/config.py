@@ -12,6 +12,7 @@ import importlib
 import inspect
 import json
 import re
+import sys
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
@@ -271,3 +272,18 @@ def parse_command(cls: type[T], argv: list[str], prog: str, description: str | N
     a docstring, shown by ``--help``); bad options exit with code 2 and a message naming them."""
     with _joined_help_lines():
         return tyro.cli(cls, args=argv, prog=prog, description=description or inspect.getdoc(cls))
+
+
+def parse_action(command: str, actions: dict[str, type], usage: str, argv: list[str]) -> tuple[str, object] | int:
+    """``robot-rl COMMAND ACTION ...``: one parser per action (:func:`parse_command` over its dataclass), picked by
+    the first word; the parsed args, or an exit code (usage shown: 0 when asked for, else 2; an unknown action: 2,
+    with the line every command fails with)."""
+    if not argv or argv[0] in ("-h", "--help"):
+        print(usage, file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
+    action, rest = argv[0], argv[1:]
+    if action not in actions:
+        print(f"robot-rl {command}: error: unknown action {action!r} (choose from {', '.join(actions)})",
+              file=sys.stderr, flush=True)
+        return 2
+    return action, parse_command(actions[action], rest, prog=f"robot-rl {command} {action}")

@@ -95,6 +95,10 @@ class ForwardPositionEmulation:
             return q1, np.zeros_like(q1)
         return q0 + max(s, 0.0) * (q1 - q0), (q1 - q0) / duration
 
+    def hold_here(self) -> None:
+        """The arm was guided by hand to the tracker's command: hold it there until the next command."""
+        self.segment, self.last_command = None, -np.inf
+
     def efforts(self, now: float) -> np.ndarray:
         if self.segment is not None:
             self.tracker.set(*self._desired(now))
@@ -139,6 +143,10 @@ class TrajectoryEmulation:
         vel = (d00 * p0 + d01 * p1) / h + d10 * v0 + d11 * v1
         return pos, vel
 
+    def hold_here(self) -> None:
+        """See :meth:`ForwardPositionEmulation.hold_here`."""
+        self.times, self.points = None, []
+
     def efforts(self, now: float) -> np.ndarray:
         if self.times is not None:
             self.tracker.set(*self._sample(now))
@@ -172,6 +180,10 @@ class ServoEmulation:
         """A twist arriving at ``now``, stamped ``stamp`` (its header's; None: ``now``)."""
         if self.enabled:
             self.twist, self.stamp = np.asarray(twist, np.float64).copy(), now if stamp is None else stamp
+
+    def hold_here(self) -> None:
+        """See :meth:`ForwardPositionEmulation.hold_here`: the last twist is forgotten (stale)."""
+        self.twist, self.stamp = np.zeros(6), -np.inf
 
     def efforts(self, now: float) -> np.ndarray:
         tr = self.tracker
@@ -216,6 +228,10 @@ class CartesianMotionEmulation:
         norm = float(np.linalg.norm(quat))
         if np.all(np.isfinite(pos)) and np.isfinite(norm) and norm > 0.5:
             self.target = (np.asarray(pos, np.float64), np.asarray(quat, np.float64) / norm)
+
+    def hold_here(self) -> None:
+        """The arm was guided by hand: the measured pose becomes the target (at the next step)."""
+        self.target = None
 
     def efforts(self, now: float) -> np.ndarray:
         arm = self.arm

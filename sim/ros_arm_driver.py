@@ -23,6 +23,13 @@ The physics, the task scene and the injected imperfections are the sim arm hardw
 
 No ``ee_pose``, ``ee_twist``, ``object_pose`` or ``success`` topics: the env works from what a real robot has.
 
+**Bare mode** (``bare:=true``): exactly what the real driver publishes and serves, nothing else: no ``sim/success``,
+no object frame, no ``~/reset``, no ``/clock`` (the driver-facts test compares this graph with each profile's
+facts, ``robot_rl/robots/profiles/facts``). The scene is reached as a person reaches it, off the graph, through
+``scene_dir`` (:mod:`robot_rl_sim.scene_channel`: what a person sees; putting objects back, guiding the arm by hand,
+a stalled state stream). ``start_joints`` starts the arm where a person left it (a driver restarted after the arm
+was moved).
+
     robot-rl-arm-driver --ros-args -p profile:=ros2_control_joint_position -p task:=PickCube
 """
 
@@ -58,6 +65,7 @@ from robot_rl_sim.driver_emulation import (
 from robot_rl_sim.ros_arm_config import ArmHardwareConfig
 from robot_rl_sim.ros_arm_node import ArmHardwareNode
 from robot_rl_sim.ros_controller_manager import serve_list_controllers
+from robot_rl_sim.scene_channel import SceneChannel
 
 CONTROLLER_TYPES = {
     "joint_position": "forward_command_controller/ForwardCommandController",
@@ -71,7 +79,8 @@ CONTROLLER_TYPES = {
 class ArmDriverConfig(ArmHardwareConfig):
     """Parameters of the driver emulation: the sim hardware's plus these."""
 
-    startup_only: ClassVar[tuple[str, ...]] = (*ArmHardwareConfig.startup_only, "profile", "inactive_controllers")
+    startup_only: ClassVar[tuple[str, ...]] = (*ArmHardwareConfig.startup_only, "profile", "inactive_controllers",
+                                               "bare", "scene_dir", "start_joints")
 
     profile: str = "ros2_control_joint_position"
     """Robot profile (bundled name or YAML path) whose driver interface is emulated."""
@@ -96,9 +105,20 @@ class ArmDriverConfig(ArmHardwareConfig):
     arm: its kinematics are the sim arm's, its names and topics the profile's)."""
     inactive_controllers: tuple[str, ...] = ("",)
     """Controllers listed as inactive by list_controllers (to rehearse a controller that is not running)."""
+    bare: bool = False
+    """Only what the real driver exposes: no ``sim/success``, no object frame, no ``~/reset`` (see the module
+    docstring); the scene through ``scene_dir``."""
+    scene_dir: str = ""
+    """Folder shared with a scripted person (:mod:`robot_rl_sim.scene_channel`): what is seen, and requests for
+    what hands do. "" = none."""
+    start_joints: tuple[float, ...] = (0.0,)
+    """Arm joint positions at start, in the profile's joint order (one value 0.0 = the sim's home): where a
+    restarted driver finds an arm that was moved while it was off."""
 
     def validate(self) -> None:
         super().validate()
+        if self.bare and self.task == "PegInsert":
+            raise ValueError("bare: PegInsert's peg starts in the hand (a sim convenience); use Reach or PickCube")
         if min(self.joint_omega, self.servo_period, self.servo_timeout, self.gripper_stall_timeout) <= 0:
             raise ValueError("joint_omega, servo_period, servo_timeout and gripper_stall_timeout must be > 0")
 
@@ -162,10 +182,22 @@ class ArmDriverNode(ArmHardwareNode):
             self.pub_cams[cam.name] = (self.create_publisher(Image, cam.topic, 2),
                                        self.create_publisher(CameraInfo, camera_info_topic(cam), 2),
                                        f"{cfg.frame_prefix}{cam.name}_camera_optical")
-        self.pub_success = self.create_publisher(Bool, "sim/success", 10)
+        self.pub_success = None if cfg.bare else self.create_publisher(Bool, "sim/success", 10)
+        if cfg.bare and self.use_sim_time:
+            raise ValueError("bare: a real driver publishes no /clock; run the bare rehearsal on the wall clock")
+        self.scene = SceneChannel(cfg.scene_dir) if cfg.scene_dir else None
+        self.scene_every = max(1, int(round(0.05 / self.dt)))  # 20 Hz
+        self._hand: tuple[float, float, np.ndarray, np.ndarray] | None = None  # a move by hand: t0, s, from, to
+        self._state_paused_until = -np.inf
+        self._stamp_offset = 0.0
         self._make_command(profile)
         self._make_gripper(profile)
         self._make_controller_manager(profile)
+        if cfg.start_joints != (0.0,):
+            if len(cfg.start_joints) != len(names):
+                raise ValueError(f"start_joints: {len(cfg.start_joints)} values for the profile's {len(names)} joints")
+            self.data.qpos[self.qadr[self.arm_index]] = cfg.start_joints
+            mujoco.mj_forward(m, self.data)
 
     def _make_command(self, profile: ArmProfile) -> None:
         cfg, m, env = self.cfg, self.model, self.env
@@ -244,7 +276,23 @@ class ArmDriverNode(ArmHardwareNode):
         else:
             raise ValueError(f"profile {profile.name}: the {kind!r} interface is robot_rl's own hardware "
                              "(run arm_hardware or arm_stack)")
-        self.in_loop = lambda q, qd, now: (self.emulation.efforts(now), None)
+        self.tracker = tracker
+        self.in_loop = lambda q, qd, now: (self._efforts(now), None)
+
+    def offers_reset(self) -> bool:
+        return not self.cfg.bare
+
+    def _efforts(self, now: float) -> np.ndarray:
+        """The driver's controller, or a person's hand guiding the arm (the joint command moved along with it)."""
+        if self._hand is None:
+            return self.emulation.efforts(now)
+        t0, seconds, start, end = self._hand
+        s = min(1.0, (now - t0) / seconds)
+        self.tracker.set(start + (3 * s * s - 2 * s ** 3) * (end - start))  # eased: a hand starts and stops gently
+        if s >= 1.0:
+            self._hand = None
+            self.emulation.hold_here()  # as after freedrive: the controller holds where the hand left the arm
+        return self.tracker.torques()
 
     def _subscribe_command(self, msg_type: type, topic: str, callback: Callable[[Any], None]) -> None:
         """A command topic read by the physics loop at every step (the newest message), as a ros2_control
@@ -368,9 +416,14 @@ class ArmDriverNode(ArmHardwareNode):
     # ------------------------------------------------------------------ state out
     def _publish_state(self, step: int, stamp: float) -> None:
         m, d = self.model, self.data
-        self._publish_joints(stamp)
+        if self.scene is not None and step % self.scene_every == 0:
+            self._serve_scene()
+        stamp += self._stamp_offset
+        paused = self.now() < self._state_paused_until
+        if not paused:
+            self._publish_joints(stamp)
         cam_step = bool(self.pub_cams) and step % self.cam_every == 0
-        tf_step = step % self.tf_every == 0
+        tf_step = step % self.tf_every == 0 and not paused
         aux_step = step % self.aux_every == 0
         if aux_step or cam_step or tf_step:
             mujoco.mj_forward(m, d)
@@ -384,8 +437,9 @@ class ArmDriverNode(ArmHardwareNode):
                 wr.wrench.force.x, wr.wrench.force.y, wr.wrench.force.z = (float(v) for v in ft[:3])
                 wr.wrench.torque.x, wr.wrench.torque.y, wr.wrench.torque.z = (float(v) for v in ft[3:])
                 self._publish(self.pub_wrench, wr)
-            _, success, _ = self.env._evaluate()
-            self._publish(self.pub_success, Bool(data=bool(success)))
+            if self.pub_success is not None:
+                _, success, _ = self.env._evaluate()
+                self._publish(self.pub_success, Bool(data=bool(success)))
         if cam_step:
             self._publish_cameras(stamp)
 
@@ -393,13 +447,43 @@ class ArmDriverNode(ArmHardwareNode):
         """The moving links (robot_state_publisher) and the task object under the base frame (a tracker)."""
         m, d, b = self.model, self.data, self.obj_body
         extra = []
-        if b >= 0:
+        if b >= 0 and not self.cfg.bare:  # a tracker's frame: not the driver's
             base = self.base_body
             pos, quat = relative_pose(d.xpos[base], d.xquat[base], d.xpos[b], d.xquat[b])
             extra.append((self.profile.base_frame, m.body(b).name, pos, quat))
         tf = self.tf.moving(d, to_stamp(stamp), extra)
         if tf is not None:
             self._publish(self.tf.pub, tf)
+
+    def _serve_scene(self) -> None:
+        """In the physics loop: the person's requests, then what the person sees (scene_channel)."""
+        m, d, env = self.model, self.data, self.env
+        now = self.now()
+        for request in self.scene.take():
+            kind = request.get("do")
+            if kind == "reset":
+                env._reset_objects(env.np_random)
+                for sl in self.free_dofs:
+                    d.qvel[sl] = 0.0
+                mujoco.mj_forward(m, d)
+            elif kind == "move_arm":
+                end = np.asarray(request["joints"], np.float64)
+                self._hand = (now, max(float(request.get("seconds", 1.0)), self.dt), self.tracker.measured(), end)
+            elif kind == "pause_state":
+                self._state_paused_until = now + float(request.get("seconds", 1.0))
+            elif kind == "clock_jump":  # the host's clock stepped (NTP): every stamp from now on
+                self._stamp_offset += float(request.get("seconds", 0.0))
+            else:
+                self.get_logger().warn(f"scene request {request!r} not understood")
+        mujoco.mj_forward(m, d)
+        base = self.base_body
+        tool, _ = relative_pose(d.xpos[base], d.xquat[base], d.site_xpos[env.ee_site], np.array([1.0, 0, 0, 0]))
+        seen = {"t": now, "success": bool(env._evaluate()[1]), "tool": tool.tolist(),
+                "joints": self.tracker.measured().tolist(), "moving_by_hand": self._hand is not None}
+        if self.obj_body >= 0:
+            b = self.obj_body
+            seen["object"] = relative_pose(d.xpos[base], d.xquat[base], d.xpos[b], d.xquat[b])[0].tolist()
+        self.scene.show(seen)
 
     def _publish_joints(self, stamp: float) -> None:
         d, cfg = self.data, self.cfg

@@ -108,11 +108,16 @@ class ArmHardwareNode(Node):
         # use_sim_time: this node is the clock. Physics time (never skipped, whatever the CPU load) on /clock and
         # in every stamp; injected latencies and timeouts count it too.
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.use_sim_time else None
-        self.create_service(Trigger, "~/reset", self._on_reset)
+        if self.offers_reset():
+            self.create_service(Trigger, "~/reset", self._on_reset)
         self._make_io()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="physics", daemon=True)
         self._thread.start()
+
+    def offers_reset(self) -> bool:
+        """Whether the sim-only ``~/reset`` service is offered (a driver emulation in bare mode has none)."""
+        return True
 
     def _make_io(self) -> None:
         """The hardware's interface (besides ``/clock`` and ``~/reset``): robot_rl's own topics (see the module

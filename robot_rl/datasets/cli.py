@@ -12,7 +12,6 @@ Each command's options are the fields of a dataclass below, parsed by :func:`rob
 from __future__ import annotations
 
 import dataclasses
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -25,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 from tyro.conf import Positional, arg
 
-from robot_rl.config import JsonDict, from_dict, parse_command
+from robot_rl.config import JsonDict, from_dict, parse_action, parse_command
 from robot_rl.datasets.convert import export_dataset, import_dataset
 from robot_rl.datasets.edit import discard_episodes
 from robot_rl.datasets.record import DEFAULT_NOISE, dataset_name, make_device, read_meta, record_demos, resolve_env_id
@@ -166,18 +165,6 @@ Inspect demo datasets and replay stores.
   discard  remove episodes from a recorded dataset (rewritten atomically)
 
 `robot-rl demos ACTION --help` lists the options of an action."""
-
-
-def parse_action(command: str, actions: dict[str, type], usage: str, argv: list[str]) -> tuple[str, object] | int:
-    """``robot-rl COMMAND ACTION ...``: one parser per action (tyro over its dataclass), picked by the first word;
-    the parsed args, or an exit code (usage shown, or an unknown action)."""
-    if not argv or argv[0] in ("-h", "--help"):
-        print(usage, file=sys.stdout if argv else sys.stderr)
-        return 0 if argv else 2
-    action, rest = argv[0], argv[1:]
-    if action not in actions:
-        return command_error(f"robot-rl {command}", f"unknown action {action!r} (choose from {', '.join(actions)})")
-    return action, parse_command(actions[action], rest, prog=f"robot-rl {command} {action}")
 
 
 def demos_main(argv: list[str]) -> int:

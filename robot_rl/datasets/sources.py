@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.envs.contract import INSTRUCTION
+from robot_rl.envs.contract import INSTRUCTION, drives_hardware
 from robot_rl.spaces import action_dim_of
 from robot_rl.teleop.config import TeleopConfig
 from robot_rl.teleop.factory import TeleopDeviceError
@@ -194,7 +194,7 @@ def run_episode(dev: ScriptedDevice | HumanDevice, env: Any, reset_seed: int, pe
     obs, info = env.reset(seed=reset_seed)
     dev.reset()
     ep = Episode([copy_obs(obs)], instruction=str(info.get(INSTRUCTION, "")))
-    hardware = bool(getattr(env.unwrapped, "drives_hardware", False))
+    hardware = drives_hardware(env)
     if start != 0 and not _ready(dev, env, ep, period, start, hook, hardware, show):
         ep.discarded = ep.stopped = True
         return ep

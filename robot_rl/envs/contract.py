@@ -104,3 +104,10 @@ class BatchStep:
         """The same facts as the Isaac-Gym-style ``info`` dict of :meth:`BatchedEnv.step`."""
         return {"done": self.done, SUCCESS: self.success, "final_obs": self.final_obs, "final_info": self.final_info,
                 INTERVENED: self.intervened, PAUSED: self.paused, EXECUTED_ACTION: self.executed_action}
+
+
+def drives_hardware(env: Any) -> bool:
+    """Whether ``env`` (any wrapper of it, or a batched env of them) moves a real or rehearsed robot (its unwrapped
+    env says ``drives_hardware = True``): nobody else may step it, and random actions are asked for explicitly."""
+    first = env.envs[0] if hasattr(env, "envs") else env
+    return bool(getattr(first.unwrapped, "drives_hardware", False))

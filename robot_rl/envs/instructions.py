@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.envs.config import EnvConfig
+from robot_rl.envs.contract import drives_hardware
 from robot_rl.text import make_text_encoder
 
 PROBE_RESETS = 32
@@ -18,7 +19,7 @@ def instruction_table(env_cfg: EnvConfig, env: Any) -> dict[str, np.ndarray]:
     """Instruction text -> its embedding (``env.instruction_encoder``), for every instruction the env gives: the
     config's fixed ``env.instruction``, or those a sim's resets draw (a robot is never reset here)."""
     texts = {env_cfg.instruction} if env_cfg.instruction else set()
-    if not texts and not getattr(env.unwrapped, "drives_hardware", False):
+    if not texts and not drives_hardware(env):
         for seed in range(PROBE_RESETS):
             text = env.reset(seed=seed)[1].get("instruction")
             if text:

@@ -129,7 +129,8 @@ class RosCarEnv(gym.Env):
         ``ConfigError`` naming the profile field."""
         from robot_rl.ros.link import check_live  # optional: ros2 (imports rclpy)
 
-        check_live(self.profile, self.cfg.namespace, self.cfg.use_sim_time, self.cfg.connect_timeout)
+        check_live(self.profile, self.cfg.namespace, self.cfg.use_sim_time, self.cfg.connect_timeout,
+                   self.cfg.require_safety)
 
     # ------------------------------------------------------------------ ROS 2
     def _connect(self) -> None:

@@ -15,7 +15,8 @@ by nearest stamp to the reference stream once each has reached its stamp; ``info
 stamp difference). ``reset`` opens the gripper, moves the arm home through the controller (in steps the safety
 limits allow), waits until it has settled, and calls ``reset_service`` if set (the sim hardware re-places the
 objects). Success comes from the ``success`` topic (``success_source="topic"``), a key press (``"key"``: Enter on
-stdin) or nowhere (``"none"``).
+stdin; with a teleop device on the terminal, its Enter) or nowhere (``"none"``: a profile's ``teleop`` and
+``classifier`` sources are wrappers around the env, :data:`ENV_SUCCESS`).
 
 The ROS 2 connection is made on the first ``reset``: building the env only to read its spaces (as the learner
 does) touches no robot. Make it by config: ``env.id: robot_rl.envs.ros_env:robot_rl/RosArm-v0``.
@@ -44,6 +45,14 @@ from robot_rl.robots.profile import load_profile, with_overrides
 from robot_rl.ros.bag import BagRecorder, arm_topics
 from robot_rl.ros.profile_check import ProfileCheck
 from robot_rl.safety.limits import ArmLimits, check_action, filter_arm_target
+
+REANCHOR_M = 0.01
+"""The target farther than ``max_target_lead`` plus this (m, on an axis) from the measured tool: the arm was moved by
+something else, and the target restarts from where it is."""
+ENV_SUCCESS = {"topic": "topic", "key": "key", "teleop": "none", "classifier": "none", "none": "none"}
+"""A profile's ``success.source`` -> the env's own ``success_source``: a person's teleop button and the reward
+classifier are wrappers around the env (the intervention wrapper, the learned reward), so the env itself reports no
+success for them."""
 
 
 class RosArmEnv(gym.Env):
@@ -81,6 +90,7 @@ class RosArmEnv(gym.Env):
         self.rig: CameraRig | None = None
         self.rejections: dict[str, int] = {}
         self.overruns = 0
+        self.reanchors = 0  # steps whose target restarted from the measured pose (the arm was moved by other means)
         self.steps = 0
         self.target_pos = np.array(self.cfg.home_pos, np.float64)
         self.target_quat = np.array(self.cfg.limits.home_quat, np.float64)
@@ -88,6 +98,7 @@ class RosArmEnv(gym.Env):
         self._tick = 0.0
         self._obs_stamp = -math.inf  # the reference message the last observation was built from
         self._key = threading.Event()
+        self._terminal_to_teleop = False
         self.publish_times: list[float] = []
         self.recorder: Any = None  # robot_rl.ros.bag.BagRecorder with record_dir
         self.time_limit: int | None = None  # set by make_env: its TimeLimit wrapper's max_episode_steps
@@ -107,7 +118,7 @@ class RosArmEnv(gym.Env):
         # the profile's cameras are ROS 2 cameras of robot_rl.cameras: read through the rig (crop, resize, sync)
         out = dict(given, limits=profile.limits, home_pos=tuple(profile.home_pos),
                    rig=RigConfig(cameras=tuple(profile.cameras)) if profile.cameras else None,
-                   success_source={"topic": "topic", "key": "key"}.get(profile.success.source, "none"))
+                   success_source=ENV_SUCCESS[profile.success.source])
         out.setdefault("reset_service", "")
         out.setdefault("object_state", bool(profile.objects))
         return out
@@ -119,7 +130,8 @@ class RosArmEnv(gym.Env):
             return
         from robot_rl.ros.link import check_live  # optional: ros2 (imports rclpy)
 
-        check_live(self.profile, self.cfg.namespace, self.cfg.use_sim_time, self.cfg.connect_timeout)
+        check_live(self.profile, self.cfg.namespace, self.cfg.use_sim_time, self.cfg.connect_timeout,
+                   self.cfg.require_safety)
 
     # ------------------------------------------------------------------ ROS 2
     def _connect(self) -> None:
@@ -180,13 +192,18 @@ class RosArmEnv(gym.Env):
             except Exception:
                 self.close()
                 raise
-        if cfg.success_source == "key":
+        if cfg.success_source == "key" and not self._terminal_to_teleop:
             threading.Thread(target=self._read_keys, daemon=True).start()
         if cfg.record_dir:
             cams = cfg.cameras if cfg.image_size > 0 else ()
             raw = cams if cfg.record_images == "raw" else ()
             packed = tuple(self.sources.camera_topics.values()) if cfg.record_images == "compressed" else ()
             self.recorder = BagRecorder(link.node, arm_topics(raw), cfg.record_dir, compress=packed)
+
+    def leave_terminal_to_teleop(self) -> None:
+        """A teleop device reads this process's terminal (before the first reset): its success key (Enter) labels
+        the episode through the intervention wrapper, so ``success_source: key`` reads no keys here."""
+        self._terminal_to_teleop = True
 
     def _read_keys(self) -> None:
         for _ in sys.stdin:
@@ -252,7 +269,8 @@ class RosArmEnv(gym.Env):
             self.link.call(Trigger, self.cfg.reset_service)
         self._key.clear()
         self.steps = 0
-        self.link.streams["success"].clear()
+        if "success" in self.link.streams:  # only a success topic is subscribed
+            self.link.streams["success"].clear()
         if self.recorder is not None:
             self.recorder.start_episode()  # from the settled start on: reset motion is not part of the episode
             self._episode_outcome = {"success": False, "terminated": False, "truncated": False}
@@ -307,6 +325,11 @@ class RosArmEnv(gym.Env):
         action, reasons = check_action(action, hold)
         pos, _, _ = self.ee()
         lim = self.cfg.limits
+        if np.max(np.abs(self.target_pos - pos)) > lim.max_target_lead + REANCHOR_M:
+            # the target is kept within the lead of the arm, so the arm was moved by something else (a hand, a
+            # restarted driver): the measured pose is the truth, the action moves from it
+            self.target_pos = np.array(pos, np.float64)
+            self.reanchors += 1
         wanted = self.target_pos + action[:3].astype(np.float64) * lim.max_step
         self.target_pos, self.target_quat, more = filter_arm_target(
             lim, wanted, self.target_quat, None, None, pos)
@@ -322,7 +345,7 @@ class RosArmEnv(gym.Env):
         terminated = bool(success and self.cfg.terminate_on_success)
         truncated = bool(self.steps >= self.episode_limit() and not terminated)
         info.update(is_success=success, rejected_actions=sum(self.rejections.values()), overruns=self.overruns,
-                    safety_state=self.safety_state())
+                    safety_state=self.safety_state(), reanchors=self.reanchors)
         if self.recorder is not None:
             self.recorder.steps = self.steps
             self._episode_outcome = {"success": success, "terminated": terminated, "truncated": truncated}

@@ -17,6 +17,7 @@ import numpy as np
 from geometry_msgs.msg import PoseStamped, TwistStamped, WrenchStamped
 from sensor_msgs.msg import Image, JointState
 
+from robot_rl.robots.kinematics import UrdfKinematics
 from robot_rl.ros.link import RosLink, Stream
 from robot_rl.ros.msgs import image_array, pose_arrays
 from robot_rl.ros.robot_state import JointReader, RobotDescription
@@ -156,7 +157,7 @@ class ProfileSources(_Sources):
                     stream.put(t, (pos, quat) if key == "pose" else pos)
 
         self.tf.on_update(on_tf)
-        self.description = RobotDescription(link.node, p.robot_description)
+        self.description = RobotDescription(link.node, p.robot_description, self._on_urdf)
         self.state_keys = ["pose", "joints"] + ["gripper"] * bool(p.gripper.joints) + ["wrench"] * include_wrench + \
             ["object"] * object_state
         self.cam_keys: list[str] = []  # the profile's cameras are read by the env's camera rig
@@ -167,6 +168,16 @@ class ProfileSources(_Sources):
         """Builds the URDF kinematics (the twist needs the Jacobian)."""
         p = self.profile
         self.kin = self.description.kinematics(p.joint_states.names, p.base_frame, p.tool_frame, timeout)
+
+    def _on_urdf(self, urdf: str) -> None:
+        """A new description after the first (a restarted driver): the kinematics are rebuilt from it."""
+        if self.kin is None:
+            return  # connect() builds the first
+        p = self.profile
+        try:
+            self.kin = UrdfKinematics(urdf, p.joint_states.names, p.base_frame, p.tool_frame)
+        except ValueError:
+            self.kin = None  # no velocity from a URDF that is not this robot's: the next observation fails loudly
 
     def velocity(self, snap: Snap) -> np.ndarray:
         """The tool's linear velocity: the joint velocities through the URDF's Jacobian."""

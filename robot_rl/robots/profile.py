@@ -11,6 +11,7 @@ checks it against the live graph at start (:mod:`robot_rl.ros.profile_check`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -228,6 +229,16 @@ def bundled_profiles() -> list[str]:
                   [f"rehearsal/{p.stem}" for p in (PROFILE_DIR / "rehearsal").glob("*.yaml")])
 
 
+def driver_facts(name: str) -> dict[str, Any]:
+    """What the real driver of bundled profile ``name`` exposes (``profiles/facts/<name>.yaml``: the topics it
+    publishes and subscribes, its services and actions, each with its type and who serves it), as far as the profile
+    uses it: the bare rehearsal's graph must not have more. KeyError for a profile without facts."""
+    path = PROFILE_DIR / "facts" / f"{name.removeprefix('rehearsal/')}.yaml"
+    if not path.is_file():
+        raise KeyError(f"no driver facts for profile {name!r}")
+    return yaml.safe_load(path.read_text())
+
+
 Profile = ArmProfile | CarProfile
 PROFILE_KINDS: dict[str, type] = {"arm": ArmProfile, "car": CarProfile}
 
@@ -240,7 +251,7 @@ def profile_from_dict(data: dict[str, Any], where: str = "profile", kind: str | 
         raise ConfigError(f"{where}.kind: {got!r} is not one of {list(PROFILE_KINDS)}")
     if kind is not None and got != kind:
         raise ConfigError(f"{where}: kind {got!r}, where a profile of kind {kind!r} is needed")
-    profile = from_dict(PROFILE_KINDS[got], data, where)
+    profile = from_dict(PROFILE_KINDS[got], _drop_cleared(data, PROFILE_KINDS[got]), where)
     try:
         profile.validate()
     except ConfigError as exc:
@@ -253,7 +264,8 @@ def profile_from_dict(data: dict[str, Any], where: str = "profile", kind: str | 
 def load_profile(ref: str | dict[str, Any] | Profile, kind: str | None = None) -> Profile:
     """A profile by bundled name (``ur5e_servo``, ``rehearsal/ur5e_servo``), YAML path, mapping or profile (returned
     as is). A YAML file may start from another profile with ``extends: <name or path>`` and change only some
-    fields (nested sections are merged). ``kind`` (``arm``, ``car``): refuse a profile of another kind."""
+    fields (:func:`_merge`: mappings merge; lists, ``none`` and ``interface: none`` replace). ``kind`` (``arm``,
+    ``car``): refuse a profile of another kind."""
     if isinstance(ref, (ArmProfile, CarProfile)):
         if kind is not None and ref.kind != kind:
             raise ConfigError(f"profile {ref.name}: kind {ref.kind!r}, where a profile of kind {kind!r} is needed")
@@ -290,11 +302,28 @@ def _profile_yaml(ref: str, base: Path, seen: tuple[Path, ...] = ()) -> tuple[di
     return data, path
 
 
+def _cleared(value: Any) -> bool:
+    """``none`` (or an empty value) for a section, or a section whose ``interface`` is ``none``."""
+    return value is None or value == "none" or (isinstance(value, dict) and value.get("interface") == "none")
+
+
 def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """The merge rule of ``extends`` and overrides: mappings merge key by key; a list, a scalar, ``none`` or a
+    section with ``interface: none`` replaces what the base had (``gripper: {interface: none}`` leaves no finger
+    joints or controller of the base behind, ``cameras: none`` no camera)."""
     out = dict(base)
     for key, value in extra.items():
-        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        mergeable = isinstance(value, dict) and isinstance(out.get(key), dict) and not _cleared(value)
+        out[key] = _merge(out[key], value) if mergeable else value
     return out
+
+
+def _drop_cleared(data: dict[str, Any], cls: type) -> dict[str, Any]:
+    """``none`` for a section (a nested dataclass or a list, e.g. ``wrench: none``, ``cameras: none``) means the
+    section's empty default."""
+    sections = {f.name for f in dataclasses.fields(cls) if f.default_factory is not dataclasses.MISSING
+                or isinstance(f.default, tuple)}
+    return {k: v for k, v in data.items() if not (k in sections and (v is None or v == "none"))}
 
 
 def with_overrides(profile: Profile, overrides: dict[str, Any]) -> Profile:

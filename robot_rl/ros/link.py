@@ -215,13 +215,17 @@ class RosLink:
             self._thread.join(timeout=2.0)
 
 
-def check_live(profile: Any, namespace: str = "", use_sim_time: bool = False, timeout: float = 10.0) -> None:
-    """All checks of ``profile`` (arm or car) from a short-lived node of its own (``robot-rl train``'s preflight);
-    ``ConfigError`` naming the profile field."""
+def check_live(profile: Any, namespace: str = "", use_sim_time: bool = False, timeout: float = 10.0,
+               safety: bool = True) -> None:
+    """All checks of ``profile`` (arm or car) and, with ``safety``, of the safety node in front of its driver, from
+    a short-lived node of its own (``robot-rl train``'s preflight, ``robot-rl robot check``); one ``ConfigError``
+    with a line per problem, each naming the profile field."""
     link = RosLink("profile_check", namespace, use_sim_time=use_sim_time)
     try:
         check = ProfileCheck(link.node, profile, timeout)
-        if profile.kind == "car":
+        if safety:
+            check.with_safety()
+        elif profile.kind == "car":
             check.car()
         else:
             check.arm()

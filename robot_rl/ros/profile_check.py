@@ -1,17 +1,21 @@
 """A robot profile checked against the live ROS 2 graph before anything moves: every topic it names exists with
 the message type it expects (published for state, subscribed for commands), the joint names are in the joint
-states, the frames are in TF and in the URDF, and the controllers it names are active. The first problem is one
-:class:`~robot_rl.config.ConfigError` naming the profile field (``robot-rl train`` then exits with code 2).
+states, the frames are in TF and in the URDF, the controllers it names are active, and robot_rl's safety node is
+up in front of them with this robot's profile. Every problem is reported at once: one
+:class:`~robot_rl.config.ConfigError`, a line per problem, each naming the profile field (``robot-rl train`` then
+exits with code 2). The first check that times out has waited the whole timeout for discovery; the checks after it
+wait at most :data:`AFTER_A_FAILURE` s, so a graph that is down is refused in one timeout, not one per check.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from robot_rl.config import ConfigError
 from robot_rl.robots.kinematics import UrdfKinematics
-from robot_rl.robots.profile import Profile, camera_info_topic
+from robot_rl.robots.profile import Profile, camera_info_topic, load_profile
 from robot_rl.ros.tf_buffer import TfBuffer, TfError
 
 ARM_COMMAND_TYPES = {
@@ -30,6 +34,14 @@ CAR_COMMAND_TYPES = {
 }
 
 
+AFTER_A_FAILURE = 2.0
+"""Seconds each further check may wait once one has failed (discovery has had the full timeout by then)."""
+SAFETY_TOPICS = {"arm": [("policy/target_pose", "geometry_msgs/msg/PoseStamped"),
+                         ("policy/gripper", "std_msgs/msg/Float64")],
+                 "car": [("policy/cmd_vel", "geometry_msgs/msg/Twist")]}
+"""What the env publishes and robot_rl's safety node must take (node-relative: the env's namespace)."""
+
+
 class ProfileCheck:
     """Checks of one profile on ``node`` (an rclpy node of the caller's, spinning), each waiting up to ``timeout``
     for discovery or a first message."""
@@ -40,15 +52,30 @@ class ProfileCheck:
     def fail(self, field: str, message: str) -> ConfigError:
         return ConfigError(f"profile {self.profile.name}: {field}: {message}")
 
+    def _all(self, checks: list[Callable[[], Any]]) -> list[Any]:
+        """Runs every check (each returns a value or raises ConfigError); their values, or one ConfigError with a
+        line per problem."""
+        problems, values = [], []
+        for check in checks:
+            try:
+                values.append(check())
+            except ConfigError as exc:
+                problems.extend(line for line in str(exc).splitlines() if line not in problems)
+                values.append(None)
+                self.timeout = min(self.timeout, AFTER_A_FAILURE)
+        if problems:
+            raise ConfigError("\n".join(problems))
+        return values
+
     def _resolve(self, topic: str) -> str:
         return self.node.resolve_topic_name(topic)
 
     # ------------------------------------------------------------------ topics
-    def published(self, field: str, topic: str, msg_type: str) -> None:
-        """Somebody publishes ``topic`` with ``msg_type``."""
+    def published(self, field: str, topic: str, msg_type: str, what: str = "the driver") -> None:
+        """Somebody (``what``) publishes ``topic`` with ``msg_type``."""
         self._endpoint(field, topic, msg_type, self.node.get_publishers_info_by_topic,
                        "{name} carries {types}, not {want}",
-                       "nobody publishes {name} (waited {t} s; is the driver up?)")
+                       "nobody publishes {name} (waited {t} s; is " + what + " up?)")
 
     def subscribed(self, field: str, topic: str, msg_type: str, what: str) -> None:
         """Somebody (the driver's controller) subscribes ``topic`` with ``msg_type``."""
@@ -142,7 +169,8 @@ class ProfileCheck:
             raise self.fail(field, f"{text} ({p.robot_description})") from None
 
     def controllers(self, checks: list[tuple[str, str, str]]) -> None:
-        """Each ``(field, controller, manager)`` is listed active by ``<manager>/list_controllers``."""
+        """Each ``(field, controller, manager)`` is listed active by ``<manager>/list_controllers`` (every field
+        that is not: one line each)."""
         wanted = [c for c in checks if c[1]]
         if not wanted:
             return
@@ -152,28 +180,40 @@ class ProfileCheck:
         except ImportError:
             raise self.fail(wanted[0][0], "checking controllers needs controller_manager_msgs "
                                           "(bash scripts/build_ros_msgs.sh)") from None
-        for field, controller, manager in wanted:
-            service = f"{manager.rstrip('/')}/list_controllers"
-            client = self.node.create_client(ListControllers, service)
-            try:
-                if not client.wait_for_service(timeout_sec=self.timeout):
-                    raise self.fail(field, f"no {service} service (is the controller manager up?)")
-                future = client.call_async(ListControllers.Request())
-                deadline = time.monotonic() + self.timeout
-                while not future.done():
-                    if time.monotonic() > deadline:
-                        raise self.fail(field, f"{service} did not answer in {self.timeout:.0f} s")
-                    time.sleep(0.02)
-                states = {c.name: c.state for c in future.result().controller}
-            finally:
-                self.node.destroy_client(client)
-            listed = ", ".join(f"{n} ({s})" for n, s in sorted(states.items()))
+        listed: dict[str, dict[str, str]] = {}
+
+        def states_of(field: str, manager: str) -> dict[str, str]:
+            if manager not in listed:
+                service = f"{manager.rstrip('/')}/list_controllers"
+                listed[manager] = self._list_controllers(ListControllers, field, service)
+            return listed[manager]
+
+        def check(field: str, controller: str, manager: str) -> None:
+            states = states_of(field, manager)
+            names = ", ".join(f"{n} ({s})" for n, s in sorted(states.items()))
             if controller not in states:
                 raise self.fail(field, f"controller {controller!r} is not loaded (the controller manager lists "
-                                       f"{listed})")
+                                       f"{names})")
             if states[controller] != "active":
                 raise self.fail(field, f"controller {controller!r} is {states[controller]}, not active (activate it, "
                                        f"e.g. ros2 control switch_controllers --activate {controller})")
+        self._all([lambda c=c: check(*c) for c in wanted])
+
+    def _list_controllers(self, srv_type: type, field: str, service: str) -> dict[str, str]:
+        """Controller name -> state, from the controller manager's ``list_controllers`` service."""
+        client = self.node.create_client(srv_type, service)
+        try:
+            if not client.wait_for_service(timeout_sec=self.timeout):
+                raise self.fail(field, f"no {service} service (is the controller manager up?)")
+            future = client.call_async(srv_type.Request())
+            deadline = time.monotonic() + self.timeout
+            while not future.done():
+                if time.monotonic() > deadline:
+                    raise self.fail(field, f"{service} did not answer in {self.timeout:.0f} s")
+                time.sleep(0.02)
+            return {c.name: c.state for c in future.result().controller}
+        finally:
+            self.node.destroy_client(client)
 
     def service(self, field: str, name: str, srv_type: str, what: str) -> None:
         """A service ``name`` of type ``srv_type`` is offered (graph introspection: no client is made)."""
@@ -195,60 +235,122 @@ class ProfileCheck:
 
     # ------------------------------------------------------------------ whole profiles
     def arm(self) -> Any:
-        """All checks of an arm profile; returns the URDF kinematics."""
+        """All checks of an arm profile, the safety node's included; returns the URDF kinematics."""
         p = self.profile
-        self.published("joint_states.topic", p.joint_states.topic, "sensor_msgs/msg/JointState")
-        self.joint_names("joint_states.names", p.joint_states.topic, p.joint_states.names)
+        checks: list[Callable[[], Any]] = [
+            lambda: self.published("joint_states.topic", p.joint_states.topic, "sensor_msgs/msg/JointState"),
+            lambda: self.joint_names("joint_states.names", p.joint_states.topic, p.joint_states.names)]
         if p.gripper.joints:
             topic = p.gripper.joint_states_topic or p.joint_states.topic
-            self.published("gripper.joint_states_topic", topic, "sensor_msgs/msg/JointState")
-            self.joint_names("gripper.joints", topic, p.gripper.joints)
+            checks += [lambda: self.published("gripper.joint_states_topic", topic, "sensor_msgs/msg/JointState"),
+                       lambda: self.joint_names("gripper.joints", topic, p.gripper.joints)]
         if p.wrench.topic:
-            self.published("wrench.topic", p.wrench.topic, "geometry_msgs/msg/WrenchStamped")
+            checks.append(lambda: self.published("wrench.topic", p.wrench.topic, "geometry_msgs/msg/WrenchStamped"))
         for i, cam in enumerate(p.cameras):
-            self.published(f"cameras[{i}].topic", cam.topic,
-                           "sensor_msgs/msg/CompressedImage" if cam.compressed else "sensor_msgs/msg/Image")
-            self.published(f"cameras[{i}].topic", camera_info_topic(cam), "sensor_msgs/msg/CameraInfo")
+            image = "sensor_msgs/msg/CompressedImage" if cam.compressed else "sensor_msgs/msg/Image"
+            checks += [lambda i=i, cam=cam, image=image: self.published(f"cameras[{i}].topic", cam.topic, image),
+                       lambda i=i, cam=cam: self.published(f"cameras[{i}].topic", camera_info_topic(cam),
+                                                           "sensor_msgs/msg/CameraInfo")]
         if p.success.source == "topic":
-            self.published("success.topic", p.success.topic, "std_msgs/msg/Bool")
-        kin = self.urdf()
+            checks.append(lambda: self.published("success.topic", p.success.topic, "std_msgs/msg/Bool"))
         frames = [("tool_frame", p.tool_frame)] + [(f"objects[{i}].frame", o.frame) for i, o in enumerate(p.objects)]
         if p.wrench.frame:
             frames.append(("wrench.frame", p.wrench.frame))
-        self.frames(frames)
+        checks += [self.urdf, lambda: self.frames(frames)]
         if p.command.interface in ARM_COMMAND_TYPES:
-            self.subscribed("command.topic", p.command.topic, ARM_COMMAND_TYPES[p.command.interface],
-                            f"the {p.command.interface} controller")
+            checks.append(lambda: self.subscribed("command.topic", p.command.topic,
+                                                  ARM_COMMAND_TYPES[p.command.interface],
+                                                  f"the {p.command.interface} controller"))
         if p.command.servo_command_type_service:
-            self.service("command.servo_command_type_service", p.command.servo_command_type_service,
-                         "moveit_msgs/srv/ServoCommandType", "the servo node")
+            checks.append(lambda: self.service("command.servo_command_type_service",
+                                               p.command.servo_command_type_service,
+                                               "moveit_msgs/srv/ServoCommandType", "the servo node"))
         if p.gripper.interface == "forward":
-            self.subscribed("gripper.command", p.gripper.command, "std_msgs/msg/Float64MultiArray",
-                            "the gripper controller")
+            checks.append(lambda: self.subscribed("gripper.command", p.gripper.command,
+                                                  "std_msgs/msg/Float64MultiArray", "the gripper controller"))
         elif p.gripper.interface in GRIPPER_ACTIONS:
-            self.action("gripper.command", p.gripper.command, GRIPPER_ACTIONS[p.gripper.interface],
-                        "the gripper's action server")
-        self.controllers([("command.controller", p.command.controller, p.command.controller_manager),
-                          ("gripper.controller", p.gripper.controller, p.command.controller_manager)])
-        return kin
+            checks.append(lambda: self.action("gripper.command", p.gripper.command,
+                                              GRIPPER_ACTIONS[p.gripper.interface], "the gripper's action server"))
+        checks.append(lambda: self.controllers([
+            ("command.controller", p.command.controller, p.command.controller_manager),
+            ("gripper.controller", p.gripper.controller, p.command.controller_manager)]))
+        return self._all(checks)[checks.index(self.urdf)]
+
+    def with_safety(self) -> Any:
+        """All checks of the profile (:meth:`arm` or :meth:`car`) and of the safety node in front of it: what
+        ``robot-rl train``'s preflight and ``robot-rl robot check`` run; every problem at once. Returns what
+        :meth:`arm` returns (the URDF kinematics)."""
+        return self._all([self.arm if self.profile.kind == "arm" else self.car, self.safety])[0]
+
+    def safety(self) -> None:
+        """robot_rl's safety node runs in the env's namespace, takes the env's commands and drives this robot's
+        driver: its ``profile`` parameter names a profile with this profile's command interface and topic."""
+        checks: list[Callable[[], Any]] = [
+            lambda: self.published("safety node", "safety_state", "std_msgs/msg/String", "robot_rl's safety node "
+                                   "(robot-rl launch launch/robot_arm.launch.yaml profile:=...)")]
+        checks += [lambda topic=topic, kind=kind: self.subscribed("safety node", topic, kind, "robot_rl's safety node")
+                   for topic, kind in SAFETY_TOPICS[self.profile.kind]]
+        checks.append(self._safety_profile)
+        self._all(checks)
+
+    def _safety_profile(self) -> None:
+        """The safety node's ``profile`` parameter commands what this profile commands."""
+        from rcl_interfaces.srv import GetParameters  # optional: ros2
+
+        infos = self.node.get_publishers_info_by_topic(self._resolve("safety_state"))
+        if not infos:
+            return  # reported by the topic check
+        info = infos[0]
+        name = f"{info.node_namespace.rstrip('/')}/{info.node_name}"
+        client = self.node.create_client(GetParameters, f"{name}/get_parameters")
+        try:
+            if not client.wait_for_service(timeout_sec=self.timeout):
+                raise self.fail("safety node", f"{name} answers no parameter requests (is it robot_rl's arm_safety?)")
+            future = client.call_async(GetParameters.Request(names=["profile"]))
+            deadline = time.monotonic() + self.timeout
+            while not future.done():
+                if time.monotonic() > deadline:
+                    raise self.fail("safety node", f"{name}/get_parameters did not answer in {self.timeout:.0f} s")
+                time.sleep(0.02)
+            values = future.result().values
+        finally:
+            self.node.destroy_client(client)
+        given = values[0].string_value if values else ""
+        if not given:
+            raise self.fail("safety node", f"{name} runs without a profile: it commands robot_rl's own controller "
+                                           f"topics, not this driver (start it with profile:={self.profile.name})")
+        try:
+            theirs = load_profile(given, self.profile.kind)
+        except ConfigError as exc:
+            raise self.fail("safety node", f"{name}'s profile {given!r} does not load: {exc}") from None
+        mine = self.profile.command
+        if (theirs.command.interface, theirs.command.topic) != (mine.interface, mine.topic):
+            raise self.fail("safety node", f"{name} runs profile {given!r}, which commands {theirs.command.interface} "
+                                           f"on {theirs.command.topic}; this profile commands {mine.interface} on "
+                                           f"{mine.topic}")
 
     def car(self) -> None:
         """All checks of a car profile: odometry, scan and collision topics, the pose in TF, the scan's frame on
         the car, the driver's command topic and controller."""
-        p = self.profile
-        self.published("odom.topic", p.odom.topic, "nav_msgs/msg/Odometry")
-        self.published("scan.topic", p.scan.topic, "sensor_msgs/msg/LaserScan")
-        if p.collision.source == "topic":
-            self.published("collision.topic", p.collision.topic, "std_msgs/msg/Bool")
-        self.frames([("base_frame", p.base_frame)], root=p.map_frame)
         # optional: ros2
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import LaserScan
 
-        scan = self.first_message("scan.topic", p.scan.topic, LaserScan,  # best effort: takes a lidar's either way
-                                  QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT))
-        self.frames([("scan.topic", scan.header.frame_id.lstrip("/"))])
-        self.subscribed("command.topic", p.command.topic, CAR_COMMAND_TYPES[p.command.interface],
-                        f"the {p.command.interface} driver")
-        self.controllers([("command.controller", p.command.controller, p.command.controller_manager)])
+        p = self.profile
 
+        def scan_frame() -> None:
+            scan = self.first_message("scan.topic", p.scan.topic, LaserScan,  # best effort: takes a lidar's either way
+                                      QoSProfile(depth=1, reliability=ReliabilityPolicy.BEST_EFFORT))
+            self.frames([("scan.topic", scan.header.frame_id.lstrip("/"))])
+
+        checks: list[Callable[[], Any]] = [
+            lambda: self.published("odom.topic", p.odom.topic, "nav_msgs/msg/Odometry"),
+            lambda: self.published("scan.topic", p.scan.topic, "sensor_msgs/msg/LaserScan")]
+        if p.collision.source == "topic":
+            checks.append(lambda: self.published("collision.topic", p.collision.topic, "std_msgs/msg/Bool"))
+        checks += [lambda: self.frames([("base_frame", p.base_frame)], root=p.map_frame), scan_frame,
+                   lambda: self.subscribed("command.topic", p.command.topic, CAR_COMMAND_TYPES[p.command.interface],
+                                           f"the {p.command.interface} driver"),
+                   lambda: self.controllers([("command.controller", p.command.controller,
+                                              p.command.controller_manager)])]
+        self._all(checks)

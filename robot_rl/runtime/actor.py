@@ -28,11 +28,12 @@ import numpy as np
 import torch
 
 from robot_rl.agents.registry import capabilities, make_agent
-from robot_rl.envs.contract import LABELS, BatchStep
+from robot_rl.envs.contract import LABELS, BatchStep, drives_hardware
 from robot_rl.policies.evaluate import state_predictor
 from robot_rl.policies.executor import ChunkExecutor
 from robot_rl.policies.loader import load_policy
 from robot_rl.runtime.env_pipeline import make_batched_env
+from robot_rl.runtime.progress import run_progress
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.chunks import ChunkBuilder, chunk_specs
 from robot_rl.runtime.transport.names import actor_dir, board_name, ring_name
@@ -96,6 +97,10 @@ class Actor:
         self.board: shm.WeightBoard | None = None
         self.seq = 0
         self.steps = 0
+        # the run's steps and updates before this actor (its folder: checkpoint + spools), while no learner is up
+        self._before = run_progress(self.run_dir)
+        self.random_steps = cfg.warmup_steps(drives_hardware(self.env))
+        self.random_actions = 0  # uniformly random actions taken by this actor (warm-up)
         self._added = 0  # transitions sent so far
         self._sent_steps: dict[int, int] = {}  # chunk seq -> transitions sent up to and including it
         self.episodes = 0
@@ -115,7 +120,9 @@ class Actor:
         self._learner_silent = False
         self._paused_us = 0
         self._rate_limited = False  # the last step() held for the learner (max_update_lag)
-        self._catching_up = False  # an episode ended: hold until the learner caught up (catch_up_between_episodes)
+        # an episode ended (catch_up_between_episodes), or a never-blocked actor resumes a run: hold, robot at rest
+        # after its reset, until the learner caught up (the update-to-data ratio holds from the first window)
+        self._catching_up = self._before.env_steps > 0 and not self.rt.update_lag_bound()
         self._operator_stop = False  # the operator pressed stop: nothing more is stepped; the learner ends the run
         self._spool_warned = -float("inf")  # when a never-blocked actor last warned of a spool past its bound
         self._stop = threading.Event()
@@ -233,15 +240,18 @@ class Actor:
         learner = self.board.status() if self.board is not None else None
         for seq in [q for q in self._sent_steps if q < taken - 1]:
             del self._sent_steps[seq]
-        if learner is None:  # no learner seen yet: only this actor's own steps are known
-            return None, self.steps
-        return learner, learner.env_steps + self.steps - self._sent_steps.get(taken - 1, 0)
+        # the run's folder counts what a learner not up yet (or not yet through the spools) does not
+        on_disk = self._before.env_steps + self.steps
+        if learner is None:
+            return None, on_disk
+        return learner, max(on_disk, learner.env_steps + self.steps - self._sent_steps.get(taken - 1, 0))
 
     def _owed_updates(self, learner: shm.LearnerStatus | None, steps: int) -> int:
-        """Updates the learner owes: one per env step past learning_starts. No learner yet = none done, so a
-        sim actor that starts before its learner stops at the same bound as one beside a slow learner."""
+        """Updates the learner owes: one per env step past learning_starts. No learner yet = the updates of the
+        run's latest checkpoint, so a sim actor that starts before its learner stops at the same bound as one beside
+        a slow learner, on a resumed run too."""
         due = max(0, steps - self.cfg.learning_starts)
-        return due - (learner.updates if learner is not None else 0)
+        return due - (learner.updates if learner is not None else self._before.updates)
 
     def _check_learner(self, learner: shm.LearnerStatus | None) -> None:
         silent = learner is not None and learner.beat_ns > 0 and learner.beat_age_s > self.rt.heartbeat_timeout
@@ -260,7 +270,7 @@ class Actor:
         return BaseSteps(np.stack([s.action for s in steps]), np.array([s.chunk_index for s in steps], np.int64))
 
     def _actions(self, steps: int) -> tuple[np.ndarray, int, BaseSteps | None]:
-        warmup = steps < self.cfg.random_steps
+        warmup = steps < self.random_steps
         if warmup or self.version == 0:
             if not warmup:  # past warm-up without weights: wait for the learner rather than act randomly
                 return np.empty(0), -1, None
@@ -269,6 +279,7 @@ class Actor:
                 return self._warmup_with_base(base.action), 0, base
             if self.rt.warmup == "scripted":
                 return self.env.expert_actions(0.1), 0, None
+            self.random_actions += self.n
             return self.rng.uniform(-1, 1, (self.n, self.action_dim)).astype(np.float32), 0, None
         base = self._base_steps()
         obs = self.obs if base is None else {**self.obs, "base_action": base.action, "chunk_index": base.index}

@@ -33,6 +33,7 @@ import numpy as np
 from robot_rl.agents.base import Agent
 from robot_rl.agents.registry import make_agent, uses_base
 from robot_rl.datasets.record import ensure_demos
+from robot_rl.envs.contract import drives_hardware
 from robot_rl.envs.make import make_env
 from robot_rl.policies.loader import load_policy
 from robot_rl.policies.relabel import dataset_instructions, label_base_proposals
@@ -372,7 +373,7 @@ class Learner:
         atomic_write(self.run_dir / "status.json", lambda f: f.write_text(json.dumps(status)))
 
     def evaluate(self) -> dict[str, float]:
-        if getattr(self.eval_env.unwrapped, "drives_hardware", False):
+        if drives_hardware(self.eval_env):
             return self.last_eval  # a robot is driven by its actor only; evaluate it with `robot-rl eval RUN_DIR`
         with self.publisher.keep_alive():
             if self._eval_agent is None:

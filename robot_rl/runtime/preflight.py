@@ -14,6 +14,7 @@ from pathlib import Path
 from robot_rl.agents.registry import agent_class, make_agent
 from robot_rl.config import ConfigError
 from robot_rl.envs.config import EnvConfig
+from robot_rl.envs.contract import drives_hardware
 from robot_rl.envs.make import has_expert, make_env
 from robot_rl.policies.base import PolicyError, misfit
 from robot_rl.policies.evaluate import state_predictor
@@ -51,6 +52,7 @@ def check_run(cfg: TrainConfig) -> None:
         _check_expert_uses(cfg, has_expert(env))
         _check_demos(cfg, spec, action_dim)
         _check_success_key(cfg, env)
+        _check_robot_success(cfg, getattr(env.unwrapped, "profile", None))
         check_robot = getattr(env.unwrapped, "check_robot", None)  # a robot env checks its profile on the live graph
         if check_robot is not None:
             check_robot()
@@ -136,7 +138,7 @@ def _check_success_key(cfg: TrainConfig, env: object) -> None:
     """A success key the user named that the env's ``info`` never carries (reset and the first steps, random
     actions; a robot is never moved here) is said loudly, with the keys it does carry: success would read 0."""
     key = cfg.env.success_key
-    if key == EnvConfig.success_key or getattr(env.unwrapped, "drives_hardware", False):
+    if key == EnvConfig.success_key or drives_hardware(env):
         return
     _, info = env.reset(seed=0)
     seen = set(info)
@@ -151,6 +153,18 @@ def _check_success_key(cfg: TrainConfig, env: object) -> None:
         log.warning("env.success_key %r is not in the info of %s's reset or first %d steps (keys seen: %s): "
                     "success will read 0 unless the env sets it only at an episode's end", key, cfg.env.id,
                     SUCCESS_PROBE_STEPS, ", ".join(sorted(seen)) or "none")
+
+
+def _check_robot_success(cfg: TrainConfig, profile: object) -> None:
+    """A robot profile whose success comes from a person's teleop button or the reward classifier needs that
+    source in the run: else no episode of the run could ever succeed."""
+    source = getattr(getattr(profile, "success", None), "source", None)
+    if source == "teleop" and cfg.teleop.device == "none":
+        raise ConfigError(f"teleop.device: profile {profile.name} takes success from the teleop device's success "
+                          "button (success.source: teleop): set teleop.device (keyboard, gamepad, spacemouse, ros)")
+    if source == "classifier" and not cfg.reward.path:
+        raise ConfigError(f"reward.path: profile {profile.name} takes success from the reward classifier "
+                          "(success.source: classifier): train one (robot-rl train-reward) and set reward.path")
 
 
 def _check_training_env(cfg: TrainConfig) -> None:

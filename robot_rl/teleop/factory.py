@@ -18,7 +18,7 @@ from robot_rl.teleop.ros_teleop import RosTeleop
 from robot_rl.teleop.scripted import ScriptedHuman
 from robot_rl.teleop.spacemouse import SpaceMouse
 
-__all__ = ["TeleopDeviceError", "WithKeyboardEvents", "make_device"]
+__all__ = ["TeleopDeviceError", "WithKeyboardEvents", "make_device", "reads_terminal"]
 
 
 class WithKeyboardEvents:
@@ -76,3 +76,9 @@ def make_device(cfg: TeleopConfig, action_dim: int, keyboard_events: bool | None
         device.close()
         raise
     return WithKeyboardEvents(device, keys)
+
+
+def reads_terminal(device: Any) -> bool:
+    """Whether ``device`` reads this process's terminal (the keyboard, or the event keys beside another device)."""
+    keyboard = device.keyboard if isinstance(device, WithKeyboardEvents) else device
+    return isinstance(keyboard, Keyboard) and keyboard.reads_stdin

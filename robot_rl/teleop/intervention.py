@@ -34,7 +34,7 @@ import numpy as np
 from robot_rl.envs import contract
 from robot_rl.teleop.base import TeleopDevice, TeleopReading
 from robot_rl.teleop.config import TeleopConfig
-from robot_rl.teleop.factory import make_device
+from robot_rl.teleop.factory import make_device, reads_terminal
 from robot_rl.teleop.scripted import ScriptedHuman
 from robot_rl.utils.log import get_logger
 
@@ -59,7 +59,7 @@ class InterventionWrapper(gym.Wrapper):
             raise ValueError(f"start must be ready, countdown or now, got {start!r}")
         self.start, self.countdown_s, self.episode_seconds, self.clock = start, countdown_s, episode_seconds, clock
         # a robot must be commanded to hold while held or waiting; a sim simply stands still (its clock stops)
-        self.hardware = bool(getattr(env.unwrapped, "drives_hardware", False))
+        self.hardware = contract.drives_hardware(env)
         if hasattr(device, "attach"):  # the scripted human needs the task's expert
             device.attach(env)
         self.paused = False
@@ -221,5 +221,7 @@ def wrap_with_teleop(env: gym.Env, cfg: TeleopConfig, seed: int = 0) -> gym.Env:
         device: Any = ScriptedHuman(dataclasses.replace(cfg.scripted, seed=cfg.scripted.seed + seed))
     else:
         device = make_device(cfg, int(np.prod(env.action_space.shape)))
+        if reads_terminal(device):  # Enter is the device's success event now: the env must not read it too
+            getattr(env.unwrapped, "leave_terminal_to_teleop", lambda: None)()
     return InterventionWrapper(env, device, cfg.success_reward, start=cfg.start_mode(), countdown_s=cfg.countdown_s,
                                episode_seconds=cfg.episode_seconds)

@@ -87,6 +87,8 @@ class Keyboard(ThreadedDevice):
                                         "teleop.device_path to one)")
             fd = sys.stdin.fileno()
         self.fd = fd
+        self.reads_stdin = not self._own_fd
+        """Whether this keyboard is this process's terminal (stdin), not a terminal named by ``device_path``."""
         self._saved = None
         if os.isatty(fd):
             self._saved = termios.tcgetattr(fd)

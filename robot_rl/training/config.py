@@ -19,6 +19,9 @@ from robot_rl.teleop.config import TeleopConfig
 from robot_rl.utils.imports import load_imports
 from robot_rl.view.config import ViewConfig
 
+SIM_RANDOM_STEPS = 1_000
+"""``random_steps`` -1 in a sim: uniformly random actions for the first this many env steps."""
+
 
 @dataclass(frozen=True)
 class RuntimeConfig:
@@ -144,8 +147,10 @@ class TrainConfig:
     noise (each its own stream), evaluation placements and scripted demos all derive from it."""
     total_env_steps: int = 10_000
     """Environment steps to train for."""
-    random_steps: int = 1_000
-    """Warm-up: uniformly random actions for this many env steps (with a base policy: the base's rollouts)."""
+    random_steps: int = -1
+    """Warm-up: uniformly random actions for the run's first this many env steps (with a base policy: the base's
+    rollouts), counted over the whole run (a resumed run never repeats them); -1 = 1,000 in a sim, 0 on a robot (an
+    env that drives hardware: random actions on a robot are asked for explicitly)."""
     warmup_random_share: float = 0.0
     """With a base policy: the share of warm-up steps whose action is uniformly random instead of the base's
     proposal (each step drawn alone; the proposal is still recorded), so the critics see actions away from the
@@ -200,6 +205,12 @@ class TrainConfig:
     with ``terminate_on_success=False``. Evaluation keeps the env's own success check, so eval figures stay
     ground truth in sim."""
 
+    def warmup_steps(self, drives_hardware: bool) -> int:
+        """The warm-up in force: ``random_steps``, or with -1 1,000 env steps in a sim and none on a robot."""
+        if self.random_steps >= 0:
+            return self.random_steps
+        return 0 if drives_hardware else SIM_RANDOM_STEPS
+
     def agent_config(self) -> AgentConfig:
         """The agent's config as this run builds its agent: an agent that fine-tunes the base's weights (it declares
         ``trains_base``) fine-tunes the run's base policy, so its ``base_path`` is ``base_policy.path``."""
@@ -228,7 +239,9 @@ class TrainConfig:
         for name in ("total_env_steps", "eval_episodes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("random_steps", "learning_starts", "eval_every", "checkpoint_every", "log_every",
+        if self.random_steps < -1:
+            raise ValueError(f"random_steps must be >= 0, or -1 (derived), got {self.random_steps}")
+        for name in ("learning_starts", "eval_every", "checkpoint_every", "log_every",
                      "checkpoint_every_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")

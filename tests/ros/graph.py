@@ -52,15 +52,17 @@ class Graph:
         self.domain, self.log_dir = domain, log_dir
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def start(self, node: str, *ros_args: str, args: tuple[str, ...] = ()) -> subprocess.Popen:
-        """Starts ``node`` with ``args`` (e.g. ``--rt-priority 50``) and ``--ros-args *ros_args``."""
+    def start(self, node: str, *ros_args: str, args: tuple[str, ...] = (), name: str = "") -> subprocess.Popen:
+        """Starts ``node`` with ``args`` (e.g. ``--rt-priority 50``) and ``--ros-args *ros_args``; ``name``: the
+        process's key in ``procs`` and its log's name (default ``node``; a second process of the same node)."""
         module, func = NODES[node].split(":")
+        key = name or node
         code = f"import sys; from {module} import {func}; sys.exit({func}())"
         argv = [sys.executable, "-c", code, *args] + (["--ros-args", *ros_args] if ros_args else [])
-        log = open(self.log_dir / f"{node}.log", "w")  # noqa: SIM115  (closed with the process)
+        log = open(self.log_dir / f"{key}.log", "w")  # noqa: SIM115  (closed with the process)
         proc = subprocess.Popen(argv, env=ros_env(self.domain), stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
                                 preexec_fn=_die_with_parent)
-        self.procs[node] = proc
+        self.procs[key] = proc
         return proc
 
     def alive(self) -> dict[str, bool]:

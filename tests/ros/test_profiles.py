@@ -4,6 +4,7 @@ start with one message naming the field, before anything moves."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -143,6 +144,19 @@ def test_a_wrong_profile_fails_at_start_naming_the_field(graph, tmp_path) -> Non
     message = str(info.value)
     assert message.startswith(f"profile {good.name}: command.topic: nobody subscribes"), message
 
+    # robot-rl robot check: every wrong field at once, exit code 2 (the checks after a failed one wait 2 s each)
+    several = {"tool_frame": "tool_flange", "command": {"controller": "joint_group_position_controller"},
+               "wrench": {"topic": "/joint_states", "frame": "tool0"}}
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "robot_rl.cli", "robot", "check", profile, "--timeout", "4",
+                          "--overrides", json.dumps(several)], env=ros_env(graph.domain), capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 2, (run.returncode, run.stdout, run.stderr)
+    for field in ("tool_frame", "command.controller", "wrench.topic", "gripper.controller", "safety node"):
+        assert f": {field}: " in run.stderr, (field, run.stderr)
+    assert "nobody publishes /safety_state" in run.stderr, run.stderr
+    assert time.monotonic() - started < 60, time.monotonic() - started
+
     # robot-rl train with the wrong profile: exit code 2 and that one message, before any process starts
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"extends: {profile}\ntool_frame: tool_flange\n")
@@ -172,6 +186,33 @@ def test_profiles_load_and_name_their_fields() -> None:
     with pytest.raises(ConfigError, match="command.wheelbase and command.max_steering_angle"):
         with_overrides(load_profile("ackermann"), {"command": {"wheelbase": 0.0}})
 
+
+
+def test_none_clears_what_the_base_profile_had(tmp_path) -> None:
+    """One merge rule for ``extends`` and overrides: mappings merge, lists and ``none`` replace; a section with
+    ``interface: none`` keeps nothing of the base's section (an arm without a gripper needs no ``joints: []``)."""
+    from robot_rl.robots.profile import load_profile, with_overrides
+
+    mine = tmp_path / "no_gripper.yaml"
+    mine.write_text("extends: ros2_control_joint_position\ngripper: {interface: none}\nwrench: none\n"
+                    "joint_states: {topic: /arm/joint_states}\n")
+    profile = load_profile(str(mine))
+    base = load_profile("ros2_control_joint_position")
+    assert profile.gripper == type(base.gripper)(interface="none")  # no finger joints, no controller left
+    assert profile.wrench == type(base.wrench)()
+    assert profile.joint_states.names == base.joint_states.names  # a mapping merges: only the topic changed
+    assert profile.joint_states.topic == "/arm/joint_states"
+    cams = with_overrides(load_profile("rehearsal/ur5e_servo"), {"cameras": [{"name": "wrist", "source": "ros",
+                                                                              "topic": "/wrist/image_raw"}]})
+    assert len(cams.cameras) == 1 and len(with_overrides(cams, {"cameras": "none"}).cameras) == 0
+    assert with_overrides(cams, {"objects": []}).objects == ()  # a list replaces
+    shown = subprocess.run([sys.executable, "-m", "robot_rl.cli", "robot", "show", str(mine)], capture_output=True,
+                           text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    assert "gripper:\n  interface: none\n  joints: []\n" in shown.stdout, shown.stdout
+    bad = subprocess.run([sys.executable, "-m", "robot_rl.cli", "robot", "show", "ur10_servo"], capture_output=True,
+                         text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such bundled profile" in bad.stderr
 
 
 def test_the_real_robot_path_never_imports_the_sim() -> None:
