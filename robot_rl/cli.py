@@ -135,6 +135,8 @@ def cmd_train(argv: list[str]) -> int:
     except RunAborted as exc:  # a restart budget spent, a full disk: one message, not a traceback
         log.error("train: %s", exc)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: the run stopped with a final checkpoint, as on SIGTERM or SIGHUP
+        return 128 + signal.SIGINT
     print(f"run folder: {run_dir}")
     print("final evaluation: " + json.dumps({k: round(v, 3) for k, v in result.items()}))
     print(f"policy: {run_dir / 'checkpoints'}  curve: {run_dir / 'learning_curve.png'}")

@@ -131,3 +131,37 @@ def kill_group(proc: subprocess.Popen) -> None:
 def episodes_of(run: Path) -> np.ndarray:
     keys, _ = replay_keys(run)
     return np.unique([ep for ep, _ in keys])
+
+
+def random_actions(run: Path) -> int:
+    """Online transitions of the latest checkpoint acted before any weights (policy version 0): the warm-up's
+    random actions, over every actor life of the run."""
+    from robot_rl.config import load_yaml
+    from robot_rl.training.config import TrainConfig
+
+    cfg = load_yaml(TrainConfig, run / "config.yaml")
+    online = load_buffer(latest_checkpoint(run) / "replay.zarr", cfg.replay).partitions["online"]
+    valid = online.arrays["valid"][: online.size]
+    return int(np.count_nonzero(online.arrays["policy_version"][: online.size][valid] == 0))
+
+
+def windows_after(run: Path, step: int, window: int = 250) -> list[tuple[int, float]]:
+    """The logged windowed update-to-data ratios whose whole window lies after env step ``step`` (a resume)."""
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [(r["step"], r["utd/window"]) for r in rows
+            if "utd/window" in r and r["step"] >= step + window and r["utd/window"] == r["utd/window"]]
+
+
+def assert_resumed_without_warmup(run: Path, random_steps: int, resumed_at: int, utd: float) -> None:
+    """After a resume past the warm-up: the run's random actions are its first ``random_steps`` only, and every
+    windowed update-to-data ratio after the resume is within 25 % of the target."""
+    assert random_actions(run) == random_steps, (random_actions(run), random_steps)
+    windows = windows_after(run, resumed_at)
+    assert windows, "no full window after the resume"
+    assert all(abs(v - utd) <= 0.25 * utd for _, v in windows), windows
+
+
+def clear_shm(run: Path) -> None:
+    """What a reboot does to the run's shared memory: every segment gone."""
+    for path in Path("/dev/shm").glob(f"rrl_{run_key(run)}_*"):
+        path.unlink(missing_ok=True)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from robot_rl.config import replace, save_yaml
+from robot_rl.runtime.progress import run_progress
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.names import board_name
 from robot_rl.utils.failpoint import ENV
@@ -24,7 +25,9 @@ from .delivery import (
     CLI,
     alive,
     assert_exactly_once,
+    assert_resumed_without_warmup,
     children,
+    clear_shm,
     kill_group,
     shm_left,
     spooled_chunks,
@@ -61,19 +64,23 @@ def test_power_cut_before_the_first_checkpoint_resumes_from_the_spools(tmp_path)
         wait_for(lambda: env_steps(run) >= 400, 180, "400 env steps", proc, log)
     finally:
         kill_group(proc)  # learner, actor and supervisor at once, mid-run: no checkpoint was ever written
+    clear_shm(run)  # the reboot after a power cut
     assert not (run / "checkpoints" / "latest").exists()
     spooled = spooled_chunks(run)
     assert spooled >= 400 // 16, spooled
-    done = resume(run, "--total-env-steps", "800")
+    cut_at = run_progress(run).env_steps  # what the spools hold
+    done = resume(run, "--total-env-steps", "1100")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "no checkpoint yet" in done.stderr
     # every transition spooled before the cut (400 or more) and those after it, each once
-    assert assert_exactly_once(run) >= 800
+    assert assert_exactly_once(run) >= 1100
     assert not shm_left(run)
+    # the warm-up (200 random actions) was done before the cut: none after it, the ratio held from the first window
+    assert_resumed_without_warmup(run, 200, cut_at, 2.0)
 
 
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGTERM], ids=["SIGHUP", "SIGTERM"])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGHUP, signal.SIGTERM], ids=["Ctrl-C", "SIGHUP", "SIGTERM"])
 def test_a_closed_terminal_or_sigterm_stops_with_a_final_checkpoint_and_resumes(tmp_path, sig):
     cfg = config(tmp_path, "sig", {"total_env_steps": 100_000}, control_hz=300.0)
     run, log = tmp_path / "sig", tmp_path / "sig.log"
@@ -93,9 +100,11 @@ def test_a_closed_terminal_or_sigterm_stops_with_a_final_checkpoint_and_resumes(
     stopped = assert_exactly_once(run)
     assert stopped >= 400
     assert "stopped: checkpoint at" in log.read_text()
-    done = resume(run, "--total-env-steps", str(stopped + 300))
+    clear_shm(run)  # and the machine rebooted overnight
+    done = resume(run, "--total-env-steps", str(stopped + 400))
     assert done.returncode == 0, done.stderr[-3000:]
-    assert assert_exactly_once(run) >= stopped + 300
+    assert assert_exactly_once(run) >= stopped + 400
+    assert_resumed_without_warmup(run, 200, stopped, 2.0)
 
 
 @pytest.mark.timeout(500)
@@ -164,10 +173,13 @@ def test_a_full_disk_stops_the_run_with_one_message_the_last_checkpoint_intact(t
     assert "stopped, the disk is full (" in text and "File too large" in text, text[-3000:]
     assert "stopped on a full disk" in text and "Traceback" not in text
     assert not list((run / "checkpoints").glob(".*"))  # nothing torn left behind
-    before = assert_exactly_once(run)  # the last checkpoint loads and is whole
-    done = resume(run, "--total-env-steps", str(before + 300))
+    assert_exactly_once(run)  # the last checkpoint loads and is whole
+    stopped = run_progress(run).env_steps  # the checkpoint and what the actor spooled after it
+    clear_shm(run)
+    done = resume(run, "--total-env-steps", str(stopped + 400))
     assert done.returncode == 0, done.stderr[-3000:]
-    assert assert_exactly_once(run) >= before + 300
+    assert assert_exactly_once(run) >= stopped + 400
+    assert_resumed_without_warmup(run, 200, stopped, 2.0)
 
 
 @pytest.mark.timeout(300)
