@@ -14,6 +14,14 @@ Every node is a child process with the ROS 2 command line ``--ros-args -r __node
 -r from:=to``. Ctrl-C (SIGINT), SIGTERM or SIGHUP (a closed terminal) stops the graph: SIGINT to every child, then
 SIGTERM after ``sigterm_timeout`` and SIGKILL after another ``sigkill_timeout`` (as ``ros2 launch`` does); the
 launcher exits when all children have exited.
+
+A child that exits with 2 refused its configuration (a node does so as it starts: a missing profile, a bad
+parameter): the launcher stops the rest of the graph and repeats the child's one line (which a node writes to
+the file named in ``ROBOT_RL_ERROR_FILE`` rather than to the screen, so it is shown once).
+
+Exit codes, as ``robot-rl train``'s: 0 every child exited cleanly on its own; 1 a child failed; 2 a refused launch
+file, launch argument or node configuration (the graph is stopped); 129 / 130 / 143 stopped by SIGHUP / SIGINT
+(Ctrl-C) / SIGTERM.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +58,11 @@ EXECUTABLES = ("arm_hardware", "car_hardware", "arm_controller", "drive_controll
 _SUB = re.compile(r"\$\((var|env) ([^)\s]+)(?: ([^)]*))?\)")
 NODE_KEYS = {"pkg", "exec", "name", "namespace", "param", "remap", "args", "output"}
 EXEC_KEYS = {"cmd", "name", "output"}
+CONFIG_ERROR = 2
+"""Exit code of a process that refused its configuration (a node, ``robot-rl actor``, the launcher itself)."""
+ERROR_FILE = "ROBOT_RL_ERROR_FILE"
+"""Environment variable naming the file where a node started by the launcher writes its one-line configuration
+error (:func:`robot_rl.ros.node.run_node`); the launcher repeats it."""
 
 
 @dataclass
@@ -176,37 +190,53 @@ def _node(body: dict[str, Any], args: dict[str, str]) -> Process:
 
 
 def run(procs: list[Process], cfg: LaunchConfig | None = None) -> int:
-    """Starts every process and waits; SIGINT, SIGTERM or SIGHUP stops them all. Returns 0 if every child exited
-    cleanly."""
+    """Starts every process and waits; SIGINT, SIGTERM or SIGHUP stops them all, as does a child that refuses its
+    configuration (exit code 2). Returns the launcher's exit code (the module docstring lists them)."""
     cfg = cfg or LaunchConfig()
-    stopping: list[bool] = [False]
+    stopped_by: list[int] = []
 
-    def on_signal(*_: Any) -> None:
-        stopping[0] = True
+    def on_signal(signum: int, _frame: Any) -> None:
+        stopped_by.append(signum)
 
     # A closed terminal or a dropped SSH session (SIGHUP) stops the graph like Ctrl-C: no node is left orphaned.
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     children: dict[str, subprocess.Popen] = {}
-    try:
-        for p in procs:
-            out = subprocess.DEVNULL if p.output == "log" else None
-            # Own session: a terminal's Ctrl-C reaches the launcher only, which then stops the children in order.
-            children[p.name] = subprocess.Popen(p.cmd, stdout=out, stderr=out, start_new_session=True,
-                                                env={**os.environ, **p.env})
-            log.info("started %s (pid %d)", p.name, children[p.name].pid)
-        reported: set[str] = set()
-        while not stopping[0] and any(c.poll() is None for c in children.values()):
-            for name, c in children.items():
-                if c.poll() is not None and name not in reported:
+    refused: str | None = None
+    with tempfile.TemporaryDirectory(prefix="robot-rl-launch-") as errors:
+        error_files = {p.name: Path(errors) / f"{i}.txt" for i, p in enumerate(procs)}
+        try:
+            for p in procs:
+                out = subprocess.DEVNULL if p.output == "log" else None
+                # Own session: a terminal's Ctrl-C reaches the launcher only, which then stops the children in order.
+                children[p.name] = subprocess.Popen(p.cmd, stdout=out, stderr=out, start_new_session=True,
+                                                    env={**os.environ, **p.env, ERROR_FILE: str(error_files[p.name])})
+                log.info("started %s (pid %d)", p.name, children[p.name].pid)
+            reported: set[str] = set()
+            while refused is None and not stopped_by and any(c.poll() is None for c in children.values()):
+                for name, c in children.items():
+                    if c.poll() is None or name in reported:
+                        continue
                     reported.add(name)
+                    if c.returncode == CONFIG_ERROR:  # the rest of the graph would run without it: stop it all
+                        refused = name
+                        break
                     # A node that dies while the others run is a problem worth seeing at the default level.
                     log.log(logging.INFO if c.returncode == 0 else logging.WARNING, "%s exited with %d", name,
                             c.returncode)
-            time.sleep(0.1)
-    finally:
-        codes = stop(children, cfg)
-        for s, handler in old.items():
-            signal.signal(s, handler)
+                time.sleep(0.1)
+        finally:
+            codes = stop(children, cfg)
+            for s, handler in old.items():
+                signal.signal(s, handler)
+        if refused is None:  # also one that exited with 2 after the others
+            refused = next((name for name, code in codes.items() if code == CONFIG_ERROR), None)
+        if refused is not None:
+            error = error_files[refused]
+            line = error.read_text().strip() if error.exists() else ""
+            return command_error("robot-rl launch", line or f"{refused} exited with {CONFIG_ERROR}: it refused its "
+                                 "configuration (see its output)")
+    if stopped_by:
+        return 128 + stopped_by[0]
     return 0 if all(c in (0, -signal.SIGINT) for c in codes.values()) else 1
 
 
@@ -231,7 +261,10 @@ def stop(children: dict[str, subprocess.Popen], cfg: LaunchConfig) -> dict[str, 
 @dataclass(frozen=True)
 class LaunchArgs:
     """Run a ROS 2 YAML launch file (arg, node and executable entries) without the ros2 CLI; Ctrl-C stops every
-    node (SIGINT, then SIGTERM, then SIGKILL)."""
+    node (SIGINT, then SIGTERM, then SIGKILL).
+
+    Exit codes: 0 every node exited cleanly on its own; 1 a node failed; 2 a refused launch file, argument or node
+    configuration (one line; the graph is stopped); 129 / 130 / 143 stopped by SIGHUP / SIGINT / SIGTERM."""
 
     file: Annotated[Positional[str], arg(metavar="FILE")]
     """The YAML launch file, e.g. launch/sim_arm.launch.yaml."""
