@@ -208,7 +208,8 @@ def measure(profile_path: str, seconds: float, load: int, rt_priority: int, node
             drive(time.monotonic() + seconds, counts)
             end, cpu = time.time_ns(), cpu_times() - cpu
             used = {n: (cpu_seconds(pid) - used[n]) / ((end - start) / 1e9) for n, pid in nodes.items()}
-            time.sleep(0.3)  # the last messages of the window arrive
+            holds = sum(1 for _, s in list(link.streams["state"].items) if s == "hold") - holds_before
+            drive(time.monotonic() + 0.3)  # the last messages of the window arrive (targets go on: no hold)
             answered = {round(s, 6): a for _, (s, a) in list(link.streams["pong"].items)}
             sent = pings[first_ping:]
             floor = np.array([answered[round(t, 6)] - t for t in sent if round(t, 6) in answered])
@@ -216,7 +217,7 @@ def measure(profile_path: str, seconds: float, load: int, rt_priority: int, node
                          "dds_floor": {**percentiles(floor), "answered": f"{floor.size}/{len(sent)}"},
                          "runnable_mean": float(np.mean(counts)), "loadavg_1min": os.getloadavg()[0],
                          "cpu_busy": float(cpu[0] / cpu[1]), "node_cores": used,
-                         "holds": sum(1 for _, s in list(link.streams["state"].items) if s == "hold") - holds_before,
+                         "holds": holds,
                          "load": f"{load} busy loops" if name == "loaded" else "none"}
         return {"nominal_hz": profile.command.rate_hz, "interface": profile.command.interface,
                 "topic": profile.command.topic, **out}
