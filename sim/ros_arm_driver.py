@@ -479,7 +479,10 @@ class ArmDriverNode(ArmHardwareNode):
         base = self.base_body
         tool, _ = relative_pose(d.xpos[base], d.xquat[base], d.site_xpos[env.ee_site], np.array([1.0, 0, 0, 0]))
         seen = {"t": now, "success": bool(env._evaluate()[1]), "tool": tool.tolist(),
-                "joints": self.tracker.measured().tolist(), "moving_by_hand": self._hand is not None}
+                "joints": self.tracker.measured().tolist(), "moving_by_hand": self._hand is not None,
+                "gripper": float(env.gripper_opening())}
+        if hasattr(env, "grasped"):
+            seen["grasped"] = bool(env.grasped())
         if self.obj_body >= 0:
             b = self.obj_body
             seen["object"] = relative_pose(d.xpos[base], d.xquat[base], d.xpos[b], d.xquat[b])[0].tolist()

@@ -3,7 +3,8 @@ shared by the driver and a scripted person, off the ROS graph (a real robot has 
 task's success; a person looks at the scene).
 
 The driver (:class:`SceneChannel`) writes ``seen.json`` about 20 times a second: the task's success as the sim
-judges it, the object and tool positions (base frame) and the arm's joints. The person (:class:`ScenePerson`) asks
+judges it, the object and tool positions (base frame), the arm's joints, the gripper's opening and whether the
+object is in the hand. The person (:class:`ScenePerson`) asks
 for what a person's hands do by writing request files under ``requests/``, which the physics loop takes in order:
 
 * ``{"do": "reset"}`` — put the task objects back (a new placement), as between episodes;

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
 
@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 from tyro.conf import Positional, arg
 
-from robot_rl.config import ConfigError, load_yaml, parse_command
+from robot_rl.config import ConfigError, JsonDict, load_yaml, parse_command
 from robot_rl.datasets.record import resolve_env_id
 from robot_rl.envs.make import EnvConfig, make_env
 from robot_rl.rewards.classifier import RewardClassifierConfig, save_classifier, train_classifier
@@ -70,6 +70,11 @@ class RecordFramesArgs:
     """sim: recording seed."""
     device: str = "keyboard"
     """keys: teleop device (keyboard, gamepad, spacemouse, ros); event keys: docs/guides/demos-and-teleop.md."""
+    env_kwargs: JsonDict = field(default_factory=dict)
+    """keys: keyword arguments of the env, as one JSON object: e.g. a robot env's profile,
+    '{"profile": "my_arm.yaml"}' for robot_rl.envs.ros_env:robot_rl/RosArm-v0 (its cameras are the profile's)."""
+    teleop_config: Annotated[str | None, derived("YAML", "none")] = None
+    """keys: YAML of teleop settings (TeleopConfig fields: axes, buttons, ros_topic, gripper_mode, ...)."""
     frames: int = 2000
     """keys: stop after this many frames (Ctrl-C ends early)."""
     overwrite: bool = False
@@ -144,10 +149,12 @@ def _record_keys(env_id: str, args: RecordFramesArgs, cameras: tuple[str, ...], 
     kwargs: dict = {"image_size": args.image_size} if env_id.startswith("robot_rl/") else {}
     if cameras:
         kwargs["cameras"] = cameras
+    kwargs.update(args.env_kwargs)
+    teleop = load_yaml(TeleopConfig, args.teleop_config) if args.teleop_config else TeleopConfig()
     env = make_env(EnvConfig(id=env_id, kwargs=kwargs))
     device = None
     try:
-        device = make_device(TeleopConfig(device=args.device), int(env.action_space.shape[0]))
+        device = make_device(dataclasses.replace(teleop, device=args.device), int(env.action_space.shape[0]))
         log.info("recording with %s: success/failure keys set the label, reset starts a new episode, "
                  "pause stops recording, Ctrl-C saves and ends", args.device)
         return record_key_frames(env, device, out, max_frames=args.frames, progress=args.progress,

@@ -20,11 +20,13 @@ from robot_rl.agents.registry import capabilities, make_agent, uses_base
 from robot_rl.config import load_yaml
 from robot_rl.datasets.record import resolve_env_id
 from robot_rl.envs.config import EnvConfig
+from robot_rl.envs.contract import drives_hardware
 from robot_rl.envs.make import make_env
 from robot_rl.policies.base import BasePolicy, misfit
 from robot_rl.policies.config import ExecutionConfig
 from robot_rl.policies.evaluate import ComposedAgent, ExecutorAgent
 from robot_rl.policies.loader import load_policy
+from robot_rl.rewards.wrapper import ClassifierReward
 from robot_rl.spaces import ObsSpec, action_dim_of
 from robot_rl.training.config import TrainConfig
 from robot_rl.training.stats import bootstrap_ci, iqm_ci
@@ -111,11 +113,14 @@ def across_runs(per_run: list[dict[str, np.ndarray]]) -> dict[str, float]:
 
 def load_run(run: str | Path, render_mode: str | None = None) -> tuple[Any, gym.Env, Any, Any]:
     """A run folder's config, a fresh env of its task, its agent with the latest checkpoint's policy weights and
-    the actor that evaluates it (the agent itself, or the agent on its base policy: close it when it is not)."""
+    the actor that evaluates it (the agent itself, or the agent on its base policy: close it when it is not). A
+    robot trained with a learned reward is judged by that reward classifier (a sim by its own success check)."""
 
 
     cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
     env = make_env(cfg.env, render_mode=render_mode)
+    if cfg.reward.path and drives_hardware(env):  # a robot has no success check of its own: judged as in training
+        env = ClassifierReward(env, cfg.reward.path, cfg.reward)
     agent = make_agent(cfg.agent_config(), ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
     agent.load_policy_state(load_file(str(latest_checkpoint(run) / "policy.safetensors")))
     return cfg, env, agent, evaluation_agent(cfg, agent, env)

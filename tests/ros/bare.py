@@ -16,10 +16,12 @@ TASKS = {"ros2_control_joint_position": "PickCube", "ur5e_servo": "Reach", "fran
 """The sim task each bundled profile's bare rehearsal runs (the UR has no gripper: a reach)."""
 
 
-def start_bare_driver(graph: Graph, profile: str, scene: Path, *args: str, name: str = "arm_driver") -> None:
-    """The emulated driver of ``profile`` in bare mode, its scene in ``scene``."""
+def start_bare_driver(graph: Graph, profile: str, scene: Path, *args: str, name: str = "arm_driver",
+                      task: str = "") -> None:
+    """The emulated driver of ``profile`` in bare mode, its scene in ``scene`` (task: by default the bundled
+    profile's, :data:`TASKS`)."""
     graph.start("arm_driver", "-p", f"profile:={profile}", "-p", "bare:=true", "-p", f"scene_dir:={scene}",
-                "-p", f"task:={TASKS[Path(profile).stem]}", *args, name=name)
+                "-p", f"task:={task or TASKS[Path(profile).stem]}", *args, name=name)
 
 
 class ToolProbe:
