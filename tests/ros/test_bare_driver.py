@@ -122,7 +122,7 @@ def test_nothing_moves_that_nobody_asked_for(graph, tmp_path, profile: str) -> N
         for _ in range(20):
             env.step(env.hold_action())
         peaks["the policy asks to stay after a hand move"] = probe.peak_motion(asked)
-        assert env.reanchors >= 1  # its target restarted from the measured pose
+        reanchored = env.reanchors  # steps whose target restarted from the measured pose
     finally:
         env.close()
 
@@ -149,7 +149,9 @@ def test_nothing_moves_that_nobody_asked_for(graph, tmp_path, profile: str) -> N
     peaks["the driver restarted with the arm elsewhere"] = probe.peak_motion(restarted)
     probe.close()
     log = graph.log("arm_safety")
-    assert log.count("kinematics of") >= 2, log[-3000:]  # rebuilt from the restarted driver's description
-    assert "holding the measured pose" in log, log[-3000:]
+    print(f"peak unrequested tool motion (mm), {profile}:", {k: round(v * 1e3, 3) for k, v in peaks.items()})
     bad = {k: round(v * 1e3, 2) for k, v in peaks.items() if v * 1e3 > UNREQUESTED_MM}
     assert not bad, ({k: round(v * 1e3, 2) for k, v in peaks.items()}, log[-3000:])
+    assert reanchored >= 1
+    assert log.count("kinematics of") >= 2, log[-3000:]  # rebuilt from the restarted driver's description
+    assert "holding the measured pose" in log, log[-3000:]
