@@ -85,6 +85,9 @@ class StreamedOutput:
         self.period = 1.0 / cmd.rate_hz if cmd.rate_hz > 0 else 0.0
         self.target: Pose | None = None
         self.last_tick = -np.inf
+        self.next_send = np.inf
+        """When the reference is next sent (``now()`` time): one every ``period`` from the first target, on a fixed
+        schedule; infinite while nothing streams. The safety node's watchdog thread wakes for it."""
         self.stopping = False
 
     def send(self, pos: np.ndarray, quat: np.ndarray, stamp: Any) -> Reasons:
@@ -97,6 +100,7 @@ class StreamedOutput:
             start = self.measured()
             self.filter.reset(*(start if start is not None else self.target))
             self.last_tick = self.now()
+            self.next_send = self.last_tick + self.period
         return []
 
     def stop(self) -> Pose | None:
@@ -120,15 +124,20 @@ class StreamedOutput:
         without twists)."""
         self.target = None
         self.stopping = False
+        self.next_send = np.inf
         if self.filter is not None:
             self.filter.pos = None
 
     def tick(self, now: float) -> None:
-        """Called often (the watchdog's rate): advances the reference and sends it every ``period``."""
-        if self.filter is None or self.target is None or self.filter.pos is None or now - self.last_tick < self.period:
+        """Called at the watchdog's rate and at ``next_send``: advances the reference and sends it on a fixed
+        schedule, one every ``period`` (a late send does not delay the next one; a send more than a period late
+        restarts the schedule from now)."""
+        if self.filter is None or self.target is None or self.filter.pos is None or now < self.next_send:
             return
         dt = min(now - self.last_tick, 0.1)
         self.last_tick = now
+        late = now - self.next_send
+        self.next_send = now + self.period if late >= self.period else self.next_send + self.period
         pos, quat = self.filter.step(self.target, dt)
         vel = self.filter.vel.copy()
         lim = self.profile.limits

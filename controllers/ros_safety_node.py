@@ -55,6 +55,9 @@ from robot_rl_controllers.ros_safety_config import ArmSafetyConfig, CarSafetyCon
 class _SafetyBase(Node):
     """E-stop latch, watchdog timer and diagnostics; subclasses implement ``_hold`` and ``_watchdog_stale``."""
 
+    reanchors = 0
+    """Times the measured pose became the hold (an arm moved by something else; the car never re-anchors)."""
+
     def __init__(self, name: str, cfg: SafetyConfig) -> None:
         super().__init__(name)
         self.cfg = declare_config(self, cfg)
@@ -88,10 +91,24 @@ class _SafetyBase(Node):
             self._thread.join(timeout=1.0)
 
     def _watchdog_loop(self) -> None:
+        """The staleness check on a fixed grid of ``1 / watchdog_rate_hz`` (its own run time does not stretch the
+        period), and a wake for the streamed output's next send (:meth:`_next_send_in`), so the stream keeps its
+        rate instead of being rounded up to whole watchdog periods."""
         period = 1.0 / self.cfg.watchdog_rate_hz
-        while not self._stop.wait(period) and self.context.ok():
-            self._watchdog()
+        check = time.monotonic() + period
+        while True:
+            wake = min(check, time.monotonic() + max(self._next_send_in(), 0.0005))
+            if self._stop.wait(max(0.0, wake - time.monotonic())) or not self.context.ok():
+                return
+            now = time.monotonic()
+            if now >= check:
+                check = check + period if now - check < period else now + period
+                self._watchdog()
             self._tick()
+
+    def _next_send_in(self) -> float:
+        """Seconds until a streamed output's next send (inf: nothing streams)."""
+        return np.inf
 
     def _tick(self) -> None:
         """Called at the watchdog rate after the watchdog check (an output that streams its command)."""
@@ -112,7 +129,7 @@ class _SafetyBase(Node):
         status.level = DiagnosticStatus.ERROR if self.estopped else (
             DiagnosticStatus.WARN if self.holding else DiagnosticStatus.OK)
         values = {"commands": self.commands, "forwarded": self.forwarded, "rejections": self.counter.total,
-                  "reanchors": getattr(self, "reanchors", 0),
+                  "reanchors": self.reanchors,
                   **{f"rejected.{k}": v for k, v in sorted(self.counter.counts.items())}}
         status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
         msg = DiagnosticArray(status=[status])
@@ -210,7 +227,6 @@ class ArmSafetyNode(_SafetyBase):
         self._stop_reach = 0.0
         self.output: Any = None
         self.joints_q: np.ndarray | None = None
-        self.reanchors = 0  # times the measured pose became the hold (the arm was moved by something else)
         self._state_seen: float | None = None  # monotonic time of the last measured state
         self._state_stale = False
         self._anchor_due: str | None = None  # why the next measured state becomes the hold (set off the state path)
@@ -301,6 +317,11 @@ class ArmSafetyNode(_SafetyBase):
         with self.lock:
             self.joints_q = q
             self._set_measured(pos, quat, t, vel)
+
+    def _next_send_in(self) -> float:
+        if self.output is None or self._state_stale:
+            return np.inf
+        return self.output.next_send - self.time.now()
 
     def _tick(self) -> None:
         self._check_state_fresh()

@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from robot_rl.teleop.gamepad import DEFAULT_BUTTONS
 from robot_rl_sim.scene_channel import ScenePerson
 
-BUTTON = {function: int(b[1:]) for b, function in DEFAULT_BUTTONS.items()}
-"""Function -> joystick button index (robot_rl's gamepad layout)."""
+BUTTON = {"gripper": 0, "ready": 1, "pause": 2, "reset": 3, "takeover": 5, "failure": 6, "success": 7, "stop": 8}
+"""Function -> joystick button index: the gamepad layout of robot_rl's docs, as a person reads it there (the sim
+layer does not import the teleop package; tests/ros/test_robot_day.py keeps the two equal)."""
 STICK = (1, 0, 4)
 """Joystick axes of the action's x, y, z (robot_rl's gamepad layout for a 4-D arm action)."""
 PUT_BACK_S = 5.0

@@ -297,10 +297,19 @@ class ProfileCheck:
         """The safety node's ``profile`` parameter commands what this profile commands."""
         from rcl_interfaces.srv import GetParameters  # optional: ros2
 
-        infos = self.node.get_publishers_info_by_topic(self._resolve("safety_state"))
-        if not infos:
-            return  # reported by the topic check
-        info = infos[0]
+        topic = self._resolve("safety_state")
+        deadline = time.monotonic() + self.timeout
+        while True:  # an endpoint is discovered before its node's name: wait for the name
+            infos = self.node.get_publishers_info_by_topic(topic)
+            if not infos:
+                return  # reported by the topic check
+            info = infos[0]
+            if not info.node_name.startswith("_NODE_NAME_UNKNOWN"):
+                break
+            if time.monotonic() > deadline:
+                raise self.fail("safety node", f"the publisher of {topic} did not make its node name known within "
+                                               f"{self.timeout:.0f} s")
+            time.sleep(0.05)
         name = f"{info.node_namespace.rstrip('/')}/{info.node_name}"
         client = self.node.create_client(GetParameters, f"{name}/get_parameters")
         try:

@@ -28,8 +28,6 @@ from tests.ros.test_profiles import wait_kinematics
 
 TASKS = {"ros2_control_joint_position": "PickCube", "ur5e_servo": "Reach"}
 """The task of each profile's day (the UR has no gripper: a reach)."""
-CAMERA_TOPIC = "/camera/camera/color/image_raw"
-"""A RealSense on realsense2_camera's default topic, beside the arm's driver."""
 ENV_ID = "robot_rl.envs.ros_env:robot_rl/RosArm-v0"
 
 
@@ -84,12 +82,11 @@ class RobotDay:
         self.sizes = sizes or DaySizes()
         self.task = TASKS[profile]
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.profile = self.folder / "my_arm.yaml"
-        self.profile.write_text(yaml.safe_dump({
-            "extends": profile,
-            "cameras": [{"name": "front", "source": "ros", "topic": CAMERA_TOPIC, "width": self.sizes.image_size,
-                         "height": self.sizes.image_size}],
-            "success": {"source": "classifier"}}))
+        self.guide = guide_blocks()
+        self.profile = self.folder / "my_arm.yaml"  # the guide's profile, on this day's bundled profile and camera
+        mine = {**self.guide["my_arm.yaml"], "extends": profile}
+        mine["cameras"] = [{**cam, "resize": [self.sizes.image_size] * 2} for cam in mine["cameras"]]
+        self.profile.write_text(yaml.safe_dump(mine))
         self.loaded = load_profile(str(self.profile))
         self.scene = self.folder / "scene"
         self.graph = Graph(domain, self.folder)
@@ -201,27 +198,25 @@ class RobotDay:
         return self._step("train the reward classifier", body)
 
     def config(self) -> Path:
+        """The guide's ``day.yaml`` with this day's files and sizes."""
         s = self.sizes
-        cfg = {
+        cfg = self.guide["day.yaml"]
+        cfg.update({
             "name": "day", "runs_dir": str(self.folder / "runs"), "progress": False,
-            "env": {"id": ENV_ID, "kwargs": json.loads(self.env_kwargs()), "max_episode_steps": s.max_episode_steps},
-            "demos": [str(self.folder / "demos.zarr")], "total_env_steps": 10**6, "random_steps": s.random_steps,
-            "learning_starts": s.learning_starts, "eval_every": 0, "checkpoint_every": 0, "checkpoint_every_s": 30.0,
-            "log_every": 20, "reward": {"path": str(self.folder / "classifier")},
-            "teleop": {"device": "ros", "ros_topic": "joy", "gripper_mode": "hold", "start": "countdown",
-                       "countdown_s": 1.5},
-            "runtime": {"max_update_lag": 0, "catch_up_between_episodes": True},
-            "agent": s.agent,
-        }
+            "env": {**cfg["env"], "kwargs": json.loads(self.env_kwargs()), "max_episode_steps": s.max_episode_steps},
+            "demos": [str(self.folder / "demos.zarr")], "random_steps": s.random_steps,
+            "learning_starts": s.learning_starts, "checkpoint_every": 0, "checkpoint_every_s": 30.0,
+            "log_every": 20, "reward": {"path": str(self.folder / "classifier")}, "agent": s.agent})
         path = self.folder / "day.yaml"
         path.write_text(yaml.safe_dump(cfg))
         return path
 
     def _train_until(self, proc: subprocess.Popen, name: str, steps: int) -> int:
         """The person keeps the scene and takes over now and then until the run has ``steps`` env steps."""
-        episode = 0
+        episode, deadline = 0, time.monotonic() + 60.0 + 2.0 * steps  # 20 Hz, resets and the learner's catch-up
         while self._status().get("env_steps", 0) < steps:
             assert proc.poll() is None, self.log(name)[-3000:]
+            assert time.monotonic() < deadline, self._stuck(name, episode)
             if not self.person.wait_home_or_end(proc, timeout=180):
                 break
             self.person.put_back()
@@ -229,6 +224,13 @@ class RobotDay:
             take_over = self.sizes.intervene_every and episode % self.sizes.intervene_every == 0
             self.person.watch_episode(proc, take_over)
         return episode
+
+    def _stuck(self, name: str, episode: int) -> str:
+        """What to know about a step that did not get on: the run, the robot's processes, the scene's age."""
+        seen = self.person.seen()
+        return (f"{name}: status {self._status()} after {episode} episodes; processes alive {self.graph.alive()}; "
+                f"the scene is {time.time() - seen['t']:.1f} s old\n--- {name}\n{self.log(name)[-3000:]}\n"
+                f"--- arm_driver\n{self.graph.log('arm_driver')[-1500:]}")
 
     def _status(self) -> dict:
         try:
@@ -292,6 +294,19 @@ class RobotDay:
     def report(self) -> dict:
         return {"profile": self.base, "task": self.task, "sizes": asdict(self.sizes),
                 "steps": [asdict(s) for s in self.steps]}
+
+
+def guide_blocks() -> dict[str, dict]:
+    """The YAML files of docs/guides/robot-day.md (a block whose first line names its file), parsed: the day runs
+    what the page shows."""
+    import re
+
+    out = {}
+    for block in re.findall(r"```yaml\n(.*?)```", (ROOT / "docs/guides/robot-day.md").read_text(), re.S):
+        name = re.match(r"# (\S+\.yaml)", block)
+        if name:
+            out[name.group(1)] = yaml.safe_load(block)
+    return out
 
 
 def random_actions(run: Path) -> int:

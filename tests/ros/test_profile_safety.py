@@ -94,7 +94,7 @@ def _measure_stop(env, probe) -> str | None:
         return "no hold after the last command (the state was already 'hold')"
     hold_at = min(holds)
     time.sleep(1.5)
-    speeds = [(t, v) for t, v in probe.streams["speed"].items if t >= last - 0.2]
+    speeds = [(t, v) for t, v in list(probe.streams["speed"].items) if t >= last - 0.2]  # a copy: it grows
     n = max(1, int(round(0.02 / np.median(np.diff([x for x, _ in speeds])))))
     ts = np.array([x for x, _ in speeds])[n - 1:]
     smooth = np.convolve([y for _, y in speeds], np.ones(n) / n, mode="valid")
