@@ -11,6 +11,7 @@ Used by tests/ros/test_robot_day.py (small sizes) and benchmarks/robot_day.py (f
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -22,9 +23,14 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from robot_rl.config import load_yaml
+from robot_rl.replay.store import load_buffer
+from robot_rl.runtime.checkpoint import latest_checkpoint
+from robot_rl.training.config import TrainConfig
 from tests.ros.bare import start_bare_driver
 from tests.ros.graph import ROOT, Graph, ros_env
 from tests.ros.test_profiles import wait_kinematics
+from tests.runtime.delivery import clear_shm, random_actions, windows_after
 
 TASKS = {"ros2_control_joint_position": "PickCube", "ur5e_servo": "Reach"}
 """The task of each profile's day (the UR has no gripper: a reach)."""
@@ -37,19 +43,19 @@ class DaySizes:
 
     demos: int = 2
     """Demonstrations kept."""
-    frames: int = 160
+    frames: int = 120
     """Frames recorded for the reward classifier."""
-    classifier_epochs: int = 8
+    classifier_epochs: int = 5
     """Epochs of the reward classifier."""
     random_steps: int = 20
     """Random actions asked for on day one (a robot's default is none)."""
-    train_steps: int = 120
+    train_steps: int = 80
     """Env steps on day one before the person stops for the night."""
-    resume_steps: int = 60
+    resume_steps: int = 40
     """Env steps the next morning."""
     learning_starts: int = 40
     """Env steps before the first update."""
-    max_episode_steps: int = 40
+    max_episode_steps: int = 30
     """Control steps per episode (20 Hz)."""
     intervene_every: int = 3
     """The person takes over in every this many-th training episode (0: never)."""
@@ -268,7 +274,7 @@ class RobotDay:
             status = self._status()
             return {"env_steps": status["env_steps"], "updates": status["updates"],
                     "random_actions_after_resume": random_actions(self.run) - before,
-                    "utd_windows": windows(self.run, stopped)}
+                    "utd_windows": [v for _, v in windows_after(self.run, stopped)]}
         return self._step("resume the next morning", body)
 
     def evaluate(self) -> dict:
@@ -299,8 +305,6 @@ class RobotDay:
 def guide_blocks() -> dict[str, dict]:
     """The YAML files of docs/guides/robot-day.md (a block whose first line names its file), parsed: the day runs
     what the page shows."""
-    import re
-
     out = {}
     for block in re.findall(r"```yaml\n(.*?)```", (ROOT / "docs/guides/robot-day.md").read_text(), re.S):
         name = re.match(r"# (\S+\.yaml)", block)
@@ -309,31 +313,8 @@ def guide_blocks() -> dict[str, dict]:
     return out
 
 
-def random_actions(run: Path) -> int:
-    from tests.runtime.delivery import random_actions as count
-
-    return count(run)
-
-
 def intervened(run: Path) -> int:
     """Transitions of the latest checkpoint the person chose (their takeovers)."""
-    from robot_rl.config import load_yaml
-    from robot_rl.replay.store import load_buffer
-    from robot_rl.runtime.checkpoint import latest_checkpoint
-    from robot_rl.training.config import TrainConfig
-
     cfg = load_yaml(TrainConfig, run / "config.yaml")
     part = load_buffer(latest_checkpoint(run) / "replay.zarr", cfg.replay).partitions["interventions"]
     return int(np.count_nonzero(part.arrays["valid"][: part.size]))
-
-
-def windows(run: Path, after: int) -> list[float]:
-    from tests.runtime.delivery import windows_after
-
-    return [v for _, v in windows_after(run, after)]
-
-
-def clear_shm(run: Path) -> None:
-    from tests.runtime.delivery import clear_shm as clear
-
-    clear(run)
