@@ -63,7 +63,8 @@ from robot_rl.utils.command import command_error
 from robot_rl.utils.disk import DISK_FULL, describe, disk_full_error
 from robot_rl.utils.imports import absolute_imports
 from robot_rl.utils.log import get_logger, pop_log_level, setup_logging
-from robot_rl.utils.process import die_with_parent
+from robot_rl.utils.process import die_with_parent, exit_on_signal, ignore_stop_signals, on_stop_signals
+from robot_rl.utils.run_dir import NoCompleteCheckpoint
 from robot_rl.view.config import ViewConfig
 
 log = get_logger("robot_rl.cli")
@@ -170,6 +171,7 @@ def _disk_full(side: str, exc: BaseException, run_dir: str) -> int | None:
     err = disk_full_error(exc)
     if err is None:
         return None
+    log.debug("%s: the full-disk error", side, exc_info=exc)
     log.error("%s stopped, the disk is full (%s) under %s. The last checkpoint is intact and the actors' spools "
               "hold what it lacks: free space, then continue with robot-rl train --resume %s", side, describe(err),
               run_dir, run_dir)
@@ -216,15 +218,13 @@ def cmd_learner(argv: list[str]) -> int:
         torch.set_num_threads(rt.learner_threads or max(1, (os.cpu_count() or 1) - rt.num_actors))
         if rt.learner_nice:
             os.nice(rt.learner_nice)  # the actors' control loops come first on a shared machine
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # until it can checkpoint
-        signal.signal(signal.SIGHUP, lambda *_: sys.exit(128 + signal.SIGHUP))
+        on_stop_signals(exit_on_signal)  # until it can checkpoint
         learner = Learner(cfg, args.run_dir, resume=args.resume)
-    except (ConfigError, ValueError) as exc:
+    except (ConfigError, ValueError, NoCompleteCheckpoint) as exc:  # a restart would fail the same way
         return fail("learner", exc)
     # From here a stop signal ends the run at the next step with a final checkpoint (the supervisor's shutdown,
     # a scheduler's SIGTERM, a closed terminal, Ctrl-C)
-    for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-        signal.signal(sig, lambda signum, _frame: learner.request_stop(signum))
+    on_stop_signals(lambda signum, _frame: learner.request_stop(signum))
     try:
         learner.run()
     except Exception as exc:
@@ -245,9 +245,8 @@ def cmd_actor(argv: list[str]) -> int:
 
     try:
         args, cfg = _run_side(argv, "robot-rl actor")
-        # SIGTERM / SIGHUP = stop cleanly: the partial chunk and the spool are flushed before exit.
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
+        # SIGTERM / SIGHUP (and Ctrl-C when run alone) = stop cleanly: the partial chunk and the spool are flushed
+        on_stop_signals(exit_on_signal)
         actor = Actor(cfg, args.run_dir, index=args.index, incarnation=args.incarnation)
     except (ConfigError, ValueError) as exc:
         return fail("actor", exc)
@@ -489,6 +488,9 @@ def main(argv: list[str] | None = None) -> int:
         if disk_full_error(exc) is None:
             raise
         return fail(argv[0], exc)  # one message, exit code DISK_FULL
+    finally:  # the command is done: a signal now could only cut the exit (atexit, finalizers) with a traceback
+        if threading.current_thread() is threading.main_thread():
+            ignore_stop_signals()
 
 
 def ros_actor_main(argv: list[str] | None = None) -> int:

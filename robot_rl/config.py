@@ -144,7 +144,20 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
-    data = yaml.safe_load(path.read_text()) or {}
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:  # a permission error, a binary file
+        raise ConfigError(f"{path}: cannot be read ({getattr(exc, 'strerror', None) or exc})") from None
+    if not text.strip():
+        raise ConfigError(f"{path}: the file is empty")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"{path}: not valid YAML{where} ({getattr(exc, 'problem', None) or exc})") from None
+    if data is None:  # only comments
+        data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
     return data

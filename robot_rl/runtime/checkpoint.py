@@ -1,9 +1,11 @@
-"""Atomic checkpoints of a run: agent (+ optimizers, alpha, RNG), replay (zarr), counters.
+"""Atomic, verified checkpoints of a run: agent (+ optimizers, alpha, RNG), replay (zarr), counters.
 
-Layout: ``<run>/checkpoints/<step>/{agent.safetensors, policy.safetensors, replay.zarr, counters.json}`` and
-``<run>/checkpoints/latest`` naming the newest complete one. A checkpoint folder is built under a temporary
-name and renamed into place, and ``latest`` is replaced atomically, so a crash at any point leaves the previous
-checkpoint intact and referenced.
+Layout: ``<run>/checkpoints/<step>/{agent.safetensors, policy.safetensors, replay.zarr, counters.json,
+manifest.json}`` and ``<run>/checkpoints/latest`` naming the newest. A checkpoint folder is built under a temporary
+name, its manifest (size and SHA-256 of every file) written last, and renamed into place, so a crash at any point
+leaves the previous checkpoint intact. A resume verifies the manifest and falls back to the newest intact
+checkpoint (:func:`resume_point`); the spools keep what the oldest kept checkpoint lacks, so falling back loses
+no transition.
 """
 
 from __future__ import annotations
@@ -20,13 +22,27 @@ from robot_rl.agents.base import Agent
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
 from robot_rl.replay.store import load_buffer, save_buffer
 from robot_rl.spaces import ObsSpec
+from robot_rl.utils.disk import naming
 from robot_rl.utils.failpoint import failpoint
-from robot_rl.utils.run_dir import has_checkpoint, latest_checkpoint  # noqa: F401  (re-exported: tests, benchmarks)
+from robot_rl.utils.log import get_logger
+from robot_rl.utils.manifest import write_manifest
+from robot_rl.utils.run_dir import (  # noqa: F401  (re-exported: tests, benchmarks)
+    NoCompleteCheckpoint,
+    checkpoint_folders,
+    has_checkpoint,
+    intact_checkpoint,
+    latest_checkpoint,
+)
 from robot_rl.utils.state_io import atomic_write, fsync_tree, load_state, save_state
+
+log = get_logger(__name__)
+
+DAMAGED_SUFFIX = ".damaged"
+"""A checkpoint a resume skipped is renamed ``<step>.damaged`` (kept for a person to look at, never loaded)."""
 
 
 def save_checkpoint(run_dir: str | Path, agent: Agent, replay: ReplayBuffer | None, counters: dict[str, Any],
-                    keep: int = 2, keep_policies: bool = False) -> Path:
+                    keep: int = 3, keep_policies: bool = False) -> Path:
     """Writes ``checkpoints/<env steps>`` atomically and deletes all but the last ``keep``; ``keep_policies``: each
     checkpoint's policy weights are also kept as ``checkpoints/policies/<env steps>.safetensors``."""
     root = Path(run_dir) / "checkpoints"
@@ -38,11 +54,14 @@ def save_checkpoint(run_dir: str | Path, agent: Agent, replay: ReplayBuffer | No
     tmp.mkdir()
     try:
         save_state(tmp / "agent.safetensors", agent.state_dict())
-        save_file(agent.policy_state(), str(tmp / "policy.safetensors"))
+        with naming(final / "policy.safetensors"):
+            save_file(agent.policy_state(), str(tmp / "policy.safetensors"))
         if replay is not None:
-            save_buffer(replay, tmp / "replay.zarr")
+            with naming(final / "replay.zarr"):
+                save_buffer(replay, tmp / "replay.zarr")
         failpoint("checkpoint.replay_written")
         atomic_write(tmp / "counters.json", lambda f: f.write_text(json.dumps(counters)))
+        write_manifest(tmp)  # last: a folder whose files match its manifest is complete
         fsync_tree(tmp)  # the replay's chunks and the policy too, not only what atomic_write synced
     except BaseException:  # e.g. a full disk: nothing half-written stays behind; ``latest`` still names the last
         shutil.rmtree(tmp, ignore_errors=True)
@@ -54,9 +73,46 @@ def save_checkpoint(run_dir: str | Path, agent: Agent, replay: ReplayBuffer | No
     if keep_policies:
         (root / "policies").mkdir(exist_ok=True)
         shutil.copyfile(final / "policy.safetensors", root / "policies" / f"{final.name}.safetensors")
-    for old in sorted(p for p in root.iterdir() if p.is_dir() and p.name.isdigit())[:-keep]:
+    for old in checkpoint_folders(run_dir)[keep:]:
         shutil.rmtree(old, ignore_errors=True)
     return final
+
+
+def oldest_kept_counters(run_dir: str | Path) -> dict[str, Any] | None:
+    """The counters of the oldest checkpoint kept (None if it cannot be read): the spools are trimmed only up to
+    it, so a resume that falls back to any kept checkpoint still finds every transition after it."""
+    folders = checkpoint_folders(run_dir)
+    try:
+        return json.loads((folders[-1] / "counters.json").read_text()) if folders else None
+    except (OSError, ValueError):
+        return None
+
+
+def resume_point(run_dir: str | Path) -> Path | None:
+    """The checkpoint a resume loads: the newest whose files match its manifest (None when the run has no
+    checkpoint yet). Newer damaged ones are reported in one line, by file and cause, and renamed
+    ``<step>.damaged``; ``latest`` is pointed at the one used. Raises :class:`NoCompleteCheckpoint` (one line)
+    when none is intact: a restart cannot fix that."""
+    if not has_checkpoint(run_dir):
+        return None
+    path, skipped = intact_checkpoint(run_dir)
+    root = Path(run_dir) / "checkpoints"
+    pointer = root / "latest"
+    named = pointer.read_text().strip() if pointer.is_file() else None
+    if skipped:
+        newest = int(skipped[0][0].name)
+        log.warning("checkpoint %s; resuming from %s, %d env steps earlier: the actors' spools deliver those again "
+                    "and their updates are redone (kept for a look as %s)",
+                    "; ".join(f"{folder.name} skipped: {why}" for folder, why in skipped), path.name,
+                    newest - int(path.name), ", ".join(f.name + DAMAGED_SUFFIX for f, _ in skipped))
+        for folder, _ in skipped:
+            os.replace(folder, folder.with_name(folder.name + DAMAGED_SUFFIX))
+    elif named != path.name:
+        log.warning("%s %s; resuming from the newest intact checkpoint, %s", pointer,
+                    "is missing" if named is None else f"names {named!r}", path.name)
+    if named != path.name:
+        atomic_write(pointer, lambda f: f.write_text(path.name))
+    return path
 
 
 def load_checkpoint(path: str | Path, agent: Agent, replay_cfg: ReplayConfig | None, spec: ObsSpec,

@@ -39,7 +39,7 @@ from robot_rl.policies.loader import load_policy
 from robot_rl.policies.relabel import dataset_instructions, label_base_proposals
 from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.replay.store import add_dataset
-from robot_rl.runtime.checkpoint import has_checkpoint, latest_checkpoint, load_checkpoint, save_checkpoint
+from robot_rl.runtime.checkpoint import load_checkpoint, oldest_kept_counters, resume_point, save_checkpoint
 from robot_rl.runtime.intake import Intake, LearnerCounters
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.names import board_name
@@ -133,12 +133,11 @@ class Learner:
         self.agent = make_agent(agent_cfg, self.spec, self.action_dim, seed=seeds.agent())
         self.sampling = type(self.agent).sampling(agent_cfg)
         self.counters = LearnerCounters()
-        if resume and not has_checkpoint(self.run_dir):
+        start = resume_point(self.run_dir) if resume else None
+        if resume and start is None:
             log.info("no checkpoint yet: the agent starts fresh; the actors' spools rebuild the replay")
-            resume = False
-        if resume:
-            replay, saved = load_checkpoint(latest_checkpoint(self.run_dir), self.agent, cfg.replay, self.spec,
-                                            self.action_dim)
+        if start is not None:
+            replay, saved = load_checkpoint(start, self.agent, cfg.replay, self.spec, self.action_dim)
             self.replay = replay or ReplayBuffer(self.spec, self.action_dim, cfg.replay, seed=seeds.replay())
             self.counters = LearnerCounters.from_json(saved)
         else:
@@ -392,9 +391,10 @@ class Learner:
         self._last_checkpoint = time.monotonic()
         with self.publisher.keep_alive():
             path = save_checkpoint(self.run_dir, self.agent, self.replay, self.counters.to_json(),
-                                   keep_policies=self.cfg.keep_policies)
-        if self.rt.spool:  # what a checkpoint holds is no longer needed in the spools
-            for uid, nxt in self.counters.ingested.items():
+                                   keep=self.cfg.checkpoint_keep, keep_policies=self.cfg.keep_policies)
+        oldest = oldest_kept_counters(self.run_dir)
+        if self.rt.spool and oldest is not None:  # what every kept checkpoint holds is no longer needed in the spools
+            for uid, nxt in oldest.get("ingested", {}).items():
                 directory = self.run_dir / "spool" / uid
                 trim(directory, int(nxt) - 1)
                 if uid in self.intake.retired and directory.is_dir() and not any(directory.iterdir()):

@@ -18,7 +18,7 @@ import numpy as np
 from safetensors import safe_open
 
 from robot_rl.runtime.transport.spool import spool_file, spooled_seqs
-from robot_rl.utils.run_dir import has_checkpoint, latest_checkpoint
+from robot_rl.utils.run_dir import latest_checkpoint
 
 
 @dataclass(frozen=True)
@@ -35,8 +35,10 @@ def run_progress(run_dir: str | Path) -> RunProgress:
     """The run's progress on disk (zeros for a new run). Reads only each spooled chunk's ``valid`` column."""
     run_dir = Path(run_dir)
     counters: dict = {}
-    if has_checkpoint(run_dir):
+    try:  # the checkpoint a resume would load (sizes checked; the learner also checks checksums)
         counters = json.loads((latest_checkpoint(run_dir) / "counters.json").read_text())
+    except (FileNotFoundError, ValueError):  # none yet, or none intact (the learner then stops the run)
+        counters = {}
     steps, ingested = int(counters.get("env_steps", 0)), counters.get("ingested", {})
     spool = run_dir / "spool"
     for folder in sorted(spool.iterdir()) if spool.is_dir() else ():

@@ -11,21 +11,22 @@ import json
 import math
 import signal
 import subprocess
-import sys
 import time
 from datetime import datetime
 from pathlib import Path
 
 from robot_rl.config import ConfigError, save_yaml
-from robot_rl.runtime.checkpoint import has_checkpoint
+from robot_rl.runtime.checkpoint import NoCompleteCheckpoint, has_checkpoint, intact_checkpoint
 from robot_rl.runtime.launchers import CONFIG_ERROR, Launcher, LocalLauncher, Process
 from robot_rl.runtime.liveness import Heartbeats, RestartBudget
+from robot_rl.runtime.progress import run_progress
 from robot_rl.runtime.transport import shm
-from robot_rl.runtime.transport.names import actor_dir, board_name
+from robot_rl.runtime.transport.names import actor_dir, board_name, run_key
 from robot_rl.runtime.transport.ray_launcher import RayLauncher
 from robot_rl.training.config import TrainConfig
 from robot_rl.utils.disk import DISK_FULL
 from robot_rl.utils.log import get_logger
+from robot_rl.utils.process import exit_on_signal
 from robot_rl.utils.progress import progress_bar
 
 log = get_logger(__name__)
@@ -38,7 +39,13 @@ def prepare_run(cfg: TrainConfig, resume_dir: str | Path | None) -> Path:
         run_dir = Path(resume_dir)
         if not (run_dir / "config.yaml").is_file():
             raise FileNotFoundError(f"cannot resume {run_dir}: not a run folder (no config.yaml)")
-        if not has_checkpoint(run_dir):
+        if has_checkpoint(run_dir):
+            try:  # sizes against each manifest (no file read): nothing to start when no checkpoint is whole
+                intact_checkpoint(run_dir, checksums=False)
+            except NoCompleteCheckpoint as exc:
+                raise ConfigError(f"{exc}; move the damaged folders away to start the learner fresh from the "
+                                  f"actors' spools") from None
+        else:
             log.info("resuming %s: no checkpoint yet; the agent starts fresh and the replay is rebuilt from the "
                      "actors' spools", run_dir)
     else:
@@ -47,6 +54,9 @@ def prepare_run(cfg: TrainConfig, resume_dir: str | Path | None) -> Path:
         if (run_dir / "checkpoints").exists() or (run_dir / "config.yaml").exists():
             raise FileExistsError(f"{run_dir} already holds a run; use --resume {run_dir} or another name")
         run_dir.mkdir(parents=True, exist_ok=True)
+        stale = shm.unlink_run_shm(run_key(run_dir))  # of an earlier run in a folder since deleted, killed uncleanly
+        if stale:
+            log.info("removed %d shared-memory segments an earlier run in %s left behind", len(stale), run_dir)
     save_yaml(cfg, run_dir / "config.yaml")
     return run_dir
 
@@ -140,20 +150,23 @@ class Supervisor:
     def run(self) -> dict[str, float]:
         # SIGTERM (a job scheduler) and SIGHUP (a closed terminal, a dropped SSH session) end the run like Ctrl-C.
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(sig, lambda signum, _frame: sys.exit(128 + signum))
+            signal.signal(sig, exit_on_signal)
         try:
             self.launcher.setup()
             for i in range(self.cfg.runtime.num_actors):  # they start up while the learner does
                 self.start_actor(i)
             self.start_learner()
+            # a resumed run starts the count from what is on disk; the count shown never goes back (a restarted
+            # learner reports its checkpoint's count until it has taken the spools in again)
+            shown = min(run_progress(self.run_dir).env_steps, self.cfg.total_env_steps)
             with progress_bar(self.cfg.progress, info=True, every_s=self.cfg.progress_every_s) as progress:
-                task = progress.add_task("train", total=self.cfg.total_env_steps, info="")
+                task = progress.add_task("train", total=self.cfg.total_env_steps, completed=shown, info="")
                 while True:
                     time.sleep(0.2)
                     learner = shm.peek_learner_status(board_name(self.run_dir))
                     steps, stopped = (learner.env_steps, learner.stop) if learner else (0, False)
-                    progress.update(task, completed=min(steps, self.cfg.total_env_steps),
-                                    info=status_line(self.run_dir))
+                    shown = max(shown, min(steps, self.cfg.total_env_steps))
+                    progress.update(task, completed=shown, info=status_line(self.run_dir))
                     if self._poll(stopped):
                         break
             self._wait_actors(timeout=30)
@@ -220,7 +233,7 @@ class Supervisor:
 
     def _learner_died(self, code: int) -> None:
         if code == CONFIG_ERROR:
-            raise ConfigError("the learner refused the run's config (its message is above)")
+            raise ConfigError("the learner cannot start: its message is above")
         if code == DISK_FULL:
             raise self._disk_full("the learner")
         self.learner = None

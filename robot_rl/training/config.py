@@ -170,9 +170,12 @@ class TrainConfig:
     """Also save one when this many seconds of wall time have passed since the last (0 = by env steps only): what
     a crash can cost is bounded in time too (a robot at 10 Hz takes 8 minutes for 5,000 env steps). Until the
     first checkpoint, a resume rebuilds the replay from the actors' spools."""
+    checkpoint_keep: int = 3
+    """Checkpoints kept (older ones are deleted). A resume falls back to the newest intact one when a newer one is
+    damaged; the actors' spools keep every transition the oldest kept one lacks, so falling back loses nothing."""
     keep_policies: bool = False
     """Keep every checkpoint's policy weights as ``checkpoints/policies/<env steps>.safetensors`` (older checkpoints
-    are deleted, the last two kept), to evaluate the policy at earlier marks again."""
+    are deleted, the last ``checkpoint_keep`` kept), to evaluate the policy at earlier marks again."""
     log_every: int = 250
     """Write training scalars every this many env steps."""
     progress: bool = True
@@ -236,7 +239,7 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Raises ValueError naming the offending field (checks that need no env; see runtime/preflight.py)."""
-        for name in ("total_env_steps", "eval_episodes"):
+        for name in ("total_env_steps", "eval_episodes", "checkpoint_keep"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.random_steps < -1:

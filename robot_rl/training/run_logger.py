@@ -13,6 +13,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from torch.utils.tensorboard import SummaryWriter  # noqa: E402
 
+from robot_rl.utils.disk import naming  # noqa: E402
+
 
 class RunLogger:
     """Writes ``<run>/tb/`` (TensorBoard), ``<run>/metrics.jsonl`` and ``<run>/learning_curve.png``."""
@@ -27,14 +29,16 @@ class RunLogger:
         self._jsonl = open(self.run_dir / "metrics.jsonl", "a")
 
     def log(self, metrics: dict[str, float], step: int) -> None:
-        for key, value in metrics.items():
-            value = float(value)
-            if math.isnan(value):
-                continue
-            self.writer.add_scalar(key, value, step)
-            self.history[key].append((step, value))
-        self._jsonl.write(json.dumps({"step": step, **{k: float(v) for k, v in metrics.items()}}) + "\n")
-        self._jsonl.flush()
+        with naming(self.run_dir / "tb"):  # TensorBoard's writer thread reports a failed write on a later call
+            for key, value in metrics.items():
+                value = float(value)
+                if math.isnan(value):
+                    continue
+                self.writer.add_scalar(key, value, step)
+                self.history[key].append((step, value))
+        with naming(self.run_dir / "metrics.jsonl"):
+            self._jsonl.write(json.dumps({"step": step, **{k: float(v) for k, v in metrics.items()}}) + "\n")
+            self._jsonl.flush()
 
     def plot(self) -> Path:
         """Redraws the learning curve PNG from everything logged so far."""

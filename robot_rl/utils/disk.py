@@ -5,6 +5,9 @@ from __future__ import annotations
 import errno
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 DISK_FULL = 3
 """Exit code of a learner or actor that stopped because a write found no space: the supervisor ends the run with
@@ -36,5 +39,18 @@ def disk_full_error(exc: BaseException | None) -> OSError | None:
 
 def describe(err: OSError) -> str:
     """``'<file>: No space left on device'``."""
-    where = err.filename or "a file"
+    where = err.filename or "a file (the error did not say which)"
     return f"{where}: {err.strerror or err}"
+
+
+@contextmanager
+def naming(path: str | Path) -> Iterator[None]:
+    """A full-disk error inside carries ``path`` as its file name (a ``write`` or a library that failed on a full
+    disk rarely says which file it was writing), so the message names it."""
+    try:
+        yield
+    except Exception as exc:
+        err = disk_full_error(exc)
+        if err is None or err.filename:
+            raise
+        raise OSError(err.errno, err.strerror, str(path)) from exc

@@ -53,6 +53,34 @@ PARENT_ENV = "ROBOT_RL_SUPERVISOR_PID"
 """Set by a supervisor in the environment of the processes it starts: the pid they must not outlive."""
 
 
+def supervised() -> bool:
+    """Whether a supervisor started this process (``ROBOT_RL_SUPERVISOR_PID`` set)."""
+    return int(os.environ.get(PARENT_ENV, "0") or 0) > 0
+
+
+def on_stop_signals(handler: object) -> None:
+    """SIGTERM and SIGHUP call ``handler``, and so does SIGINT (Ctrl-C) in a process run alone. A process a supervisor
+    started ignores SIGINT: a terminal sends Ctrl-C to the whole process group, and the supervisor stops its
+    children in order (actors first, then the learner) with SIGTERM."""
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, handler)  # type: ignore[arg-type]
+    signal.signal(signal.SIGINT, signal.SIG_IGN if supervised() else handler)  # type: ignore[arg-type]
+
+
+def exit_on_signal(signum: int, _frame: object) -> None:
+    """A stop-signal handler: exit with 128 + the signal's number, ignoring the stop signals that follow (a second
+    Ctrl-C must not interrupt the clean-up with a traceback)."""
+    ignore_stop_signals()
+    raise SystemExit(128 + signum)
+
+
+def ignore_stop_signals() -> None:
+    """SIGINT, SIGTERM and SIGHUP ignored from here on (a process on its way out: what runs at exit is not cut
+    short by a signal, with a traceback)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def die_with_parent() -> None:
     """Called at a child's own start-up (not in ``preexec_fn``, which can deadlock a child forked while the parent
     runs threads): with ``ROBOT_RL_SUPERVISOR_PID`` set, the child gets SIGTERM when that parent dies, however it

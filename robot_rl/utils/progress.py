@@ -36,11 +36,13 @@ class PlainProgress:
             if task["dirty"]:
                 self._emit(task)
 
-    def add_task(self, description: str, total: float | None = None, **fields: Any) -> int:
+    def add_task(self, description: str, total: float | None = None, completed: float = 0.0, **fields: Any) -> int:
+        """``completed``: what was done before this process started (a resumed run): the rate and the time left
+        count only what is done from here."""
         now = time.monotonic()
         task_id = len(self.tasks)
-        self.tasks[task_id] = {"description": description, "total": total, "completed": 0.0, "fields": fields,
-                               "start": now, "last": now, "dirty": False}
+        self.tasks[task_id] = {"description": description, "total": total, "completed": completed, "base": completed,
+                               "fields": fields, "start": now, "last": now, "dirty": False}
         return task_id
 
     def update(self, task_id: int, *, completed: float | None = None, advance: float | None = None,
@@ -69,8 +71,8 @@ class PlainProgress:
         if total:
             text += f"/{total:.0f} ({100 * done / total:.0f}%)"
         text += f" elapsed {_clock(elapsed)}"
-        if total and 0 < done < total:
-            text += f" left {_clock(elapsed * (total - done) / done)}"
+        if total and task["base"] < done < total:
+            text += f" left {_clock(elapsed * (total - done) / (done - task['base']))}"
         info = task["fields"].get("info")
         return f"{text} | {info}" if info else text
 

@@ -16,6 +16,8 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from robot_rl.utils.disk import naming
+
 
 def _encode(node: Any, tensors: dict[str, torch.Tensor], path: str) -> Any:
     if isinstance(node, torch.Tensor):
@@ -60,9 +62,10 @@ def atomic_write(path: Path, write: Any) -> None:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
-        write(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
+        with naming(path):
+            write(tmp)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

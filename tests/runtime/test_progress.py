@@ -11,6 +11,7 @@ import numpy as np
 from robot_rl.runtime.progress import RunProgress, run_progress
 from robot_rl.runtime.transport.spool import SpoolWriter
 from robot_rl.training.config import SIM_RANDOM_STEPS, TrainConfig
+from robot_rl.utils.manifest import write_manifest
 
 
 def _spool(run, uid: str, valid_rows: list[int]) -> None:
@@ -31,6 +32,7 @@ def test_the_checkpoint_and_the_chunks_spooled_after_it_are_the_runs_progress(tm
     ckpt.mkdir(parents=True)  # a checkpoint holding its first two chunks (16 steps, 10 updates) ...
     (ckpt / "counters.json").write_text(json.dumps({"env_steps": 16, "updates": 10,
                                                     "ingested": {"actor0-0-1-a": 2}}))
+    write_manifest(ckpt)
     (tmp_path / "checkpoints" / "latest").write_text(ckpt.name)
     _spool(tmp_path, "actor0-1-2-b", [3])  # ... and a second life's chunk after it
     assert run_progress(tmp_path) == RunProgress(16 + 5 + 3, 10)  # the first two chunks are not counted twice

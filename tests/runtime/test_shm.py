@@ -54,3 +54,21 @@ def test_the_ibrl_handover_switch_reaches_an_actor_through_the_board():
         assert learner_agent.actor_alone and actor_agent.actor_alone
     finally:
         board.close(unlink=True)
+
+
+def test_a_new_run_in_a_deleted_runs_folder_starts_without_its_shared_memory(tmp_path):
+    """A run killed without clean-up, its folder deleted, a new run started at the same path: the new run must not
+    attach the dead run's weight board (its heartbeat and stop flag would be the old run's)."""
+    from robot_rl.runtime.supervisor import prepare_run
+    from robot_rl.runtime.transport.names import board_name, run_key
+
+    from .test_train import small_config
+
+    cfg = small_config(tmp_path)
+    run = tmp_path / cfg.name
+    old = shm.open_shm(board_name(run), 4096, create=True)
+    ring = shm.open_shm(f"rrl_{run_key(run)}_0123456789", 4096, create=True)
+    old.close()
+    ring.close()
+    assert prepare_run(cfg, None) == run
+    assert shm.unlink_run_shm(run_key(run)) == []  # nothing left to remove

@@ -73,9 +73,9 @@ def test_run_folder_checkpoint_and_resume_restore_everything(tmp_path):
 def test_kept_policies_outlive_the_pruned_checkpoints(tmp_path):
     run, _ = train(small_config(tmp_path, checkpoint_every=100, keep_policies=True))
     root = run / "checkpoints"
-    checkpoints = sorted(p.name for p in root.iterdir() if p.name.isdigit())  # the last two
+    checkpoints = sorted(p.name for p in root.iterdir() if p.name.isdigit())  # the last three (checkpoint_keep)
     kept = sorted(p.stem for p in (root / "policies").iterdir())  # one per checkpoint (near every 100 steps)
-    assert len(checkpoints) == 2 and len(kept) == 4 and kept[-2:] == checkpoints
+    assert len(checkpoints) == 3 and len(kept) == 4 and kept[-3:] == checkpoints
     last = (root / "policies" / f"{kept[-1]}.safetensors").read_bytes()
     assert last == (latest_checkpoint(run) / "policy.safetensors").read_bytes()
 

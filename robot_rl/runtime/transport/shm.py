@@ -18,6 +18,7 @@ import os
 import time
 from collections.abc import Iterator, Mapping
 from multiprocessing import resource_tracker, shared_memory
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -58,6 +59,16 @@ def unlink_shm(name: str) -> None:
         return
     shm.close()
     shm.unlink()  # also drops the registration that attaching made
+
+
+def unlink_run_shm(key: str) -> list[str]:
+    """Unlinks every segment named ``rrl_<key>_*`` (a run folder's board and rings) left by processes that died
+    without cleaning up; only for a run no process can be using (a new run in a folder that held none). Linux:
+    the segments are files in /dev/shm; elsewhere nothing is found. Returns the names."""
+    names = [p.name for p in Path("/dev/shm").glob(f"rrl_{key}_*")]
+    for name in names:
+        unlink_shm(name)
+    return names
 
 
 # Header words of a chunk ring (int64 each).
