@@ -1,10 +1,16 @@
 """Soak: ``robot-rl train`` for a long time with a fault every few minutes, nobody watching. Reports the faults by
 kind and whether each was survived without a person, the transitions delivered (duplicated and missing: 0 and 0
-expected), the replay size, the resident memory of every process over time (a plot) and the final evaluation.
+expected), the behaviour after each fault (random actions after the warm-up: 0 expected; the windowed
+update-to-data ratio in the windows after it, within 25 % of the target), the replay size, the resident memory of
+every process over time (a plot) and the final evaluation (its success must be above what random actions get).
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/soak.py [--minutes 120] [--config pickcube_pixels]
         [--fault-every 2 5] [--faults kill_learner kill_actor stop_learner power_cut sighup disk_full]
-        [--disk tmpfs|fsize] [--seed 0] [--out RESULT.json]
+        [--disk tmpfs|fsize] [--seed 0] [--folder runs/soak-DATE] [--out RESULT.json] [--plot PNG]
+
+Everything goes to ``--folder`` (the run, its log, ``soak.json`` and ``soak_memory.png``); ``--out`` and ``--plot``
+write the result and the plot elsewhere too (the benchmark page's files: ``--out benchmarks/results/soak.json
+--plot docs/benchmarks/img/soak_memory.png``). Nothing is left in the temporary directory.
 
 Faults: SIGKILL the learner; SIGKILL the actor; SIGSTOP the learner for longer than ``runtime.heartbeat_timeout``
 (the supervisor must kill and replace it); SIGKILL the whole process group (a power cut) then ``--resume``; SIGHUP
@@ -26,7 +32,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -37,7 +42,7 @@ from common import Table, write_result  # noqa: E402
 
 from robot_rl.runtime.transport import shm  # noqa: E402
 from robot_rl.runtime.transport.names import board_name  # noqa: E402
-from tests.runtime.delivery import CLI, delivery, kill_group, start_train  # noqa: E402
+from tests.runtime.delivery import CLI, delivery, kill_group, random_actions, start_train, windows_after  # noqa: E402
 
 FAULTS = ("kill_learner", "kill_actor", "stop_learner", "power_cut", "sighup", "disk_full")
 RESTART_WAIT_S = 600.0
@@ -248,10 +253,24 @@ def plot_memory(memory: list[tuple[float, str, float]], faults: list[dict], path
     plt.close(fig)
 
 
-def mount_tmpfs(size_gb: float) -> Path:
-    path = Path(tempfile.mkdtemp(prefix="soak_disk_"))
+def mount_tmpfs(path: Path, size_gb: float) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={int(size_gb * 1024)}m", "tmpfs", str(path)], check=True)
     return path
+
+
+def behaviour(run: Path, faults: list[dict], warmup: int, utd: float) -> dict:
+    """What the run did after the faults, from its final checkpoint and metrics: random actions beyond the warm-up
+    (a resume must not repeat it), and per fault the windowed update-to-data ratios of the first windows wholly
+    after it (within 25 % of ``utd``)."""
+    per_fault = []
+    for f in faults:
+        windows = [v for _, v in windows_after(run, f["env_steps"])][:3]
+        per_fault.append({"kind": f["kind"], "env_steps": f["env_steps"], "utd_windows": windows,
+                          "utd_ok": bool(windows) and all(abs(v - utd) <= 0.25 * utd for v in windows)})
+    return {"random_actions": random_actions(run), "warmup": warmup,
+            "random_actions_after_warmup": max(0, random_actions(run) - warmup), "utd_target": utd,
+            "after_faults": per_fault}
 
 
 def main() -> None:
@@ -267,12 +286,17 @@ def main() -> None:
     parser.add_argument("--warmup-minutes", type=float, default=10.0, help="memory growth is measured after this")
     parser.add_argument("--eval-episodes", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--plot", default=str(ROOT / "docs" / "benchmarks" / "img" / "soak_memory.png"))
-    parser.add_argument("--out", default=None)
+    parser.add_argument("--folder", default=None, help="where everything goes (default: runs/soak-<date>-<time>)")
+    parser.add_argument("--plot", default=None, help="also write the memory plot here")
+    parser.add_argument("--out", default=None, help="also write the result here")
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    parent = mount_tmpfs(args.disk_gb) if args.disk == "tmpfs" else Path(tempfile.mkdtemp(prefix="soak_"))
-    run, log = parent / "soak", Path(tempfile.mkdtemp(prefix="soak_log_")) / "train.log"
+    folder = Path(args.folder or f"runs/soak-{time.strftime('%Y%m%d-%H%M%S')}").resolve()
+    if folder.exists() and any(folder.iterdir()):
+        parser.error(f"--folder {folder} is not empty")
+    folder.mkdir(parents=True, exist_ok=True)
+    parent = mount_tmpfs(folder / "disk", args.disk_gb) if args.disk == "tmpfs" else folder
+    run, log = parent / "soak", folder / "train.log"
     print(f"run folder {run}, log {log}", flush=True)
     overrides = ["--total-env-steps", "100000000", "--seed", str(args.seed), *args.override]
     soak = Soak(run, args.config, overrides, args.disk, log)
@@ -295,6 +319,11 @@ def main() -> None:
         soak.proc.send_signal(signal.SIGTERM)
         final_code = soak.proc.wait(timeout=RESTART_WAIT_S)
         delivered = delivery(run)
+        from robot_rl.config import load_yaml
+        from robot_rl.training.config import TrainConfig
+
+        cfg = load_yaml(TrainConfig, run / "config.yaml")
+        acted = behaviour(run, faults, cfg.warmup_steps(drives_hardware=False), float(cfg.agent_config().utd))
         evaluation = subprocess.run([*CLI, "eval", str(run), "--episodes", str(args.eval_episodes)],
                                     capture_output=True, text=True, timeout=3600)
         text = evaluation.stdout
@@ -302,17 +331,22 @@ def main() -> None:
     finally:
         if soak.proc is not None and soak.proc.poll() is None:
             kill_group(soak.proc)
-    plot_memory(soak.memory, faults, Path(args.plot))
+    for plot in {folder / "soak_memory.png", *([Path(args.plot)] if args.plot else [])}:
+        plot_memory(soak.memory, faults, plot)
     by_kind = {k: {"injected": sum(f["kind"] == k for f in faults),
                    "survived": sum(f["kind"] == k and f["survived"] for f in faults)} for k in args.faults}
     result = {"minutes": args.minutes, "config": args.config, "disk": args.disk, "faults": faults,
               "by_kind": by_kind, "unplanned_exits": unplanned, "final_exit_code": final_code,
-              "delivery": delivered, "memory": memory_summary(soak.memory, args.warmup_minutes * 60),
+              "delivery": delivered, "behaviour": acted,
+              "memory": memory_summary(soak.memory, args.warmup_minutes * 60),
               "memory_samples": soak.memory, "eval": success, "setup": {"overrides": overrides, "seed": args.seed,
                                                                          "fault_every_min": list(args.fault_every)}}
-    write_result("soak", result, args.out, tables=tables(result))
-    if args.disk == "tmpfs":
+    for out in {folder / "soak.json", *([Path(args.out)] if args.out else [])}:
+        write_result("soak", result, out, tables=tables(result))
+    if args.disk == "tmpfs":  # the run stays readable: copied off the tmpfs before it goes
+        shutil.copytree(run, folder / "soak", dirs_exist_ok=True)
         subprocess.run(["umount", str(parent)], check=False)
+        parent.rmdir()
 
 
 def tables(result: dict) -> list[Table]:
@@ -328,6 +362,12 @@ def tables(result: dict) -> list[Table]:
     outcome.add("missing inside an episode", d["missing"])
     outcome.add("learner's count = replay's count", d["counted_env_steps"] == d["transitions"])
     outcome.add("runs that ended without a planned fault", result["unplanned_exits"])
+    b = result.get("behaviour")
+    if b:
+        outcome.add("random actions after the warm-up (every resume)", b["random_actions_after_warmup"])
+        ok = sum(f["utd_ok"] for f in b["after_faults"])
+        outcome.add(f"faults followed by UTD windows within 25 % of {b['utd_target']:g}",
+                    f"{ok} of {len(b['after_faults'])}")
     for role, m in result["memory"].items():
         outcome.add(f"{role} resident memory after warm-up -> end (max)",
                     f"{m['after_warmup_mb']:.0f} -> {m['end_mb']:.0f} MiB ({m['growth_pct']:+.1f} %, max "

@@ -107,6 +107,8 @@ class RobotDay:
                               capture_output=True, text=True, timeout=timeout)
 
     def start(self, name: str, *args: str) -> subprocess.Popen:
+        if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # a harness started in the background (`cmd &`):
+            signal.signal(signal.SIGINT, signal.default_int_handler)  # the children would inherit ignoring Ctrl-C
         log = open(self.folder / f"{name}.log", "w")  # noqa: SIM115  (closed with the process)
         return subprocess.Popen([sys.executable, "-m", "robot_rl.cli", *args], env=ros_env(self.domain), cwd=ROOT,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
