@@ -468,6 +468,7 @@ COMMANDS = {"train": cmd_train, "learner": cmd_learner, "actor": cmd_actor, "eva
 
 
 def main(argv: list[str] | None = None) -> int:
+    entry = argv is None  # the process's own command (not a call from Python, which keeps its signal handlers)
     argv = list(sys.argv[1:] if argv is None else argv)
     if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
         # headless: MuJoCo renders offscreen with EGL (any env's, not only robot_rl's sims), unless told otherwise
@@ -489,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
             raise
         return fail(argv[0], exc)  # one message, exit code DISK_FULL
     finally:  # the command is done: a signal now could only cut the exit (atexit, finalizers) with a traceback
-        if threading.current_thread() is threading.main_thread():
+        if entry and threading.current_thread() is threading.main_thread():
             ignore_stop_signals()
 
 

@@ -106,7 +106,9 @@ def resume_point(run_dir: str | Path) -> Path | None:
                     "; ".join(f"{folder.name} skipped: {why}" for folder, why in skipped), path.name,
                     newest - int(path.name), ", ".join(f.name + DAMAGED_SUFFIX for f, _ in skipped))
         for folder, _ in skipped:
-            os.replace(folder, folder.with_name(folder.name + DAMAGED_SUFFIX))
+            kept = folder.with_name(folder.name + DAMAGED_SUFFIX)
+            shutil.rmtree(kept, ignore_errors=True)  # one damaged at the same step before: the newer one is kept
+            os.replace(folder, kept)
     elif named != path.name:
         log.warning("%s %s; resuming from the newest intact checkpoint, %s", pointer,
                     "is missing" if named is None else f"names {named!r}", path.name)
