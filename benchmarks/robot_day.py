@@ -6,7 +6,7 @@ person's hands were busy, the classifier's accuracy, the success the person sees
 taken after the resume (must be 0) and the windowed update-to-data ratios after it.
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/robot_day.py [--profiles ros2_control_joint_position ur5e_servo]
-        [--demos 20] [--frames 1500] [--train-steps 2500] [--resume-steps 600] [--eval-episodes 10]
+        [--demos 10] [--frames 800] [--train-steps 1200] [--resume-steps 300] [--eval-episodes 10]
 """
 
 from __future__ import annotations
@@ -30,12 +30,12 @@ from tests.ros.robot_day import TASKS, DaySizes, RobotDay  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profiles", nargs="+", default=list(TASKS))
-    parser.add_argument("--demos", type=int, default=20)
-    parser.add_argument("--frames", type=int, default=1500)
-    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--demos", type=int, default=10)
+    parser.add_argument("--frames", type=int, default=800)
+    parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--random-steps", type=int, default=100)
-    parser.add_argument("--train-steps", type=int, default=2500)
-    parser.add_argument("--resume-steps", type=int, default=600)
+    parser.add_argument("--train-steps", type=int, default=1200)
+    parser.add_argument("--resume-steps", type=int, default=300)
     parser.add_argument("--learning-starts", type=int, default=200)
     parser.add_argument("--episode-steps", type=int, default=60)
     parser.add_argument("--eval-episodes", type=int, default=10)
@@ -55,34 +55,42 @@ def main() -> None:
                   ["profile", "step", "wall", "person busy", "result"])
     summary = Table("What the day gives", ["profile", "task", "demos kept / attempts", "classifier test accuracy",
                                            "success seen after training", "random actions after the resume",
-                                           "UTD windows after the resume (target 1)"])
+                                           "UTD windows after the resume (target 1)", "a step that failed"])
     reports = []
     for profile in args.profiles:
         domain = new_domain()
         os.environ.update(ros_env(domain))
         day = RobotDay(profile, folder / profile, domain, sizes)
+        done: dict = {}
+        failed = ""
         try:
             day.bring_up()
-            demos = day.record_demos()
-            day.record_frames()
-            classifier = day.train_classifier()
-            day.train_day_one()
+            for key, step in (("demos", day.record_demos), ("frames", day.record_frames),
+                              ("classifier", day.train_classifier), ("day_one", day.train_day_one)):
+                done[key] = step()
             joints = day.shut_down()
-            morning = day.next_morning(joints)
-            evaluation = day.evaluate()
+            done["morning"] = day.next_morning(joints)
+            done["evaluation"] = day.evaluate()
+        except AssertionError as exc:  # reported in the table, with the robot's processes at that moment
+            procs = {n: "alive" if p.poll() is None else f"exit {p.returncode}" for n, p in day.graph.procs.items()}
+            failed = f"{str(exc).strip().splitlines()[-1][:200]} (robot processes: {procs})"
+            print(f"{profile}: {exc}", file=sys.stderr)
         finally:
             day.close()
-        report = day.report()
+        report = {**day.report(), "failed": failed}
         reports.append(report)
         for s in report["steps"]:
             steps.add(profile, s["name"], f"{s['wall_s'] / 60:.1f} min", f"{s['person_s'] / 60:.1f} min",
                       ", ".join(f"{k} {v}" for k, v in s["result"].items() if k != "utd_windows"))
-        windows = morning["utd_windows"]
-        summary.add(profile, day.task, f"{demos['successes']} / {demos['attempts']}",
-                    f"{classifier['test_accuracy']:.2f} ({classifier['frames']} frames)",
-                    f"{evaluation['seen_successes']} / {evaluation['episodes']}",
-                    morning["random_actions_after_resume"],
-                    f"{min(windows):.2f}-{max(windows):.2f} ({len(windows)})" if windows else "none logged")
+        demos, classifier = done.get("demos"), done.get("classifier")
+        morning, evaluation = done.get("morning"), done.get("evaluation")
+        windows = morning["utd_windows"] if morning else []
+        summary.add(profile, day.task, f"{demos['successes']} / {demos['attempts']}" if demos else "-",
+                    f"{classifier['test_accuracy']:.2f} ({classifier['frames']} frames)" if classifier else "-",
+                    f"{evaluation['seen_successes']} / {evaluation['episodes']}" if evaluation else "-",
+                    morning["random_actions_after_resume"] if morning else "-",
+                    f"{min(windows):.2f}-{max(windows):.2f} ({len(windows)})" if windows else "none logged",
+                    failed or "none")
     write_result("robot_day", {"days": reports}, args.out, tables=[summary, steps])
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 import rclpy
+from rclpy._rclpy_pybind11 import InvalidHandle
 from rclpy.context import Context
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
@@ -130,6 +131,8 @@ class RosLink:
             self.executor.spin()
         except (ExternalShutdownException, rclpy.executors.ShutdownException):
             pass
+        except InvalidHandle:  # closed while the executor still waited (close() timed out on the join)
+            pass
 
     def subscribe(self, key: str, msg_type: type, topic: str, convert: Callable[[Any], Any],
                   stamped: bool = True, latched: bool = False, depth: int = 64, fast: bool = False,
@@ -209,6 +212,7 @@ class RosLink:
             for sub in self._fast:
                 sub.close()
             self.executor.shutdown(timeout_sec=1.0)
+            self._thread.join(timeout=2.0)  # the spin thread is out of the wait set before the node goes
             self.node.destroy_node()
         finally:
             rclpy.try_shutdown(context=self.context)
