@@ -268,8 +268,9 @@ def behaviour(run: Path, faults: list[dict], warmup: int, utd: float) -> dict:
         windows = [v for _, v in windows_after(run, f["env_steps"])][:3]
         per_fault.append({"kind": f["kind"], "env_steps": f["env_steps"], "utd_windows": windows,
                           "utd_ok": bool(windows) and all(abs(v - utd) <= 0.25 * utd for v in windows)})
-    return {"random_actions": random_actions(run), "warmup": warmup,
-            "random_actions_after_warmup": max(0, random_actions(run) - warmup), "utd_target": utd,
+    acted = random_actions(run)  # reads the final checkpoint's replay: once
+    return {"random_actions": acted, "warmup": warmup,
+            "random_actions_after_warmup": max(0, acted - warmup), "utd_target": utd,
             "after_faults": per_fault}
 
 
