@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.envs.contract import INSTRUCTION, drives_hardware
+from robot_rl.envs.held import held_step
 from robot_rl.spaces import action_dim_of
 from robot_rl.teleop.config import TeleopConfig
 from robot_rl.teleop.factory import TeleopDeviceError
@@ -221,13 +222,9 @@ def run_episode(dev: ScriptedDevice | HumanDevice, env: Any, reset_seed: int, pe
             return ep
         if step.hold:
             ep.held_steps += 1
-            if hardware:  # a robot must be commanded to hold (the sim simply stands still): the held period
-                obs, _, term, trunc, _ = env.step(step.action)  # folds into the last transition's next obs
-                ep.observations[-1] = copy_obs(obs)
-                if term or trunc:  # the robot env ended the episode meanwhile (e.g. its time limit)
-                    if ep.actions:
-                        ep.terminated[-1], ep.truncated[-1] = bool(term), bool(trunc and not term)
-                    return ep
+            if hardware:  # a robot must be commanded to hold (the sim simply stands still): the held period,
+                obs, _, _ = held_step(env, step.action)  # not one of the episode's steps, folds into the last
+                ep.observations[-1] = copy_obs(obs)  # transition's next observation
             if show is not None:
                 show("held", ep.observations[-1], step.action, -1)
         else:
@@ -282,6 +279,6 @@ def _ready(dev: Any, env: Any, ep: Episode, period: float, start: float | None,
         if deadline is not None and (left := int(np.ceil(deadline - time.monotonic()))) != said:
             said = left
             hook("countdown", {"seconds": left})
-        if hardware:  # a robot must be commanded to hold while the operator gets ready
-            obs, *_ = env.step(hold_action(env))
+        if hardware:  # a robot must be commanded to hold while the operator gets ready (not an episode step)
+            obs, _, _ = held_step(env, hold_action(env))
             ep.observations[-1] = copy_obs(obs)

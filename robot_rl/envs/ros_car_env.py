@@ -118,6 +118,7 @@ class RosCarEnv(gym.Env):
             {"state": gym.spaces.Box(-np.inf, np.inf, (8 + self.cfg.n_ranges,), np.float32)})
         self.link: Any = None
         self.steps = self.collisions = self.overruns = 0
+        self.holding = False  # set for a held period by envs/held.py
         self.rejections: dict[str, int] = {}
         self.publish_times: list[float] = []
         self._tick = 0.0
@@ -263,7 +264,6 @@ class RosCarEnv(gym.Env):
         self._tick, overran = self.clock.next_period(self._tick, self.period, self.cfg.obs_timeout)
         self.overruns += overran
         state, info = self._observe(self._tick - 0.5 * self.period)
-        self.steps += 1
         cfg = self.cfg
         collided = self._collided(start)
         self.collisions += collided
@@ -271,8 +271,12 @@ class RosCarEnv(gym.Env):
         if cfg.dense_reward:
             reward += cfg.progress_reward * self.lap.delta
         success = self.lap.checkpoints >= self.n_success
-        terminated = bool(success or collided)
-        truncated = bool(self.steps >= cfg.max_episode_steps and not terminated)
+        if self.holding:  # a held period (envs/held.py) is not one of the episode's steps and ends nothing
+            terminated = truncated = False
+        else:
+            self.steps += 1
+            terminated = bool(success or collided)
+            truncated = bool(self.steps >= cfg.max_episode_steps and not terminated)
         if terminated:
             self._publish(0.0, 0.0)  # the episode is over: the car stops now, not at the watchdog
         info.update(is_success=bool(success), checkpoints=self.lap.checkpoints, collisions=self.collisions,

@@ -92,6 +92,7 @@ class RosArmEnv(gym.Env):
         self.overruns = 0
         self.reanchors = 0  # steps whose target restarted from the measured pose (the arm was moved by other means)
         self.steps = 0
+        self.holding = False  # set for a held period by envs/held.py
         self.target_pos = np.array(self.cfg.home_pos, np.float64)
         self.target_quat = np.array(self.cfg.limits.home_quat, np.float64)
         self.gripper = 1.0
@@ -340,10 +341,13 @@ class RosArmEnv(gym.Env):
         self._tick, overran = self.clock.next_period(self._tick, self.period, self.cfg.obs_timeout)
         self.overruns += overran
         obs, info = self._observe(self._tick - 0.5 * self.period)
-        self.steps += 1
         success = self._success()
-        terminated = bool(success and self.cfg.terminate_on_success)
-        truncated = bool(self.steps >= self.episode_limit() and not terminated)
+        if self.holding:  # a held period (envs/held.py) is not one of the episode's steps and ends nothing
+            terminated = truncated = False
+        else:
+            self.steps += 1
+            terminated = bool(success and self.cfg.terminate_on_success)
+            truncated = bool(self.steps >= self.episode_limit() and not terminated)
         info.update(is_success=success, rejected_actions=sum(self.rejections.values()), overruns=self.overruns,
                     safety_state=self.safety_state(), reanchors=self.reanchors)
         if self.recorder is not None:

@@ -32,6 +32,7 @@ import gymnasium as gym
 import numpy as np
 
 from robot_rl.envs import contract
+from robot_rl.envs.held import held_step
 from robot_rl.teleop.base import TeleopDevice, TeleopReading
 from robot_rl.teleop.config import TeleopConfig
 from robot_rl.teleop.factory import make_device, reads_terminal
@@ -174,17 +175,16 @@ class InterventionWrapper(gym.Wrapper):
         """The robot held still this period (paused, device gone, waiting): a robot is commanded to hold, a sim is
         not stepped. The actor records nothing (``paused``)."""
         executed = self._hold()
-        if self.hardware:
-            obs, reward, terminated, truncated, info = self.env.step(executed)
-            info = dict(info)
+        if self.hardware:  # neither a step of the episode nor its end (envs/held.py)
+            obs, reward, info = held_step(self.env, executed)
         else:
-            obs, reward, terminated, truncated, info = self._obs, 0.0, False, False, {}
+            obs, reward, info = self._obs, 0.0, {}
         self._obs = obs
         info.update({contract.INTERVENED: False, contract.EXECUTED_ACTION: executed,
                      contract.TELEOP_CONNECTED: reading.connected, contract.PAUSED: True,
                      contract.OPERATOR: contract.OperatorState(control, self._device_action(reading),
                                                                stop=self.stopped)})
-        return obs, float(reward), bool(terminated), bool(truncated), info
+        return obs, float(reward), False, False, info
 
     def _device_action(self, reading: TeleopReading) -> np.ndarray:
         action = np.asarray(reading.action, np.float32)

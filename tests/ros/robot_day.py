@@ -11,6 +11,7 @@ Used by tests/ros/test_robot_day.py (small sizes) and benchmarks/robot_day.py (f
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -98,6 +99,7 @@ class RobotDay:
         self.graph = Graph(domain, self.folder)
         self.person = None
         self.steps: list[StepRecord] = []
+        self.procs: list[subprocess.Popen] = []  # every command started: none outlives the day (close)
         self.run = self.folder / "runs" / "day"
         (self.folder / "teleop.yaml").write_text("ros_topic: joy\ngripper_mode: hold\n")
 
@@ -110,8 +112,10 @@ class RobotDay:
         if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:  # a harness started in the background (`cmd &`):
             signal.signal(signal.SIGINT, signal.default_int_handler)  # the children would inherit ignoring Ctrl-C
         log = open(self.folder / f"{name}.log", "w")  # noqa: SIM115  (closed with the process)
-        return subprocess.Popen([sys.executable, "-m", "robot_rl.cli", *args], env=ros_env(self.domain), cwd=ROOT,
+        proc = subprocess.Popen([sys.executable, "-m", "robot_rl.cli", *args], env=ros_env(self.domain), cwd=ROOT,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        return proc
 
     def log(self, name: str) -> str:
         return (self.folder / f"{name}.log").read_text()
@@ -295,6 +299,15 @@ class RobotDay:
         return self._step("evaluate", body)
 
     def close(self) -> None:
+        """Everything the day started stops, also after a failed step (a train left running would load the
+        machine for the tests after it)."""
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)  # the command's session: its learner and actors too
+                except ProcessLookupError:
+                    pass
+                proc.wait()
         if self.person is not None:
             self.person.close()
         self.graph.stop()

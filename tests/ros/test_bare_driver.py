@@ -71,6 +71,20 @@ def test_the_bare_driver_exposes_only_the_drivers_facts(graph, tmp_path, profile
     assert not [n for n in names if "sim" in n or "reset" in n or "success" in n or "object" in n], names
 
 
+class IdlePerson:
+    """A person at the teleop device who presses nothing (the device is connected, nobody steers)."""
+
+    action_dim = 4
+
+    def read(self):  # noqa: ANN201
+        from robot_rl.teleop.base import TeleopReading
+
+        return TeleopReading(np.zeros(4, np.float32))
+
+    def close(self) -> None:
+        pass
+
+
 def _hand_move(person, probe: ToolProbe, joint: int, rad: float, seconds: float = 0.8) -> float:
     """A person guides the arm (``rad`` on ``joint``) and lets go; returns the time they let go."""
     q = np.array(person.seen()["joints"])
@@ -87,8 +101,11 @@ def _hand_move(person, probe: ToolProbe, joint: int, rad: float, seconds: float 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("profile", ["ros2_control_joint_position", "ur5e_servo"])
 def test_nothing_moves_that_nobody_asked_for(graph, tmp_path, profile: str) -> None:
+    import gymnasium as gym
+
     from robot_rl.envs.ros_env import RosArmEnv
     from robot_rl.robots.profile import load_profile
+    from robot_rl.teleop.intervention import InterventionWrapper
     from robot_rl_sim.scene_channel import ScenePerson
 
     scene = tmp_path / "scene"
@@ -123,8 +140,24 @@ def test_nothing_moves_that_nobody_asked_for(graph, tmp_path, profile: str) -> N
             env.step(env.hold_action())
         peaks["the policy asks to stay after a hand move"] = probe.peak_motion(asked)
         reanchored = env.reanchors  # steps whose target restarted from the measured pose
+
+        # The person takes longer to get ready than an episode lasts (a countdown of 30 periods, episodes of 5
+        # steps): the robot holds meanwhile, and the episode is all there once it starts.
+        waiting = InterventionWrapper(gym.wrappers.TimeLimit(env, 5), IdlePerson(), start="countdown",
+                                      countdown_s=30 / env.cfg.control_hz)
+        waiting.reset()
+        began, controls, ends = time.monotonic(), [], []
+        while not ends or not (ends[-1][0] or ends[-1][1]):
+            _, _, terminated, truncated, info = waiting.step(np.array([0.3, 0.0, 0.0, 0.0], np.float32))
+            controls.append(info["operator"].control)
+            ends.append((terminated, truncated))
+            assert len(controls) < 60, controls
+        held = controls.count("waiting")
+        peaks["held while the person gets ready"] = probe.peak_motion(began, began + held / env.cfg.control_hz)
     finally:
         env.close()
+    assert held >= 25 and controls[held:] == ["policy"] * 5, controls
+    assert not any(t or u for t, u in ends[:-1]) and ends[-1] == (False, True), ends
 
     person.ask("clock_jump", seconds=-30.0)  # the driver host's clock steps back; the arm is moved after it
     time.sleep(0.5)
