@@ -119,3 +119,24 @@ def test_falling_back_after_a_power_cut_loses_no_transition(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stderr.count("agent.safetensors has") == 1, done.stderr[-3000:]
     assert assert_exactly_once(run) >= 600
+
+
+def test_the_spool_bound_counts_only_what_no_checkpoint_holds(tmp_path) -> None:
+    """The spools keep what the older kept checkpoints lack, but the bound (``runtime.spool_max_mb``: a sim actor
+    waits at it) counts only the chunks after the newest checkpoint: otherwise a pressure checkpoint trims too
+    little to release a waiting actor."""
+    import numpy as np
+
+    from robot_rl.runtime.transport.spool import SpoolWriter, mark_checkpointed, pending_bytes, spooled_seqs, trim
+
+    writer = SpoolWriter(tmp_path / "actor0")
+    for seq in range(6):
+        writer.write(seq, {"obs": np.zeros(1000, np.float32)})
+    writer.flush()
+    size = pending_bytes(tmp_path / "actor0") / 6
+    assert size > 4000
+    mark_checkpointed(tmp_path / "actor0", 3)  # the newest checkpoint holds chunks 0-3
+    trim(tmp_path / "actor0", 1)  # the oldest kept one holds 0-1
+    assert spooled_seqs(tmp_path / "actor0") == [2, 3, 4, 5]
+    assert pending_bytes(tmp_path / "actor0") == 2 * size
+    writer.close()

@@ -2,9 +2,11 @@
 
 Every chunk an actor sends is also written here (on a background thread, off the control loop). The learner
 reads a chunk from the spool when the ring dropped it (learner slow or down) or after a restart, and deletes
-chunk files once a checkpoint holds them. So a learner crash loses no transition: what the last checkpoint
-lacks is still in the spool. Files are written under a temporary name and renamed, so a reader never sees a
-half-written chunk; safetensors means nothing is unpickled.
+chunk files once every kept checkpoint holds them. So a learner crash loses no transition: what the last
+checkpoint lacks is still in the spool, and so is what an older kept checkpoint lacks (a resume falls back to one
+when the newest is damaged). The learner marks what the newest checkpoint holds (``checkpointed``): the spool's
+bound (``runtime.spool_max_mb``) counts only the chunks after it. Files are written under a temporary name and
+renamed, so a reader never sees a half-written chunk; safetensors means nothing is unpickled.
 """
 
 from __future__ import annotations
@@ -24,6 +26,9 @@ from robot_rl.utils.state_io import atomic_write
 
 RECOUNT_S = 1.0
 """How often the writer thread recounts the spool folder's bytes."""
+CHECKPOINTED = "checkpointed"
+"""The file in an actor's spool folder naming the last chunk the newest checkpoint holds (written by the
+learner)."""
 
 
 def spool_file(directory: Path, seq: int) -> Path:
@@ -38,9 +43,10 @@ class SpoolWriter:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._queue: queue.Queue[tuple[int, dict[str, np.ndarray]] | None] = queue.Queue()
         self.error: BaseException | None = None
-        self.nbytes = folder_bytes(self.directory)
-        """Bytes in the folder: grown by each write and recounted by the writer thread at least once a second (the
-        learner deletes what a checkpoint holds), so the control loop only reads a number."""
+        self.nbytes = pending_bytes(self.directory)
+        """Bytes of the chunks no checkpoint holds yet: grown by each write and recounted by the writer thread at
+        least once a second (a checkpoint marks and the learner deletes what it holds), so the control loop only
+        reads a number."""
         self._counted = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="spool-writer", daemon=True)
         self._thread.start()
@@ -53,7 +59,7 @@ class SpoolWriter:
     def _run(self) -> None:
         while True:
             if time.monotonic() - self._counted > RECOUNT_S:
-                self.nbytes, self._counted = folder_bytes(self.directory), time.monotonic()
+                self.nbytes, self._counted = pending_bytes(self.directory), time.monotonic()
             try:
                 item = self._queue.get(timeout=RECOUNT_S)
             except queue.Empty:
@@ -79,18 +85,40 @@ class SpoolWriter:
         self._thread.join(timeout=30)
 
 
-def folder_bytes(directory: Path) -> int:
-    """Bytes of the chunk files in ``directory`` (files removed meanwhile are skipped; no folder: 0)."""
+def pending_bytes(directory: Path) -> int:
+    """Bytes of the chunk files in ``directory`` after the last one the newest checkpoint holds (files being
+    written count; files removed meanwhile are skipped; no folder: 0)."""
+    held = checkpointed_seq(directory)
     total = 0
     if not directory.is_dir():
         return 0
     with os.scandir(directory) as entries:
         for entry in entries:
+            seq = entry.name.split(".")[0]
+            if entry.name == CHECKPOINTED or (seq.isdigit() and entry.name.endswith(".safetensors")
+                                              and int(seq) <= held):
+                continue
             try:
                 total += entry.stat().st_size
             except FileNotFoundError:
                 pass
     return total
+
+
+def mark_checkpointed(directory: str | Path, upto_seq: int) -> None:
+    """Records that the newest checkpoint holds the chunks up to ``upto_seq`` (they stop counting against the
+    spool's bound; they are deleted once every kept checkpoint holds them)."""
+    directory = Path(directory)
+    if directory.is_dir():
+        atomic_write(directory / CHECKPOINTED, lambda tmp: tmp.write_text(str(int(upto_seq))))
+
+
+def checkpointed_seq(directory: str | Path) -> int:
+    """The last chunk the newest checkpoint holds (-1: none marked)."""
+    try:
+        return int((Path(directory) / CHECKPOINTED).read_text())
+    except (OSError, ValueError):
+        return -1
 
 
 def read_chunk(directory: str | Path, seq: int) -> dict[str, np.ndarray] | None:
