@@ -174,14 +174,19 @@ class Intake:
         self.counters.env_steps += n
         return n
 
-    def take(self) -> int:
-        """Takes in every chunk available now, in sequence order per actor; returns transitions taken."""
+    def take(self, held: Callable[[], bool] | None = None) -> int:
+        """Takes in every chunk available now, in sequence order per actor; returns transitions taken. ``held``
+        is asked before each chunk: True leaves the rest for a later call (the learner paces what it takes in)."""
         if time.perf_counter() - self._last_scan > 0.5:
             self._scan()
         total = 0
         for uid, ring in list(self.rings.items()):
             nxt = int(self.counters.ingested.get(uid, 0))
+            paced = False
             while True:
+                if held is not None and held():
+                    paced = True
+                    break
                 item = ring.peek() if ring is not None else None
                 if item is not None and item[0] < nxt:  # already taken (from the spool)
                     ring.release()
@@ -206,7 +211,8 @@ class Intake:
                 self.announce()
                 if ring is not None:
                     ring.taken_seq = nxt
-            self._retire_if_gone(uid, ring)
+            if not paced:  # an earlier life's spool left half-read is not gone
+                self._retire_if_gone(uid, ring)
         return total
 
     def _retire_if_gone(self, uid: str, ring: shm.ChunkRing | None) -> None:

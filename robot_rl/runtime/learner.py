@@ -200,6 +200,13 @@ class Learner:
         due = max(0, self.counters.env_steps - self.cfg.learning_starts)
         return due - self.counters.updates
 
+    def _owes_too_much(self) -> bool:
+        """Taking in more now would leave the learner more than the lag bound behind the data: a spool read back
+        after a restart arrives all at once, and its updates come first, so every window's ratio holds. A robot's
+        actor is never blocked (bound 0): what it sends is taken as it comes."""
+        bound = self.rt.update_lag_bound()
+        return bool(bound) and self.owed_updates() > bound and self.replay.can_sample(self.sampling.mix)
+
     def learn(self) -> bool:
         """One ``agent.update`` if the rate limiter says one is owed; whether it ran."""
         s = self.sampling
@@ -246,7 +253,7 @@ class Learner:
         if (uid := self.intake.stop_requested()) is not None:
             self.stop_by_operator(uid)
             return False
-        taken = self.intake.take()
+        taken = self.intake.take(held=self._owes_too_much)
         updated = self.learn()
         self._trace_ratio()
         self.publisher.after_step(updated)
