@@ -51,6 +51,9 @@ from robot_rl_controllers import arm_outputs
 from robot_rl_controllers.car_outputs import make_car_output
 from robot_rl_controllers.ros_safety_config import ArmSafetyConfig, CarSafetyConfig, SafetyConfig  # noqa: F401
 
+REST_SPEED = 0.005
+"""Tool speed (m/s) under which a stopping arm counts as come to rest."""
+
 
 class _SafetyBase(Node):
     """E-stop latch, watchdog timer and diagnostics; subclasses implement ``_hold`` and ``_watchdog_stale``."""
@@ -230,6 +233,7 @@ class ArmSafetyNode(_SafetyBase):
         self._state_seen: float | None = None  # monotonic time of the last measured state
         self._state_stale = False
         self._anchor_due: str | None = None  # why the next measured state becomes the hold (set off the state path)
+        self._stopping = False  # a controlled stop under way: the arm has not come to rest yet
         super().__init__(name, cfg or ArmSafetyConfig())
         self.pub_target = self.create_publisher(PoseStamped, "controller/target_pose", 10)
         self.send_target = lambda pos, quat, stamp: self.pub_target.publish(pose_stamped(pos, quat, stamp))
@@ -388,7 +392,13 @@ class ArmSafetyNode(_SafetyBase):
         expected = ref if ref is not None else held
         if expected is None:
             return None
-        allowed = self.cfg.reanchor_distance + (0.0 if self.holding else self.cfg.limits.max_target_lead)
+        # the arm trails its reference by up to the target's lead while it moves (also through a controlled stop,
+        # until it has come to rest); once at rest under a hold, any departure is something else's doing
+        coming_to_rest = self.holding and self._stopping
+        if coming_to_rest and float(np.linalg.norm(self.ee_vel)) < REST_SPEED:
+            self._stopping = coming_to_rest = False
+        lead = self.cfg.limits.max_target_lead if (not self.holding or coming_to_rest) else 0.0
+        allowed = self.cfg.reanchor_distance + lead
         off = float(np.max(np.abs(pos - expected)))  # per axis, as the target's lead is bounded
         return f"the arm is {off * 1e3:.0f} mm from where it is held" if off > allowed else None
 
@@ -454,6 +464,7 @@ class ArmSafetyNode(_SafetyBase):
         reference itself is brought to rest (``arm_outputs.StreamedOutput.stop``): the driver follows it."""
         if self.ee_pos is None:
             return
+        self._stopping = True  # until the arm has come to rest (_departure)
         stopped = self.output.stop() if self.output is not None else None
         if stopped is not None:
             self.stop_profile = None
