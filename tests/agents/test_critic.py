@@ -268,7 +268,8 @@ def test_checkpoints_of_the_previous_layout_load_and_learn_alike(case, old_layou
 
     agent = make_agent(cfg, ObsSpec(5), A, seed=4)
     agent.load_state_dict(saved["state"])
-    np.testing.assert_array_equal(agent.act(saved["obs"], deterministic=True), saved["action"])
+    # within float rounding: the saved actions were computed on another CPU (AVX2 vs AVX-512 kernels differ by an ulp)
+    np.testing.assert_allclose(agent.act(saved["obs"], deterministic=True), saved["action"], atol=1e-6)
     metrics = agent.update(saved["batch"])
     assert metrics.keys() == saved["metrics"].keys()
     for k, v in saved["metrics"].items():
