@@ -31,6 +31,7 @@ import zarr
 # The demo recorder's atomic publishing: one convention (and stale-temp cleanup) for every dataset folder.
 from robot_rl.datasets.atomic import publish, remove_stale_temps, temp_path
 from robot_rl.datasets.record import episode_seed, resolve_env_id
+from robot_rl.envs.held import held_step
 from robot_rl.envs.make import EnvConfig, make_env
 from robot_rl.utils.progress import progress_bar
 
@@ -284,8 +285,12 @@ def record_key_frames(env: Any, device: Any, out: str | Path, max_frames: int = 
                     else:
                         action = np.asarray(hold(), np.float32) if callable(hold) else np.zeros(
                             env.action_space.shape, np.float32)
-                    obs, _r, term, trunc, info = env.step(action)
-                    step += 1
+                    if paused or not reading.connected:  # held: not one of the episode's steps (envs/held.py)
+                        obs, _r, info = held_step(env, action)
+                        term = trunc = False
+                    else:
+                        obs, _r, term, trunc, info = env.step(action)
+                        step += 1
                     if not paused and reading.connected:
                         writer.add(obs["pixels"], label, episode, step, info.get("is_success"))
                         bar.update(task, completed=writer.frames,
