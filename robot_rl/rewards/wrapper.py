@@ -70,6 +70,8 @@ class ClassifierReward(gym.Wrapper):
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         obs, env_reward, terminated, truncated, info = self.env.step(action)
+        if getattr(self.env.unwrapped, "holding", False):  # a held period (envs/held.py): no frame of the episode
+            return obs, 0.0, terminated, truncated, info
         prob = float(self.classifier.predict_proba(obs["pixels"])[0])
         self.streak = self.streak + 1 if prob >= self.threshold else 0
         success = self.streak >= self.cfg.consecutive
