@@ -378,6 +378,8 @@ class ArmSafetyNode(_SafetyBase):
         self._pose_prev = (t, pos)
         self._state_seen = time.monotonic()
         self._state_stale = False
+        if self._stopping and float(np.linalg.norm(self.ee_vel)) < REST_SPEED:
+            self._stopping = False  # the controlled stop has brought the arm to rest
         why = self._anchor_due or self._departure(pos)
         if why:
             self._reanchor(why)
@@ -394,10 +396,7 @@ class ArmSafetyNode(_SafetyBase):
             return None
         # the arm trails its reference by up to the target's lead while it moves (also through a controlled stop,
         # until it has come to rest); once at rest under a hold, any departure is something else's doing
-        coming_to_rest = self.holding and self._stopping
-        if coming_to_rest and float(np.linalg.norm(self.ee_vel)) < REST_SPEED:
-            self._stopping = coming_to_rest = False
-        lead = self.cfg.limits.max_target_lead if (not self.holding or coming_to_rest) else 0.0
+        lead = self.cfg.limits.max_target_lead if (not self.holding or self._stopping) else 0.0
         allowed = self.cfg.reanchor_distance + lead
         off = float(np.max(np.abs(pos - expected)))  # per axis, as the target's lead is bounded
         return f"the arm is {off * 1e3:.0f} mm from where it is held" if off > allowed else None

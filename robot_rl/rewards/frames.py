@@ -31,6 +31,7 @@ import zarr
 # The demo recorder's atomic publishing: one convention (and stale-temp cleanup) for every dataset folder.
 from robot_rl.datasets.atomic import publish, remove_stale_temps, temp_path
 from robot_rl.datasets.record import episode_seed, resolve_env_id
+from robot_rl.datasets.sources import hold_action
 from robot_rl.envs.held import held_step
 from robot_rl.envs.make import EnvConfig, make_env
 from robot_rl.utils.progress import progress_bar
@@ -256,7 +257,6 @@ def record_key_frames(env: Any, device: Any, out: str | Path, max_frames: int = 
     (publishes) what was recorded. ``on_step(frames, label)`` is called after every step (e.g. to show the label).
     """
     start = time.perf_counter()
-    hold = getattr(env.unwrapped, "hold_action", None)
     obs, info = env.reset()
     writer = FrameWriter(out, _cameras_of(obs), {"mode": "keys", "device": type(device).__name__, **dict(meta or {})},
                          overwrite)
@@ -283,8 +283,7 @@ def record_key_frames(env: Any, device: Any, out: str | Path, max_frames: int = 
                     if reading.active and reading.connected and not paused:
                         action = np.asarray(reading.action, np.float32)
                     else:
-                        action = np.asarray(hold(), np.float32) if callable(hold) else np.zeros(
-                            env.action_space.shape, np.float32)
+                        action = hold_action(env)
                     if paused or not reading.connected:  # held: not one of the episode's steps (envs/held.py)
                         obs, _r, info = held_step(env, action)
                         term = trunc = False

@@ -22,7 +22,7 @@ from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.chunks import check_chunk, chunk_specs, ingest_chunk
 from robot_rl.runtime.transport.names import actor_dir
-from robot_rl.runtime.transport.spool import read_chunk, spooled_seqs
+from robot_rl.runtime.transport.spool import has_chunks, read_chunk
 from robot_rl.spaces import ObsSpec
 from robot_rl.utils.process import pid_alive
 
@@ -144,8 +144,7 @@ class Intake:
         # chunks but no registration is an earlier life's. An empty spool without one may be an actor halfway
         # through starting up (it makes its spool folder before it registers): left for a later scan.
         spool_root = self.run_dir / "spool"
-        spooled = {p.name for p in spool_root.iterdir() if p.is_dir() and spooled_seqs(p)} \
-            if spool_root.is_dir() else set()
+        spooled = {p.name for p in spool_root.iterdir() if has_chunks(p)} if spool_root.is_dir() else set()
         folder = actor_dir(self.run_dir)
         uids = {p.stem: p for p in folder.glob("*.json")} if folder.is_dir() else {}
         for uid in (set(uids) | spooled) - set(self.rings) - self.retired:

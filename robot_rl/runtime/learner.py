@@ -43,7 +43,7 @@ from robot_rl.runtime.checkpoint import load_checkpoint, oldest_kept_counters, r
 from robot_rl.runtime.intake import Intake, LearnerCounters
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.names import board_name
-from robot_rl.runtime.transport.spool import mark_checkpointed, spooled_seqs, trim
+from robot_rl.runtime.transport.spool import has_chunks, mark_checkpointed, trim
 from robot_rl.spaces import ObsSpec, action_dim_of
 from robot_rl.training.config import TrainConfig
 from robot_rl.training.evaluation import evaluate, evaluation_agent
@@ -399,15 +399,16 @@ class Learner:
         with self.publisher.keep_alive():
             path = save_checkpoint(self.run_dir, self.agent, self.replay, self.counters.to_json(),
                                    keep=self.cfg.checkpoint_keep, keep_policies=self.cfg.keep_policies)
+        if not self.rt.spool:
+            return path
+        for uid, nxt in self.counters.ingested.items():  # held by this checkpoint: the spools' bound skips it
+            mark_checkpointed(self.run_dir / "spool" / uid, int(nxt) - 1)
         oldest = oldest_kept_counters(self.run_dir)
-        if self.rt.spool and oldest is not None:
-            for uid, nxt in self.counters.ingested.items():  # what the spools' bound no longer counts
-                mark_checkpointed(self.run_dir / "spool" / uid, int(nxt) - 1)
-            for uid, nxt in oldest.get("ingested", {}).items():  # what every kept checkpoint holds: not needed
-                directory = self.run_dir / "spool" / uid
-                trim(directory, int(nxt) - 1)
-                if uid in self.intake.retired and not spooled_seqs(directory):
-                    shutil.rmtree(directory, ignore_errors=True)
+        for uid, nxt in (oldest or {}).get("ingested", {}).items():  # held by every kept checkpoint: not needed
+            directory = self.run_dir / "spool" / uid
+            trim(directory, int(nxt) - 1)
+            if uid in self.intake.retired and not has_chunks(directory):
+                shutil.rmtree(directory, ignore_errors=True)
         return path
 
     def finish(self) -> None:

@@ -128,6 +128,15 @@ def read_chunk(directory: str | Path, seq: int) -> dict[str, np.ndarray] | None:
     return load_file(str(path))
 
 
+def has_chunks(directory: str | Path) -> bool:
+    """Whether ``directory`` holds a chunk file (stops at the first; no folder: False)."""
+    try:
+        with os.scandir(directory) as entries:
+            return any(e.name.endswith(".safetensors") and e.name[0].isdigit() for e in entries)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
 def spooled_seqs(directory: str | Path) -> list[int]:
     directory = Path(directory)
     if not directory.is_dir():
