@@ -212,7 +212,8 @@ def rss_mb(pid: int) -> float | None:
     return None
 
 
-def memory_summary(memory: list[tuple[float, str, float]], warmup_s: float) -> dict:
+def memory_summary(memory: list[tuple[float, str, float]], warmup_s: float,
+                   roles: tuple[str, ...] = ("learner", "learner less replay", "actor", "supervisor")) -> dict:
     """Per role: resident memory at the first sample after warm-up, at the end, the maximum, and growth in %;
     ``learner less replay``: the learner's memory less the replay's filled rows at the same moment (the replay
     grows by design until its capacity)."""
@@ -220,7 +221,7 @@ def memory_summary(memory: list[tuple[float, str, float]], warmup_s: float) -> d
     memory = memory + [(t, "learner less replay", m - replay[t]) for t, r, m in memory
                        if r == "learner" and t in replay]
     out = {}
-    for role in ("learner", "learner less replay", "actor", "supervisor"):
+    for role in roles:
         series = [(t, m) for t, r, m in memory if r == role]
         after = [m for t, m in series if t >= warmup_s]
         if len(after) >= 2:

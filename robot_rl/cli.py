@@ -238,6 +238,7 @@ def cmd_learner(argv: list[str]) -> int:
 
 def cmd_actor(argv: list[str]) -> int:
     """One actor alone (e.g. on the robot PC): ``robot-rl actor --run-dir RUN [--index I]``."""
+    from robot_rl.envs.contract import RobotUnavailable  # deferred: imports gymnasium
     from robot_rl.runtime.actor import Actor  # deferred: loads torch; robot-rl --help stays fast
 
     die_with_parent()
@@ -252,6 +253,10 @@ def cmd_actor(argv: list[str]) -> int:
         return fail("actor", exc)
     try:
         actor.run()
+    except RobotUnavailable as exc:  # the transitions so far are flushed; a new actor life reconnects
+        log.error("actor %s: the robot stopped answering (%s); this actor ends, a replacement reconnects",
+                  args.index, exc)
+        return 1
     except Exception as exc:
         if (code := _disk_full("actor", exc, args.run_dir)) is None:
             raise

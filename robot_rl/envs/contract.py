@@ -33,6 +33,11 @@ INSTRUCTION = "instruction"
 observation carries one; the observation holds its embedding)."""
 
 
+class RobotUnavailable(TimeoutError):
+    """The robot stopped answering mid-run (its state stream stalled, its driver went away): a new actor life
+    reconnects (the supervisor starts one); reported in one line, not as a crash."""
+
+
 LABELS = ("", "success", "failure")
 """An episode's label by the operator: none (the env's own end, a reset, a time limit), success, failure."""
 

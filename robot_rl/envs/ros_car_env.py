@@ -31,6 +31,8 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.envs.registration import register, registry
 
+from robot_rl.envs.contract import PAUSED, RobotUnavailable
+from robot_rl.envs.estop import EstopLatch
 from robot_rl.robots.drive_state import LapProgress, drive_state_head, ranges_from_scan, scan_in_car_frame
 from robot_rl.robots.profile import load_profile, with_overrides
 from robot_rl.robots.track import TrackMap
@@ -74,6 +76,9 @@ class RosCarEnvConfig:
     operator does, and presses Enter."""
     connect_timeout: float = 30.0
     """Seconds to wait for the profile's topics, TF and the safety node at the first reset."""
+    estop_wait: float = 600.0
+    """How long (s) a reset waits for a latched e-stop to be reset (the safety node's ``~/reset_estop``) before an
+    error; steps while it is latched are held periods (nothing recorded, not steps of the episode)."""
     obs_timeout: float = 3.0
     """Seconds ``step`` waits for fresh odometry before raising (the car graph stalled); a shorter pause is ridden
     out (an observation is never built from the odometry an earlier one used)."""
@@ -119,6 +124,7 @@ class RosCarEnv(gym.Env):
         self.link: Any = None
         self.steps = self.collisions = self.overruns = 0
         self.holding = False  # set for a held period by envs/held.py
+        self.estop = EstopLatch(self.safety_state, self.cfg.estop_wait)
         self.rejections: dict[str, int] = {}
         self.publish_times: list[float] = []
         self._tick = 0.0
@@ -201,7 +207,7 @@ class RosCarEnv(gym.Env):
         from robot_rl.ros.msgs import from_stamp  # optional: ros2 (ROS message packages)
 
         if not self.link.streams["odom"].wait_newer(after, self.cfg.obs_timeout, than=self._obs_stamp):
-            raise TimeoutError(f"no fresh odometry within {self.cfg.obs_timeout} s (car graph stalled?)")
+            raise RobotUnavailable(f"no fresh odometry within {self.cfg.obs_timeout} s (car graph stalled?)")
         stamp, twist = self.link.streams["odom"].latest()
         self._obs_stamp = stamp
         xy, yaw = self.pose(after)
@@ -231,8 +237,7 @@ class RosCarEnv(gym.Env):
         super().reset(seed=seed)
         if self.link is None:
             self._connect()
-        if self.safety_state() == "estop":
-            raise RuntimeError("reset: the safety node's e-stop is latched (call its ~/reset_estop service)")
+        self.estop.wait_reset()
         self._publish(0.0, 0.0)
         if self.cfg.reset_service:
             from std_srvs.srv import Trigger  # optional: ros2
@@ -255,7 +260,8 @@ class RosCarEnv(gym.Env):
     def step(self, action: np.ndarray) -> tuple[dict, float, bool, bool, dict]:
         if self.link is None:
             raise RuntimeError("call reset() before step()")
-        action, reasons = check_action(action, np.zeros(2, np.float32))
+        estop = self.halted()  # the safety node rejects every command: the period is held
+        action, reasons = check_action(np.zeros(2, np.float32) if estop else action, np.zeros(2, np.float32))
         for r in reasons:
             self.rejections[r] = self.rejections.get(r, 0) + 1
         lim = self.profile.limits
@@ -271,7 +277,7 @@ class RosCarEnv(gym.Env):
         if cfg.dense_reward:
             reward += cfg.progress_reward * self.lap.delta
         success = self.lap.checkpoints >= self.n_success
-        if self.holding:  # a held period (envs/held.py) is not one of the episode's steps and ends nothing
+        if self.holding or estop:  # a held period (envs/held.py) is not one of the episode's steps, ends nothing
             terminated = truncated = False
         else:
             self.steps += 1
@@ -282,7 +288,13 @@ class RosCarEnv(gym.Env):
         info.update(is_success=bool(success), checkpoints=self.lap.checkpoints, collisions=self.collisions,
                     progress=self.lap.progress, rejected_actions=sum(self.rejections.values()),
                     overruns=self.overruns, safety_state=self.safety_state())
+        if estop:
+            info[PAUSED] = True  # nothing to learn from: the actor records nothing
         return {"state": state}, float(reward), terminated, truncated, info
+
+    def halted(self) -> bool:
+        """The safety node's e-stop is latched: every command is rejected, the car stands (a held period)."""
+        return self.estop.latched()
 
     def safety_state(self) -> str:
         item = self.link.streams["safety"].latest() if self.link is not None else None

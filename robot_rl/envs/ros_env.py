@@ -39,6 +39,8 @@ from robot_rl.cameras.base import wall_to_monotonic
 from robot_rl.cameras.config import RigConfig
 from robot_rl.cameras.rig import CameraRig, pixels_space
 from robot_rl.config import from_dict
+from robot_rl.envs.contract import PAUSED, RobotUnavailable
+from robot_rl.envs.estop import EstopLatch
 from robot_rl.envs.ros_env_config import FINGER_JOINTS, HOME_POS, RosArmEnvConfig  # noqa: F401  (re-exported)
 from robot_rl.robots.future import roll_ee_target
 from robot_rl.robots.profile import load_profile, with_overrides
@@ -93,6 +95,7 @@ class RosArmEnv(gym.Env):
         self.reanchors = 0  # steps whose target restarted from the measured pose (the arm was moved by other means)
         self.steps = 0
         self.holding = False  # set for a held period by envs/held.py
+        self.estop = EstopLatch(self.safety_state, self.cfg.estop_wait)
         self.target_pos = np.array(self.cfg.home_pos, np.float64)
         self.target_quat = np.array(self.cfg.limits.home_quat, np.float64)
         self.gripper = 1.0
@@ -189,7 +192,10 @@ class RosArmEnv(gym.Env):
             raise
         if cfg.rig is not None:
             try:
-                self.rig = CameraRig(cfg.rig).start()
+                # a camera node (re)started with its driver may send its first frame later than the joint states
+                cams = tuple(dataclasses.replace(c, open_timeout=max(c.open_timeout, cfg.connect_timeout))
+                             if c.open_timeout > 0 else c for c in cfg.rig.cameras)
+                self.rig = CameraRig(dataclasses.replace(cfg.rig, cameras=cams)).start()
             except Exception:
                 self.close()
                 raise
@@ -223,7 +229,7 @@ class RosArmEnv(gym.Env):
         """The synchronised observation from messages stamped at or after ``after`` (wall clock)."""
         ref = self.sources.reference()
         if not self.link.streams[ref].wait_newer(after, self.cfg.obs_timeout, than=self._obs_stamp):
-            raise TimeoutError(f"no fresh {ref} within {self.cfg.obs_timeout} s (robot graph stalled?)")
+            raise RobotUnavailable(f"no fresh {ref} within {self.cfg.obs_timeout} s (robot graph stalled?)")
         # Every topic of the reference's physics step carries its stamp, but topics are delivered independently:
         # the snapshot waits for all of them, or a stale object pose or twist gets paired in.
         snap, skew = self.link.snapshot(self.state_keys + self.cam_keys, ref, self.cfg.sync_slack,
@@ -259,8 +265,7 @@ class RosArmEnv(gym.Env):
         super().reset(seed=seed)
         if self.link is None:
             self._connect()
-        if self.safety_state() == "estop":
-            raise RuntimeError("reset: the safety node's e-stop is latched (call its ~/reset_estop service)")
+        self.estop.wait_reset()
         if self.recorder is not None and self.recorder.bag is not None:
             self.recorder.end_episode(**self._episode_outcome)  # the episode the caller ended by resetting
         self._move_home()
@@ -306,6 +311,10 @@ class RosArmEnv(gym.Env):
             tick += self.period
             self.clock.sleep_until(tick, self.cfg.obs_timeout)
 
+    def halted(self) -> bool:
+        """The safety node's e-stop is latched: every command is rejected, the robot holds (a held period)."""
+        return self.estop.latched()
+
     def hold_action(self) -> np.ndarray:
         """Zero motion with the gripper command currently applied: the robot stays where it is."""
         hold = np.zeros(4, np.float32)
@@ -323,6 +332,9 @@ class RosArmEnv(gym.Env):
         if self.link is None:
             raise RuntimeError("call reset() before step()")
         hold = self.hold_action()
+        estop = self.halted()  # the safety node rejects every command: the period is held
+        if estop:
+            action = hold
         action, reasons = check_action(action, hold)
         pos, _, _ = self.ee()
         lim = self.cfg.limits
@@ -342,7 +354,7 @@ class RosArmEnv(gym.Env):
         self.overruns += overran
         obs, info = self._observe(self._tick - 0.5 * self.period)
         success = self._success()
-        if self.holding:  # a held period (envs/held.py) is not one of the episode's steps and ends nothing
+        if self.holding or estop:  # a held period (envs/held.py) is not one of the episode's steps, ends nothing
             terminated = truncated = False
         else:
             self.steps += 1
@@ -350,6 +362,8 @@ class RosArmEnv(gym.Env):
             truncated = bool(self.steps >= self.episode_limit() and not terminated)
         info.update(is_success=success, rejected_actions=sum(self.rejections.values()), overruns=self.overruns,
                     safety_state=self.safety_state(), reanchors=self.reanchors)
+        if estop:
+            info[PAUSED] = True  # nothing to learn from: the actor records nothing
         if self.recorder is not None:
             self.recorder.steps = self.steps
             self._episode_outcome = {"success": success, "terminated": terminated, "truncated": truncated}

@@ -59,6 +59,9 @@ class RosArmEnvConfig:
     """... and slower than this (m/s)."""
     reset_timeout: float = 15.0
     """Longest reset (s) before an error."""
+    estop_wait: float = 600.0
+    """How long (s) a reset waits for a latched e-stop to be reset (the safety node's ``~/reset_estop``) before an
+    error; steps while it is latched are held periods (nothing recorded, not steps of the episode)."""
     sync_slack: float = 0.0
     """Every other topic must have a message stamped no earlier than the reference's stamp minus this (s) before
     an observation is taken (0: the same instant, as the sim hardware stamps all topics of a physics step alike;
@@ -70,7 +73,7 @@ class RosArmEnvConfig:
     require_safety: bool = True
     """The first reset waits for the safety node's ``safety_state`` (no commands before the safety layer is up)."""
     connect_timeout: float = 30.0
-    """Longest wait (s) on the first reset for every subscribed topic to deliver a message."""
+    """Longest wait (s) on the first reset for every subscribed topic and camera to deliver a message."""
     record_dir: str = ""
     """Record every episode as a rosbag2 bag (MCAP) under this folder: the policy's command, the safety node's
     output and state, joint states, EE pose and twist, object pose, success, diagnostics and the cameras

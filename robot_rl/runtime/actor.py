@@ -342,7 +342,7 @@ class Actor:
                                  success=bool(b.success[i]), base_action=None if base is None else base.action[i],
                                  chunk_index=-1 if base is None else int(base.index[i]),
                                  label=LABELS.index(b.operator[i].label) if b.operator and b.operator[i] else 0)
-            self._ep_step[i] += 1
+                self._ep_step[i] += 1  # a held period is not a step of the episode (envs/held.py)
             if done[i]:
                 if self.executors:
                     self.executors[i].reset()

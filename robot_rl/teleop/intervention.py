@@ -5,8 +5,9 @@ Each step the wrapper polls the device once (``read()`` never blocks) and report
 * ``intervened`` (bool) and ``executed_action`` (what the env really ran): the actor stores the executed action
   and files the transition as ``source="intervention"`` (replay: intervention partition *and* online);
 * ``paused`` (bool): the robot holds still and the actor records nothing (pause key pressed, until it is pressed
-  again; the device is disconnected; or the episode waits for the operator's ready, ``teleop.start``). A robot is
-  commanded to hold; a sim is not stepped, so its step limit does not run meanwhile;
+  again; the device is disconnected; the robot's e-stop is latched (its env's ``halted()``); or the episode waits
+  for the operator's ready, ``teleop.start``). A robot is commanded to hold; a sim is not stepped, so its step
+  limit does not run meanwhile;
 * ``operator`` (:class:`~robot_rl.envs.contract.OperatorState`): who is in control (policy, person, held,
   waiting), the device's action, the operator's label and the time left of ``teleop.episode_seconds``;
 * ``teleop_connected`` (bool): a device that disconnected is logged once (a warning) and the robot holds still
@@ -93,6 +94,10 @@ class InterventionWrapper(gym.Wrapper):
     def step(self, action: np.ndarray) -> tuple[Any, float, bool, bool, dict]:
         if self.stopped:
             return self._held(self.device.read(), "held")
+        halted = getattr(self.env.unwrapped, "halted", None)
+        if self.hardware and callable(halted) and halted():  # a latched e-stop: held, the episode's time kept
+            self._last_t = None
+            return self._held(self.device.read(), "held")
         if self.waiting:
             return self._wait()
         if hasattr(self.device, "observe"):  # the scripted human judges the policy's proposal
@@ -146,7 +151,8 @@ class InterventionWrapper(gym.Wrapper):
             self.interventions += int(not self._was_active)
         self._was_active = intervened
         info.update({contract.INTERVENED: intervened, contract.EXECUTED_ACTION: executed,
-                     contract.TELEOP_CONNECTED: reading.connected, contract.PAUSED: False,
+                     contract.TELEOP_CONNECTED: reading.connected,
+                     contract.PAUSED: bool(info.get(contract.PAUSED, False)),  # the robot's own hold (e-stop)
                      contract.OPERATOR: contract.OperatorState("person" if intervened else "policy",
                                                                self._device_action(reading), label, left)})
         if terminated or truncated:

@@ -85,6 +85,13 @@ class IdlePerson:
         pass
 
 
+def _wait(condition, timeout: float = 10.0) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.02)
+
+
 def _hand_move(person, probe: ToolProbe, joint: int, rad: float, seconds: float = 0.8) -> float:
     """A person guides the arm (``rad`` on ``joint``) and lets go; returns the time they let go."""
     q = np.array(person.seen()["joints"])
@@ -102,6 +109,7 @@ def _hand_move(person, probe: ToolProbe, joint: int, rad: float, seconds: float 
 @pytest.mark.parametrize("profile", ["ros2_control_joint_position", "ur5e_servo"])
 def test_nothing_moves_that_nobody_asked_for(graph, tmp_path, profile: str) -> None:
     import gymnasium as gym
+    from std_srvs.srv import Trigger
 
     from robot_rl.envs.ros_env import RosArmEnv
     from robot_rl.robots.profile import load_profile
@@ -154,10 +162,28 @@ def test_nothing_moves_that_nobody_asked_for(graph, tmp_path, profile: str) -> N
             assert len(controls) < 60, controls
         held = controls.count("waiting")
         peaks["held while the person gets ready"] = probe.peak_motion(began, began + held / env.cfg.control_hz)
+
+        # The person presses the e-stop two steps into a 5-step episode and resets it later: the periods between
+        # are held (nothing recorded, not the episode's steps), and the episode then runs its last 3 steps.
+        latched = InterventionWrapper(gym.wrappers.TimeLimit(env, 5), IdlePerson(), start="now")
+        latched.reset()
+        for _ in range(2):
+            latched.step(np.array([0.3, 0.0, 0.0, 0.0], np.float32))
+        probe.link.call(Trigger, "/arm_safety/estop")
+        _wait(env.halted)
+        pressed, during = time.monotonic(), []
+        for _ in range(30):
+            during.append(latched.step(np.array([0.6, 0.6, 0.0, 0.0], np.float32)))
+        peaks["pushed while the e-stop is latched"] = probe.peak_motion(pressed + 1.0)
+        probe.link.call(Trigger, "/arm_safety/reset_estop")
+        _wait(lambda: not env.halted())
+        after = [latched.step(np.array([0.3, 0.0, 0.0, 0.0], np.float32)) for _ in range(3)]
     finally:
         env.close()
     assert held >= 25 and controls[held:] == ["policy"] * 5, controls
     assert not any(t or u for t, u in ends[:-1]) and ends[-1] == (False, True), ends
+    assert all(s[4]["paused"] and not (s[2] or s[3]) for s in during), [s[4]["operator"] for s in during]
+    assert [s[4]["paused"] for s in after] == [False] * 3 and after[-1][3] and not any(s[3] for s in after[:2])
 
     person.ask("clock_jump", seconds=-30.0)  # the driver host's clock steps back; the arm is moved after it
     time.sleep(0.5)

@@ -5,6 +5,7 @@ reset."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -168,7 +169,8 @@ def test_the_safety_node_guards_every_profile(graph, tmp_path, name: str) -> Non
                 break
         assert failures[-1] is None, failures
 
-        # 3. the e-stop latches: the arm stays put under commands until reset
+        # 3. the e-stop latches: the arm stays put under commands until reset; the env's periods meanwhile are held
+        # (nothing recorded, not steps of the episode), and a reset waits for the person's reset of the e-stop
         env.reset()
         estop = probe.publisher("estop", Bool, "estop")
         assert not probe.wait_subscribed(["estop"], 10.0)
@@ -177,7 +179,9 @@ def test_the_safety_node_guards_every_profile(graph, tmp_path, name: str) -> Non
         time.sleep(0.5)
         start = probe.streams["tool"].latest()[1]
         for _ in range(10):
-            env.step(np.array([1.0, 1.0, -1.0, 1.0], np.float32))
+            _, _, terminated, truncated, info = env.step(np.array([1.0, 1.0, -1.0, 1.0], np.float32))
+            assert info.get("paused") and not (terminated or truncated), info
+        assert env.steps == 0
         assert np.linalg.norm(probe.streams["tool"].latest()[1] - start) < 0.02
         assert probe.call(Trigger, "arm_safety/reset_estop").success
         reset_at = time.time()
@@ -188,7 +192,18 @@ def test_the_safety_node_guards_every_profile(graph, tmp_path, name: str) -> Non
         # commands flow again (the watchdog holds once they stop, so the latest state may already be "hold")
         assert any(v == "ok" and t > reset_at for t, v in list(probe.streams["state"].items))
         assert probe.streams["tool"].latest()[1][2] - before[2] > 0.02, "no motion after the reset"
+        assert env.steps > 0 and not env.step(env.hold_action())[4].get("paused")
         _check_commands(profile, kin, [c for _, c in probe.streams["cmd"].items])
+
+        estop.publish(Bool(data=True))
+        assert _wait_state(probe, "estop")
+        time.sleep(0.3)
+        person = threading.Timer(1.5, lambda: probe.call(Trigger, "arm_safety/reset_estop"))
+        person.start()
+        t0 = time.monotonic()
+        env.reset()  # waits for the reset of the e-stop (before: an error, and a crashed actor)
+        person.join()
+        assert time.monotonic() - t0 >= 1.4 and env.safety_state() != "estop"
     finally:
         env.close()
         probe.close()
