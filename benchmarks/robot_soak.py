@@ -195,11 +195,16 @@ class RobotSoak:
             if proc is None or proc.poll() is not None:
                 time.sleep(0.5)
                 continue
-            if not person.wait_home_or_end(proc, timeout=30):
+            try:
+                if not person.wait_home_or_end(proc, timeout=30):
+                    continue
+                person.put_back()
+                take_over = bool(every) and len(self.episodes) % every == every - 1
+                success = person.watch_episode(proc, take_over)
+            except (OSError, TimeoutError) as exc:  # the scene unreadable a moment (a driver restarting)
+                print(f"person: {exc}", flush=True)
+                time.sleep(1.0)
                 continue
-            person.put_back()
-            take_over = bool(every) and len(self.episodes) % every == every - 1
-            success = person.watch_episode(proc, take_over)
             self.episodes.append((time.monotonic() - self.t0, success, take_over))
 
     def recovered(self, began: float, steps: int, not_pid: int | None = None) -> float | None:
@@ -225,10 +230,10 @@ class RobotSoak:
         entry = {"kind": kind, "at_s": round(time.monotonic() - self.t0), "env_steps": self.env_steps()}
         steps, learner = entry["env_steps"], None
         if kind == "driver_restart":
-            joints = day.person.seen()["joints"]
             stopped = graph.procs.pop(self.driver)
             stopped.send_signal(signal.SIGINT)
             entry["driver_exit"] = stopped.wait(timeout=30)
+            joints = day.person.seen()["joints"]  # where the stopped driver left the arm (its last scene)
             time.sleep(2.0)
             self.driver = f"arm_driver_{len(self.faults)}"
             start_bare_driver(graph, str(day.profile), day.scene, "-p", f"image_size:={day.sizes.image_size}",
