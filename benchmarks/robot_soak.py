@@ -88,31 +88,36 @@ class MotionLog:
         assert response.success, (service, response.message)
 
     def unrequested(self, estops: list[tuple[float, float]], start: float) -> dict:
-        """The peak tool motion in every stretch with no policy command for over ``SETTLE_S`` s and every latched
-        e-stop, each measured from where the tool was ``SETTLE_S`` s into it: {count, seconds, peak_mm, worst}."""
+        """:func:`unrequested_motion` of everything recorded since ``start``."""
         with self.probe._lock:
             samples = list(self.probe.samples)
-        t = np.array([s[0] for s in samples])
-        pos = np.array([s[1] for s in samples])
-        cmds = np.array(sorted(c for c in self.commands if c >= start))
-        bounds = np.concatenate([[start], cmds, [t[-1]]])
-        windows = [(a + SETTLE_S, b, "no command") for a, b in zip(bounds[:-1], bounds[1:]) if b - a > SETTLE_S + 0.3]
-        windows += [(a + SETTLE_S, b, "e-stop latched") for a, b in estops if b - a > SETTLE_S + 0.3]
-        peaks = []
-        for a, b, why in windows:
-            inside = (t >= a) & (t <= b)
-            if np.count_nonzero(inside) < 5:
-                continue
-            p = pos[inside]
-            peaks.append((float(np.max(np.linalg.norm(p - p[0], axis=1))) * 1e3, a, b, why))
-        worst = max(peaks, default=(0.0, 0, 0, ""))
-        return {"windows": len(peaks), "seconds": round(sum(b - a for _, a, b, _ in peaks)),
-                "peak_mm": round(worst[0], 3), "worst": {"at_s": round(worst[1] - start), "why": worst[3],
-                                                         "seconds": round(worst[2] - worst[1], 1)},
-                "over_limit": sum(p > UNREQUESTED_MM for p, *_ in peaks)}
+        return unrequested_motion(np.array([s[0] for s in samples]), np.array([s[1] for s in samples]),
+                                  [c for c in self.commands if c >= start], estops, start)
 
     def close(self) -> None:
         self.probe.close()
+
+
+def unrequested_motion(t: np.ndarray, pos: np.ndarray, commands: list[float], estops: list[tuple[float, float]],
+                       start: float) -> dict:
+    """The peak tool motion (``pos [n, 3]`` m at times ``t``) in every stretch after ``start`` with no policy command
+    for over ``SETTLE_S`` s and in every latched e-stop, each measured from where the tool was ``SETTLE_S`` s into
+    it: {windows, seconds, peak_mm, worst, over_limit}."""
+    bounds = np.concatenate([[start], np.sort(commands), [t[-1]]])
+    windows = [(a + SETTLE_S, b, "no command") for a, b in zip(bounds[:-1], bounds[1:]) if b - a > SETTLE_S + 0.3]
+    windows += [(a + SETTLE_S, b, "e-stop latched") for a, b in estops if b - a > SETTLE_S + 0.3]
+    peaks = []
+    for a, b, why in windows:
+        inside = (t >= a) & (t <= b)
+        if np.count_nonzero(inside) < 5:
+            continue
+        p = pos[inside]
+        peaks.append((float(np.max(np.linalg.norm(p - p[0], axis=1))) * 1e3, a, b, why))
+    worst = max(peaks, default=(0.0, 0, 0, ""))
+    return {"windows": len(peaks), "seconds": round(sum(b - a for _, a, b, _ in peaks)),
+            "peak_mm": round(worst[0], 3), "worst": {"at_s": round(worst[1] - start), "why": worst[3],
+                                                     "seconds": round(worst[2] - worst[1], 1)},
+            "over_limit": sum(p > UNREQUESTED_MM for p, *_ in peaks)}
 
 
 class RobotSoak:
