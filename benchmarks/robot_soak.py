@@ -49,10 +49,17 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from common import Table, write_result  # noqa: E402
-from soak import alive, behaviour, memory_summary, rss_mb  # noqa: E402
+from soak import (  # noqa: E402
+    actor_pids,
+    behaviour,
+    learner_env_steps,
+    learner_pid,
+    memory_rows,
+    memory_summary,
+    plot_memory,
+    run_roles,
+)
 
-from robot_rl.runtime.transport import shm  # noqa: E402
-from robot_rl.runtime.transport.names import board_name  # noqa: E402
 from tests.ros.bare import start_bare_driver  # noqa: E402
 from tests.ros.graph import new_domain, ros_env  # noqa: E402
 from tests.runtime.delivery import clear_shm, delivery, kill_group, random_actions  # noqa: E402
@@ -150,47 +157,28 @@ class RobotSoak:
                                        str(self.total_steps))
 
     def learner(self) -> int | None:
-        status = shm.peek_learner_status(board_name(self.run))
-        return status.pid if status and alive(status.pid) else None
+        return learner_pid(self.run)
 
     def actors(self) -> list[int]:
-        pids = []
-        for path in (self.run / "actors").glob("*.json") if (self.run / "actors").is_dir() else ():
-            try:
-                pid = int(json.loads(path.read_text())["pid"])
-            except (OSError, ValueError, KeyError):
-                continue
-            if alive(pid):
-                pids.append(pid)
-        return pids
+        return actor_pids(self.run)
 
     def env_steps(self) -> int:
-        status = shm.peek_learner_status(board_name(self.run))
-        return status.env_steps if status else 0
+        return learner_env_steps(self.run)
 
     def sample(self) -> None:
         """Resident memory of every process (by role), at most every 15 s, also to ``memory.jsonl``."""
         now = time.monotonic() - self.t0
         if self.memory and now - self.memory[-1][0] < 15.0:
             return
-        roles = {pid: "learner" for pid in [self.learner()] if pid}
-        roles.update({pid: "actor" for pid in self.actors()})
-        if self.proc is not None and self.proc.poll() is None:
-            roles[self.proc.pid] = "supervisor"
+        roles = run_roles(self.run, self.proc)
         for key, role in ((self.driver, "driver"), (self.safety, "safety node")):
             proc = self.day.graph.procs.get(key)
             if proc is not None and proc.poll() is None:
                 roles[proc.pid] = role
-        rows = [(role, rss_mb(pid)) for pid, role in roles.items()]
-        try:
-            rows.append(("replay", json.loads((self.run / "status.json").read_text())["replay_mb"]))
-        except (OSError, ValueError, KeyError):
-            pass
         with open(self.day.folder / "memory.jsonl", "a") as f:
-            for role, mb in rows:
-                if mb is not None:
-                    self.memory.append((now, role, mb))
-                    f.write(json.dumps([round(now, 1), role, round(mb, 1)]) + "\n")
+            for role, mb in memory_rows(self.run, roles):
+                self.memory.append((now, role, mb))
+                f.write(json.dumps([round(now, 1), role, round(mb, 1)]) + "\n")
 
     def _person(self) -> None:
         """Between episodes the person puts the scene back; every few episodes they take over for a stretch."""
@@ -297,29 +285,6 @@ def success_by_quarter(episodes: list[tuple[float, bool, bool]], seconds: float)
     return out
 
 
-def plot_memory(memory: list[tuple[float, str, float]], faults: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 3.5))
-    for role in ("learner", "actor", "supervisor", "replay", "driver", "safety node"):
-        series = [(t / 60, m) for t, r, m in memory if r == role]
-        if series:
-            ax.plot(*zip(*series), ".", markersize=2, label=role)
-    for f in faults:
-        ax.axvline(f["at_s"] / 60, color="grey", alpha=0.3, linewidth=0.8)
-    ax.set_xlabel("minutes (grey: a fault)")
-    ax.set_ylabel("resident memory, MiB")
-    ax.legend(fontsize=8, ncol=3)
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-
-
 def main() -> None:
     from tests.ros.robot_day import TASKS, DaySizes, RobotDay
 
@@ -389,9 +354,9 @@ def main() -> None:
                 kill_group(soak.proc)
             soak.motion.close()
         day.close()
-    plot_memory(soak.memory, soak.faults, folder / "robot_soak_memory.png")
-    if args.plot:
-        plot_memory(soak.memory, soak.faults, Path(args.plot))
+    for plot in {folder / "robot_soak_memory.png", *([Path(args.plot)] if args.plot else [])}:
+        plot_memory(soak.memory, soak.faults, plot, roles=("learner", "actor", "supervisor", "replay", "driver",
+                                                            "safety node"))
     by_kind = {k: {"injected": sum(f["kind"] == k for f in soak.faults),
                    "survived": sum(f["kind"] == k and f["survived"] for f in soak.faults)} for k in args.faults}
     result = {"minutes": args.minutes, "profile": args.profile, "task": day.task, "setup": setup,

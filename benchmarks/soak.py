@@ -64,23 +64,13 @@ class Soak:
                                     *self.overrides, log=self.log)
 
     def learner(self) -> int | None:
-        status = shm.peek_learner_status(board_name(self.run))
-        return status.pid if status and alive(status.pid) else None
+        return learner_pid(self.run)
 
     def actors(self) -> list[int]:
-        pids = []
-        for path in (self.run / "actors").glob("*.json") if (self.run / "actors").is_dir() else ():
-            try:
-                pid = int(json.loads(path.read_text())["pid"])
-            except (OSError, ValueError, KeyError):
-                continue
-            if alive(pid):
-                pids.append(pid)
-        return pids
+        return actor_pids(self.run)
 
     def env_steps(self) -> int:
-        status = shm.peek_learner_status(board_name(self.run))
-        return status.env_steps if status else 0
+        return learner_env_steps(self.run)
 
     def learning(self, timeout: float, not_pid: int | None = None) -> float | None:
         """Seconds until a learner (not ``not_pid``) beats and the env steps grow again; None on time-out."""
@@ -100,21 +90,9 @@ class Soak:
         now = time.monotonic() - self.t0
         if self.memory and now - self.memory[-1][0] < 15.0:
             return
-        roles = {pid: "learner" for pid in [self.learner()] if pid}
-        roles.update({pid: "actor" for pid in self.actors()})
-        if self.proc is not None and self.proc.poll() is None:
-            roles[self.proc.pid] = "supervisor"
-        for pid, role in roles.items():
-            rss = rss_mb(pid)
-            if rss is not None:
-                self.memory.append((now, role, rss))
-                self._keep(now, role, rss)
-        try:  # the replay's filled rows: learner memory that grows by design
-            replay_mb = json.loads((self.run / "status.json").read_text())["replay_mb"]
-        except (OSError, ValueError, KeyError):
-            return
-        self.memory.append((now, "replay", replay_mb))
-        self._keep(now, "replay", replay_mb)
+        for role, mb in memory_rows(self.run, run_roles(self.run, self.proc)):
+            self.memory.append((now, role, mb))
+            self._keep(now, role, mb)
 
     def _keep(self, t: float, role: str, mb: float) -> None:
         """Each sample also goes to ``memory.jsonl`` beside the log at once: a harness that fails later keeps them."""
@@ -195,6 +173,51 @@ class Soak:
         return None
 
 
+def learner_pid(run: Path) -> int | None:
+    """The pid of the run's live learner (from its weight board), if any."""
+    status = shm.peek_learner_status(board_name(run))
+    return status.pid if status and alive(status.pid) else None
+
+
+def actor_pids(run: Path) -> list[int]:
+    """The pids of the run's live actors (from their registrations)."""
+    pids = []
+    for path in (run / "actors").glob("*.json") if (run / "actors").is_dir() else ():
+        try:
+            pid = int(json.loads(path.read_text())["pid"])
+        except (OSError, ValueError, KeyError):
+            continue
+        if alive(pid):
+            pids.append(pid)
+    return pids
+
+
+def learner_env_steps(run: Path) -> int:
+    """The env steps the run's learner has taken in (its weight board), 0 without one."""
+    status = shm.peek_learner_status(board_name(run))
+    return status.env_steps if status else 0
+
+
+def run_roles(run: Path, proc: subprocess.Popen | None) -> dict[int, str]:
+    """pid -> role (learner, actor, supervisor: ``proc``, the ``robot-rl train`` process) of the run's processes."""
+    roles = {pid: "learner" for pid in [learner_pid(run)] if pid}
+    roles.update({pid: "actor" for pid in actor_pids(run)})
+    if proc is not None and proc.poll() is None:
+        roles[proc.pid] = "supervisor"
+    return roles
+
+
+def memory_rows(run: Path, roles: dict[int, str]) -> list[tuple[str, float]]:
+    """(role, resident MiB) of each process in ``roles`` alive now, and ("replay", the replay's filled rows in MiB:
+    learner memory that grows by design) from the run's status."""
+    rows = [(role, mb) for pid, role in roles.items() if (mb := rss_mb(pid)) is not None]
+    try:
+        rows.append(("replay", float(json.loads((run / "status.json").read_text())["replay_mb"])))
+    except (OSError, ValueError, KeyError):
+        pass
+    return rows
+
+
 def alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
@@ -231,14 +254,15 @@ def memory_summary(memory: list[tuple[float, str, float]], warmup_s: float,
     return out
 
 
-def plot_memory(memory: list[tuple[float, str, float]], faults: list[dict], path: Path) -> None:
+def plot_memory(memory: list[tuple[float, str, float]], faults: list[dict], path: Path,
+                roles: tuple[str, ...] = ("learner", "actor", "supervisor", "replay")) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 3.5))
-    for role in ("learner", "actor", "supervisor", "replay"):
+    for role in roles:
         series = [(t / 60, m) for t, r, m in memory if r == role]
         if series:
             ax.plot(*zip(*series), ".", markersize=2, label=role)
@@ -246,7 +270,7 @@ def plot_memory(memory: list[tuple[float, str, float]], faults: list[dict], path
         ax.axvline(f["at_s"] / 60, color="grey", alpha=0.3, linewidth=0.8)
     ax.set_xlabel("minutes (grey: a fault)")
     ax.set_ylabel("resident memory, MiB")
-    ax.legend()
+    ax.legend(fontsize=8, ncol=3)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
