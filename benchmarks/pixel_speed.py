@@ -22,7 +22,7 @@ from common import Table, write_result
 
 from robot_rl.agents import SACAgent, SACConfig, encoders
 from robot_rl.agents.config import EncoderConfig
-from robot_rl.replay.storage import SOURCE_CODE
+from robot_rl.replay.rows import SOURCE_CODE
 from robot_rl.spaces import ObsSpec
 
 

@@ -4,9 +4,9 @@
 
 A local Ray cluster with token authentication. The real learner-side :class:`Gateway` runs as a Ray actor (it
 validates every chunk, writes it to the run's spool, then into the learner's ring); a second Ray actor plays the
-remote actor's bridge: it builds 64-row chunks of PickCube pixel transitions with the real ``ChunkBuilder``,
+remote actor's bridge: it builds 64-row chunks of PickCube pixel transitions with the real ``BlockBuilder``,
 writes them to its local spool (as the actor does; ``--no-actor-spool`` skips it) and pushes them as safetensors
-bytes with 4 in flight, as :class:`~robot_rl.runtime.transport.ray_bridge.Bridge` does. This process is the
+bytes with 4 in flight, as :class:`~robot_rl.runtime.placement.ray_bridge.Bridge` does. This process is the
 learner's intake: it drains the gateway's ring into a replay buffer. The figure is transitions in the replay per
 second, from the first chunk taken to the last. Everything shares this machine's cores (on two machines the link
 adds its own).
@@ -30,10 +30,10 @@ from synthetic_chunks import pixel_chunks
 
 from robot_rl.config import replace, to_dict
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
+from robot_rl.replay.rows import row_specs
+from robot_rl.runtime.placement.ray_gateway import Gateway, require_token_auth
 from robot_rl.runtime.transport import shm
-from robot_rl.runtime.transport.chunks import chunk_specs, ingest_chunk
 from robot_rl.runtime.transport.names import actor_dir, ring_name
-from robot_rl.runtime.transport.ray_gateway import Gateway, require_token_auth
 from robot_rl.spaces import ObsSpec
 from robot_rl.training.config import TrainConfig
 
@@ -101,7 +101,7 @@ def measure(transitions: int, actor_spool: bool) -> dict[str, float]:
             if time.monotonic() > deadline:  # learner discovers it
                 raise TimeoutError("the pusher never joined the gateway")
             time.sleep(0.01)
-        ring = shm.ChunkRing(ring_name(run_dir, uid), chunk_specs(spec, ACTION_DIM))
+        ring = shm.ChunkRing(ring_name(run_dir, uid), row_specs(spec, ACTION_DIM))
         taken, start, last = 0, None, time.monotonic()
         while taken < transitions:
             item = ring.peek()
@@ -112,7 +112,7 @@ def measure(transitions: int, actor_spool: bool) -> dict[str, float]:
                 continue
             last = time.monotonic()
             start = start or time.perf_counter()
-            taken += ingest_chunk(replay, item[1])
+            taken += replay.extend(item[1])
             ring.release()
         elapsed = time.perf_counter() - start
         push_seconds = ray.get(pushed)

@@ -33,8 +33,8 @@ from synthetic_chunks import pixel_chunks
 from robot_rl.agents.config import SACConfig
 from robot_rl.agents.sac import SACAgent
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
+from robot_rl.replay.rows import row_specs
 from robot_rl.runtime.transport import shm
-from robot_rl.runtime.transport.chunks import chunk_specs, ingest_chunk
 from robot_rl.runtime.transport.spool import SpoolWriter
 from robot_rl.spaces import ObsSpec
 from robot_rl.utils.process import set_realtime
@@ -44,7 +44,7 @@ ACTION_DIM, CHUNK = 4, 64
 
 
 def produce(ring_name: str, spool_dir: str | None, transitions: int) -> None:
-    ring = shm.ChunkRing(ring_name, chunk_specs(SPEC, ACTION_DIM))
+    ring = shm.ChunkRing(ring_name, row_specs(SPEC, ACTION_DIM))
     spool = SpoolWriter(spool_dir) if spool_dir else None
     for seq, chunk in pixel_chunks(SPEC, ACTION_DIM, CHUNK, transitions):
         if spool is not None:
@@ -60,7 +60,7 @@ def produce(ring_name: str, spool_dir: str | None, transitions: int) -> None:
 
 def transport(transitions: int, spool: bool) -> float:
     name = f"rrl_bench_{int(time.time() * 1e3) % 10**8}"
-    ring = shm.ChunkRing(name, chunk_specs(SPEC, ACTION_DIM), slots=16, rows=2 * CHUNK, create=True)
+    ring = shm.ChunkRing(name, row_specs(SPEC, ACTION_DIM), slots=16, rows=2 * CHUNK, create=True)
     replay = ReplayBuffer(SPEC, ACTION_DIM, ReplayConfig(online_capacity=transitions + 1000, demos_capacity=2,
                                                          interventions_capacity=2))
     with tempfile.TemporaryDirectory() as tmp:
@@ -73,7 +73,7 @@ def transport(transitions: int, spool: bool) -> float:
                 time.sleep(0.0001)
                 continue
             start = start or time.perf_counter()
-            taken += ingest_chunk(replay, item[1])
+            taken += replay.extend(item[1])
             ring.release()
         elapsed = time.perf_counter() - start
         proc.join()

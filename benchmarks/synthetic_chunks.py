@@ -1,4 +1,4 @@
-"""Chunks of synthetic pixel transitions built with the real ChunkBuilder, for the transport benchmarks."""
+"""Chunks of synthetic pixel transitions built with the real BlockBuilder, for the transport benchmarks."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from robot_rl.runtime.transport.chunks import ChunkBuilder
+from robot_rl.replay.rows import BlockBuilder
 from robot_rl.spaces import ObsSpec
 
 
@@ -14,7 +14,7 @@ def pixel_chunks(spec: ObsSpec, action_dim: int, rows: int, transitions: int) ->
     """``(seq, chunk)`` for ``transitions`` transitions of one env, ``rows`` per chunk (the last may be shorter);
     frames cycle through 8 random images per camera, an episode ends every 100 steps."""
     frames = np.random.default_rng(0).integers(0, 255, (8, *next(iter(spec.cameras.values()))), np.uint8)
-    builder = ChunkBuilder(spec, action_dim, rows)
+    builder = BlockBuilder(spec, action_dim, rows)
 
     def obs(k: int) -> dict:
         return {"state": np.full(spec.state_dim, k, np.float32),

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from robot_rl.replay.storage import SOURCE_CODE
+from robot_rl.replay.rows import SOURCE_CODE
 
 
 def bc_term(mean_action: torch.Tensor, mb: Mapping[str, Any], q_data: torch.Tensor, q_pi: torch.Tensor,

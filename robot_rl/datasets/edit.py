@@ -44,7 +44,7 @@ def discard_episodes(path: str | Path, episodes: Iterable[int]) -> list[int]:
             observations = [obs_row(arrays, names, r) for r in frames]
             writer.append(observations, arrays["action"][rows], arrays["reward"][rows], arrays["terminated"][rows],
                           arrays["truncated"][rows], source="demo", episode_id=ep,
-                          base_actions=arrays["base_action"][rows], chunk_indices=arrays["chunk_index"][rows])
+                          base_action=arrays["base_action"][rows], chunk_index=arrays["chunk_index"][rows])
         meta = {**meta, "episodes": kept, "discarded": int(meta.get("discarded", 0)) + len(drop),
                 "discarded_later": sorted(set(meta.get("discarded_later", [])) | drop)}
         atomic_write(tmp / META_FILE, lambda f: f.write_text(json.dumps(meta, indent=1)))

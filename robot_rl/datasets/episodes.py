@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from robot_rl.datasets.record import read_meta
-from robot_rl.replay.storage import SOURCES
+from robot_rl.replay.rows import SOURCES
 from robot_rl.replay.store import _open, load_transitions, store_spec
 from robot_rl.spaces import ObsSpec
 

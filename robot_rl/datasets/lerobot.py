@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from robot_rl.datasets.episodes import Episode
-from robot_rl.replay.storage import SOURCE_CODE, SOURCES
+from robot_rl.replay.rows import SOURCE_CODE, SOURCES
 from robot_rl.spaces import ObsSpec
 
 CODEBASE_VERSION = "v3.0"

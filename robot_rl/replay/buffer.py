@@ -13,10 +13,14 @@ from typing import Any
 import numpy as np
 
 from robot_rl.config import JsonDict
+from robot_rl.replay.rows import SOURCE_CODE, BlockBuilder
 from robot_rl.replay.storage import RingStorage
 from robot_rl.spaces import ObsSpec
 
 PARTITIONS = ("online", "demos", "interventions")
+ROUTES = {"online": [SOURCE_CODE["online"], SOURCE_CODE["intervention"]], "demos": [SOURCE_CODE["demo"]],
+          "interventions": [SOURCE_CODE["intervention"]]}
+"""The partitions each source goes to (interventions also to online, HIL-SERL)."""
 GROUPS = {"online": ("online",), "prior": ("demos", "interventions"), "demos": ("demos",),
           "interventions": ("interventions",)}
 
@@ -71,6 +75,7 @@ class ReplayBuffer:
         self.partitions = {name: RingStorage(spec, action_dim, getattr(cfg, f"{name}_capacity"))
                            for name in PARTITIONS}
         self.rng = np.random.default_rng(seed)
+        self._one: BlockBuilder | None = None  # add()'s block of one transition
         self._out: dict[tuple[int, int, bool], dict[str, np.ndarray]] = {}
         self.with_pixels = True
         """Whether samples carry the camera frames; an agent that reads none turns them off (``Sampling.pixels``),
@@ -117,20 +122,23 @@ class ReplayBuffer:
         states = [p.arrays["state"][: p.size][p.arrays["valid"][: p.size]] for p in parts]
         return np.concatenate([s for s in states if len(s)] or [np.zeros((0, self.spec.state_dim), np.float32)])
 
+    def extend(self, block: Mapping[str, np.ndarray], stream_base: int = 0) -> int:
+        """Adds every transition of ``block`` (rows of :mod:`robot_rl.replay.rows`: an actor's chunk, an episode)
+        to the partitions its sources go to, one vectorised write per partition; returns how many transitions.
+        ``stream_base`` keeps the envs of different actors apart in the frame sharing."""
+        valid, source = block["valid"], block["source"]
+        for name, codes in ROUTES.items():
+            self.partitions[name].extend(block, valid & np.isin(source, codes), stream_base)
+        return int(np.count_nonzero(valid))
+
     def add(self, obs: Mapping[str, Any], action: np.ndarray, reward: float, terminated: bool, truncated: bool,
-            next_obs: Mapping[str, Any], *, source: str = "online", intervened: bool = False,
-            policy_version: int = 0, episode_id: int = 0, step: int = 0, stream: int = 0,
-            base_action: np.ndarray | None = None, chunk_index: int = -1) -> None:
-        """Adds one transition. source: 'online' | 'demo' | 'intervention' (the latter also goes to online).
-        ``base_action`` / ``chunk_index``: a base policy's proposal for this step and its index in its chunk."""
-        targets = {"online": ("online",), "demo": ("demos",), "intervention": ("interventions", "online")}
-        if source not in targets:
-            raise ValueError(f"unknown transition source {source!r}; use one of {sorted(targets)}")
-        intervened = intervened or source == "intervention"
-        for name in targets[source]:
-            self.partitions[name].add(obs, action, reward, terminated, truncated, next_obs, intervened=intervened,
-                                      source=source, policy_version=policy_version, episode_id=episode_id,
-                                      step=step, stream=stream, base_action=base_action, chunk_index=chunk_index)
+            next_obs: Mapping[str, Any], *, stream: int = 0, **meta: Any) -> None:
+        """Adds one transition of ``stream``; ``meta``: the fields of :data:`robot_rl.replay.rows.TRANSITION_DEFAULTS`
+        (``source`` 'online' | 'demo' | 'intervention', the latter also going to online)."""
+        if self._one is None:
+            self._one = BlockBuilder(self.spec, self.action_dim, 1)
+        self._one.add(0, obs, action, reward, terminated, truncated, next_obs, **meta)
+        self.extend(self._one.take(), stream_base=stream)
 
     # ---------------------------------------------------------------- sampling
     def can_sample(self, mix: Mapping[str, float] | None = None) -> bool:

@@ -1,12 +1,9 @@
 """Preallocated ring storage for one replay partition, with every frame stored once.
 
-Layout: one *row* per observation. A transition lives in the row of its observation and points at the row of
-its next observation (``next_row``). Consecutive transitions of an episode share rows (next obs of step t is the
-obs of step t+1), so an episode of T steps takes T + 1 rows: memory per transition is (T + 1) / T frames per
-camera. Rows that only hold an episode's final observation have ``valid = False`` and are never sampled as a
-transition start.
-
-Several concurrent episode streams (e.g. the N sims of a batched env) are kept apart by a ``stream`` id.
+The rows are those of :mod:`robot_rl.replay.rows`: an episode of T steps takes T + 1 rows (memory per transition
+is (T + 1) / T frames per camera); rows that only hold an episode's final observation are never sampled as a
+transition start. Concurrent episode streams (the N sims of a batched env, the envs of several actors) are kept
+apart by a ``stream`` id, so a stream's episode goes on across blocks without a second frame.
 """
 
 from __future__ import annotations
@@ -14,46 +11,22 @@ from __future__ import annotations
 import mmap
 import os
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import torch
 
-from robot_rl.spaces import ObsSpec, obs_leaf
-
-SOURCES = ("online", "demo", "intervention")
-SOURCE_CODE = {name: i for i, name in enumerate(SOURCES)}
-
-# Per-row metadata arrays: name -> (dtype, per-row shape is scalar).
-META_FIELDS: dict[str, np.dtype] = {
-    "chunk_index": np.dtype(np.int32),
-    "reward": np.dtype(np.float32),
-    "terminated": np.dtype(bool),
-    "truncated": np.dtype(bool),
-    "intervened": np.dtype(bool),
-    "source": np.dtype(np.uint8),
-    "policy_version": np.dtype(np.int64),
-    "episode_id": np.dtype(np.int64),
-    "step": np.dtype(np.int64),
-    "next_row": np.dtype(np.int64),
-    "valid": np.dtype(bool),
-}
-
-
-# What a row holds beyond its observation, with the value of a row that holds no transition (yet): the executed
-# action, and the base policy's proposal for this step with the step's index in the base's action chunk (-1 = no
-# base policy acted: the fine-tuning agents read both, see robot_rl.policies).
-ROW_DEFAULTS = {"chunk_index": -1, "next_row": -1}
+from robot_rl.replay.rows import FIELDS, STORED, row_specs
+from robot_rl.spaces import ObsSpec
 
 
 def array_specs(spec: ObsSpec, action_dim: int) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
-    """Every stored array: name -> (per-row shape, dtype). Observation arrays are named as
-    :meth:`ObsSpec.obs_arrays` names them (``state``, ``instruction``, ``pixels/<camera>``)."""
-    out = spec.obs_arrays()
-    out["action"] = ((action_dim,), np.dtype(np.float32))
-    out["base_action"] = ((action_dim,), np.dtype(np.float32))
-    out.update({name: ((), dtype) for name, dtype in META_FIELDS.items()})
-    return out
+    """Every stored array: name -> (per-row shape, dtype): the rows of :mod:`robot_rl.replay.rows` the replay keeps."""
+    return row_specs(spec, action_dim, stored_only=True)
+
+
+META = tuple(n for n, f in FIELDS.items() if f.stored and not f.action_shaped and n not in
+             ("next_row", "valid", "chunk_index"))
+"""The scalar fields a sample carries (``chunk_index`` only with the base policy's, the row links never)."""
 
 
 def prefaulted_zeros(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
@@ -100,8 +73,9 @@ class RingStorage:
         self.arrays: dict[str, np.ndarray] = {
             name: (prefaulted_zeros if len(shape) >= 3 else np.zeros)((self.capacity, *shape), dtype)
             for name, (shape, dtype) in specs.items()}
-        for name, value in ROW_DEFAULTS.items():
-            self.arrays[name].fill(value)
+        for name, f in FIELDS.items():
+            if f.stored and f.empty:
+                self.arrays[name].fill(f.empty)
         self._obs_names = tuple(spec.obs_arrays())
         self.base_fields = False  # samples carry the base policy's proposals (ReplayBuffer.with_base)
         self.n_step, self.discount = 1, 1.0  # n-step returns in samples (ReplayBuffer.set_n_step)
@@ -118,53 +92,80 @@ class RingStorage:
                    for shape, dtype in array_specs(spec, action_dim).values()) * int(capacity)
 
     # ----------------------------------------------------------------- writing
-    def _write_obs(self, obs: Mapping[str, Any]) -> int:
-        row = self.cursor
-        if self.arrays["valid"][row] and self.size == self.capacity:
-            self.num_transitions -= 1
-        for stream, pending_row in list(self._pending.items()):
-            if pending_row == row:  # the ring caught up with a stream's open episode
-                del self._pending[stream]
-        a = self.arrays
-        a["valid"][row] = False
-        a["next_row"][row] = a["chunk_index"][row] = -1
-        a["base_action"][row] = 0.0
+    def extend(self, block: Mapping[str, np.ndarray], take: np.ndarray, stream_base: int = 0) -> int:
+        """Writes the transitions of ``block`` (rows of :mod:`robot_rl.replay.rows`) at the rows ``take`` selects,
+        with their observation rows, in one vectorised copy; returns how many transitions. A stream's first
+        observation in the block that shows the state its open episode here ended on shares that row (no second
+        frame); ``stream_base`` keeps the streams of different actors apart."""
+        tx = np.flatnonzero(take)
+        if not len(tx):
+            return 0
+        a, n = self.arrays, len(block["valid"])
+        links = block["next_row"]
+        member = np.zeros(n, bool)
+        member[tx] = True
+        member[links[tx]] = True
+        rows = np.flatnonzero(member)
+        streams = stream_base + block["stream"][rows].astype(np.int64)
+        first_of_stream = np.unique(streams, return_index=True)[1]
+        dest = np.full(n, -1, np.int64)
+        reused = []
+        for k in first_of_stream:  # a few streams per block
+            s, r = int(streams[k]), int(rows[k])
+            p = self._pending.pop(s, None)
+            if p is not None and np.array_equal(a["state"][p], block["state"][r]):
+                reused.append((r, p))
+        new = rows[~np.isin(rows, [r for r, _ in reused])]
+        if len(new) + len(reused) > self.capacity:
+            raise ValueError(f"a block of {len(new)} new rows does not fit a replay partition of capacity "
+                             f"{self.capacity}: raise the partition's capacity")
+        pos = (self.cursor + np.arange(len(new))) % self.capacity
+        for r, p in reused:
+            if p in pos:  # the ring would overwrite the row it continues (a tiny ring): write it again instead
+                raise ValueError(f"replay partition of capacity {self.capacity} is too small for a block of "
+                                 f"{len(new)} rows: raise the partition's capacity")
+            dest[r] = p
+        dest[new] = pos
+        # Rows overwritten: their transitions leave, and an open episode ending there does not go on.
+        self.num_transitions -= int(np.count_nonzero(a["valid"][pos]))
+        if self._pending:
+            gone = set(pos.tolist())
+            self._pending = {s: p for s, p in self._pending.items() if p not in gone}
         for name in self._obs_names:
-            a[name][row] = obs_leaf(obs, name)
-        self.cursor = (row + 1) % self.capacity
-        self.size = min(self.size + 1, self.capacity)
-        return row
+            self._copy_rows(a[name], pos, block[name], new)
+        for name, f in FIELDS.items():
+            if f.stored:
+                a[name][pos] = f.empty
+        at = dest[tx]
+        for name in STORED:
+            if name not in ("next_row", "valid"):
+                a[name][at] = block[name][tx]
+        a["next_row"][at] = dest[links[tx]]
+        a["valid"][at] = True
+        self.cursor = int((self.cursor + len(new)) % self.capacity)
+        self.size = min(self.size + len(new), self.capacity)
+        self.num_transitions += len(tx)
+        self.total_added += len(tx)
+        # Each stream's episode stays open at its last transition's next observation unless that one ended it.
+        tx_streams = stream_base + block["stream"][tx].astype(np.int64)
+        last = len(tx) - 1 - np.unique(tx_streams[::-1], return_index=True)[1]
+        for i in tx[last]:
+            if not (block["terminated"][i] or block["truncated"][i]):
+                self._pending[int(stream_base + block["stream"][i])] = int(dest[links[i]])
+        return len(tx)
 
-    def add(self, obs: Mapping[str, Any], action: np.ndarray, reward: float, terminated: bool, truncated: bool,
-            next_obs: Mapping[str, Any], *, intervened: bool = False, source: str = "online",
-            policy_version: int = 0, episode_id: int = 0, step: int = 0, stream: int = 0,
-            base_action: np.ndarray | None = None, chunk_index: int = -1) -> int:
-        """Stores one transition; returns its row. ``obs`` is written only if it does not continue ``stream``.
-        ``base_action``/``chunk_index``: a base policy's proposal for this step and its index in the base's chunk."""
-        row = self._pending.pop(stream, None)
-        if row is None or not np.array_equal(self.arrays["state"][row], obs["state"]):
-            row = self._write_obs(obs)
-        next_row = self._write_obs(next_obs)
-        a = self.arrays
-        a["action"][row] = action
-        a["reward"][row] = reward
-        a["terminated"][row] = terminated
-        a["truncated"][row] = truncated
-        a["intervened"][row] = intervened
-        a["source"][row] = SOURCE_CODE[source]
-        a["policy_version"][row] = policy_version
-        a["episode_id"][row] = episode_id
-        a["step"][row] = step
-        if base_action is not None:
-            a["base_action"][row] = base_action
-        a["chunk_index"][row] = chunk_index
-        a["next_row"][row] = next_row
-        a["valid"][row] = True
-        self.num_transitions += 1
-        self.total_added += 1
-        if not (terminated or truncated):
-            self._pending[stream] = next_row
-        return row
+    @staticmethod
+    def _copy_rows(dst: np.ndarray, at: np.ndarray, src: np.ndarray, rows: np.ndarray) -> None:
+        """``dst[at] = src[rows]`` with one copy of the frames where the rows allow it (fancy indexing on both
+        sides copies them twice: the block's rows gathered into a temporary, then scattered)."""
+        if len(rows) > 1 and at[-1] - at[0] == len(at) - 1:  # one span of the ring (no wrap inside)
+            span = dst[at[0]:at[-1] + 1]
+            if rows[-1] - rows[0] == len(rows) - 1:
+                span[...] = src[rows[0]:rows[-1] + 1]
+            else:
+                np.take(src, rows, axis=0, out=span, mode="clip")  # "raise" would buffer the output
+        else:
+            dst[at] = src[rows]
 
     # ---------------------------------------------------------------- reading
     def sample_rows(self, n: int, rng: np.random.Generator) -> np.ndarray:
@@ -210,8 +211,8 @@ class RingStorage:
             put(f"obs/{name}", self.arrays[name], rows)
             put(f"next_obs/{name}", self.arrays[name], nxt)
         summed = ("reward", "terminated") if self.n_step > 1 else ()  # written below from the n-step chain
-        for name in ("action", *META_FIELDS):
-            if name not in ("next_row", "valid", "chunk_index", *summed):
+        for name in ("action", *META):
+            if name not in summed:
                 put(name, self.arrays[name], rows)
         if self.n_step > 1:
             for key, value in (("reward", ret), ("terminated", term), ("discount", disc)):

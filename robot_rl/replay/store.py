@@ -26,6 +26,7 @@ import numpy as np
 import zarr
 
 from robot_rl.replay.buffer import PARTITIONS, ReplayBuffer, ReplayConfig
+from robot_rl.replay.rows import BlockBuilder
 from robot_rl.replay.storage import RingStorage, array_specs
 from robot_rl.spaces import ObsSpec
 from robot_rl.utils.state_io import atomic_write
@@ -222,6 +223,10 @@ def _oldest_first(arrays: Mapping[str, np.ndarray], counters: Mapping[str, int])
     return out
 
 
+SCALAR_ONLY = frozenset({"source", "episode_id"})
+"""Transition fields an episode holds once."""
+
+
 class EpisodeWriter:
     """Appends whole episodes to a store on disk, one commit per episode (crash-safe streaming append).
 
@@ -249,27 +254,28 @@ class EpisodeWriter:
         return int(self.commit["partitions"][self.partition].get("episodes", 0))
 
     def append(self, observations: list[Mapping[str, Any]], actions: np.ndarray, rewards: np.ndarray,
-               terminated: np.ndarray, truncated: np.ndarray, *, source: str = "demo", episode_id: int | None = None,
-               intervened: np.ndarray | None = None, policy_version: int = 0, base_actions: np.ndarray | None = None,
-               chunk_indices: np.ndarray | None = None) -> None:
-        """``base_actions [T, A]`` / ``chunk_indices [T]``: a base policy's proposals (when one acted)."""
+               terminated: np.ndarray, truncated: np.ndarray, **meta: Any) -> None:
+        """``meta``: transition fields (:data:`robot_rl.replay.rows.TRANSITION_DEFAULTS`), each one value for the
+        whole episode or one per step (``base_action [T, A]``, ``chunk_index [T]``, ``intervened [T]``);
+        ``source`` defaults to ``"demo"`` and ``episode_id`` to the next episode's number."""
         t = len(actions)
         if np.any(np.asarray(terminated[:-1])) or np.any(np.asarray(truncated[:-1])):
             raise ValueError("only the last step of an episode may be terminated or truncated")
         if len(observations) != t + 1:
             raise ValueError(f"an episode of {t} actions needs {t + 1} observations, got {len(observations)}")
-        storage = RingStorage(self.spec, self.action_dim, t + 1)
-        ep = self.num_episodes if episode_id is None else episode_id
+        meta = {"source": "demo", **meta}
+        if meta.get("episode_id") is None:
+            meta["episode_id"] = self.num_episodes
+        per_step = {k for k, v in meta.items() if k not in SCALAR_ONLY and np.ndim(v) > (k == "base_action")}
+        builder = BlockBuilder(self.spec, self.action_dim, t)
         for i in range(t):
-            storage.add(observations[i], actions[i], rewards[i], bool(terminated[i]), bool(truncated[i]),
-                        observations[i + 1], source=source, episode_id=ep, step=i, policy_version=policy_version,
-                        intervened=bool(intervened[i]) if intervened is not None else source == "intervention",
-                        base_action=None if base_actions is None else base_actions[i],
-                        chunk_index=-1 if chunk_indices is None else int(chunk_indices[i]))
+            builder.add(0, observations[i], actions[i], rewards[i], bool(terminated[i]), bool(truncated[i]),
+                        observations[i + 1], step=i, **{k: v[i] if k in per_step else v for k, v in meta.items()})
+        rows = builder.take()
         counters = self.commit["partitions"][self.partition]
         start = int(counters["size"])
         group = self.root[self.partition]
-        storage.arrays["next_row"][: t] += start
+        rows["next_row"][: t] += start
         for key, (shape, dtype) in array_specs(self.spec, self.action_dim).items():
             if key not in group and key in ADDED_LATER:  # appending to a store written before the field existed
                 group.create_array(key, shape=(start, *shape), dtype=dtype, fill_value=ADDED_LATER[key],
@@ -279,7 +285,7 @@ class EpisodeWriter:
             # Empty (all-fill-value) chunks must still be written, or a truncated store would look complete.
             arr = group[key].with_config({"write_empty_chunks": True})
             arr.resize((start + t + 1, *arr.shape[1:]))
-            arr[start:] = storage.arrays[key][: t + 1]
+            arr[start:] = rows[key]
         size = start + t + 1
         counters.update(size=size, cursor=0, capacity=size, num_transitions=counters["num_transitions"] + t,
                         total_added=counters["total_added"] + t, episodes=self.num_episodes + 1)

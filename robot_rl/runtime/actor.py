@@ -32,10 +32,10 @@ from robot_rl.envs.contract import LABELS, BatchStep, drives_hardware
 from robot_rl.policies.evaluate import state_predictor
 from robot_rl.policies.executor import ChunkExecutor
 from robot_rl.policies.loader import load_policy
+from robot_rl.replay.rows import BlockBuilder, row_specs
 from robot_rl.runtime.env_pipeline import make_batched_env
 from robot_rl.runtime.progress import run_progress
 from robot_rl.runtime.transport import shm
-from robot_rl.runtime.transport.chunks import ChunkBuilder, chunk_specs
 from robot_rl.runtime.transport.names import actor_dir, board_name, ring_name
 from robot_rl.runtime.transport.spool import SpoolWriter
 from robot_rl.spaces import ObsSpec, action_dim_of
@@ -90,8 +90,8 @@ class Actor:
         self.version = 0
         self._standby_version = 0
         self._lock = threading.Lock()
-        self.builder = ChunkBuilder(self.spec, self.action_dim, self.rt.chunk_steps)
-        self.ring = shm.ChunkRing(ring_name(self.run_dir, self.uid), chunk_specs(self.spec, self.action_dim),
+        self.builder = BlockBuilder(self.spec, self.action_dim, self.rt.chunk_steps)
+        self.ring = shm.ChunkRing(ring_name(self.run_dir, self.uid), row_specs(self.spec, self.action_dim),
                                   self.rt.ring_slots, self.builder.capacity, create=True)
         self.spool = SpoolWriter(self.run_dir / "spool" / self.uid) if self.rt.spool else None
         self.board: shm.WeightBoard | None = None

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from robot_rl.replay.buffer import ReplayBuffer
+from robot_rl.replay.rows import check_block, row_specs
 from robot_rl.runtime.transport import shm
-from robot_rl.runtime.transport.chunks import check_chunk, chunk_specs, ingest_chunk
 from robot_rl.runtime.transport.names import actor_dir
 from robot_rl.runtime.transport.spool import has_chunks, read_chunk
 from robot_rl.spaces import ObsSpec
@@ -130,7 +130,7 @@ class Intake:
         self.published_at = published_at
         self.run_dir, self.spec, self.action_dim = run_dir, spec, action_dim
         self.replay, self.counters, self.spool, self.announce = replay, counters, spool, announce
-        self.specs = chunk_specs(spec, action_dim)
+        self.specs = row_specs(spec, action_dim)
         self.rings: dict[str, shm.ChunkRing | None] = {}
         self.actor_info: dict[str, dict] = {}
         self.retired: set[str] = set()
@@ -160,9 +160,9 @@ class Intake:
                 self.counters.streams[uid] = (len(self.counters.streams) + 1) * STREAMS_PER_ACTOR
 
     def _add(self, uid: str, seq: int, chunk: dict[str, np.ndarray]) -> int:
-        check_chunk(chunk, self.spec, self.action_dim)
+        check_block(chunk, self.spec, self.action_dim)
         base = self.counters.streams[uid]
-        n = ingest_chunk(self.replay, chunk, base)
+        n = self.replay.extend(chunk, base)
         self.counters.ingested[uid] = seq + 1
         self.counters.episodes += self.episodes.add(chunk, base, self.counters.version, self.counters.env_steps,
                                                     self.published_at)

@@ -17,12 +17,12 @@ from pathlib import Path
 
 from robot_rl.config import ConfigError, save_yaml
 from robot_rl.runtime.checkpoint import NoCompleteCheckpoint, has_checkpoint, intact_checkpoint
-from robot_rl.runtime.launchers import CONFIG_ERROR, Launcher, LocalLauncher, Process
 from robot_rl.runtime.liveness import Heartbeats, RestartBudget
+from robot_rl.runtime.placement.local import CONFIG_ERROR, Launcher, LocalLauncher, Process
+from robot_rl.runtime.placement.ray_launcher import RayLauncher
 from robot_rl.runtime.progress import run_progress
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.names import actor_dir, board_name, run_key
-from robot_rl.runtime.transport.ray_launcher import RayLauncher
 from robot_rl.training.config import TrainConfig
 from robot_rl.utils.disk import DISK_FULL
 from robot_rl.utils.log import get_logger

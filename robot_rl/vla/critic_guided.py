@@ -46,7 +46,7 @@ from robot_rl.agents.base import Sampling, index_tree, seeded_generator, to_torc
 from robot_rl.agents.critic import Critic
 from robot_rl.agents.networks import phase_one_hot
 from robot_rl.agents.torch_compat import foreach_lerp_
-from robot_rl.replay.storage import SOURCE_CODE
+from robot_rl.replay.rows import SOURCE_CODE
 from robot_rl.spaces import ObsSpec
 from robot_rl.vla.critic_guided_config import CriticGuidedConfig
 from robot_rl.vla.model import images_to_input

@@ -21,7 +21,7 @@ from robot_rl.cli import main as cli_main
 from robot_rl.datasets import dataset_name, dataset_stats, ensure_demos, read_meta, record_demos, render_episode
 from robot_rl.datasets.record import episode_seed, remove_stale_temps
 from robot_rl.replay import ReplayBuffer
-from robot_rl.replay.storage import SOURCE_CODE
+from robot_rl.replay.rows import SOURCE_CODE
 from robot_rl.replay.store import add_dataset, load_transitions
 from robot_rl.utils.video import read_video, write_video
 

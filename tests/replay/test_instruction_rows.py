@@ -14,9 +14,9 @@ from safetensors.numpy import save as save_np
 
 from robot_rl.config import replace, to_dict
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
+from robot_rl.replay.rows import BlockBuilder, check_block
 from robot_rl.replay.store import load_buffer, save_buffer
 from robot_rl.runtime.transport import shm
-from robot_rl.runtime.transport.chunks import ChunkBuilder, check_chunk, ingest_chunk
 from robot_rl.runtime.transport.names import actor_dir
 from robot_rl.runtime.transport.spool import SpoolWriter, read_chunk
 from robot_rl.spaces import ObsSpec
@@ -35,7 +35,7 @@ def episode(k: int, steps: int = 4):
     return obs, base
 
 
-def fill_builder(builder: ChunkBuilder, k: int, steps: int = 4) -> None:
+def fill_builder(builder: BlockBuilder, k: int, steps: int = 4) -> None:
     obs, base = episode(k, steps)
     for t in range(steps):
         builder.add(0, obs[t], -base[t], 1.0, False, t == steps - 1, obs[t + 1], base_action=base[t], chunk_index=t % 3,
@@ -59,11 +59,11 @@ def check_replay(replay: ReplayBuffer, episodes: list[int]) -> None:
 
 
 def test_chunk_spool_and_replay_carry_instruction_and_base_proposals(tmp_path):
-    builder = ChunkBuilder(SPEC, 2, 16)
+    builder = BlockBuilder(SPEC, 2, 16)
     fill_builder(builder, 1)
     fill_builder(builder, 2)
     chunk = {k: v.copy() for k, v in builder.take().items()}
-    assert check_chunk(chunk, SPEC, 2) == 10
+    assert check_block(chunk, SPEC, 2) == 10
     spool = SpoolWriter(tmp_path / "spool")
     spool.write(0, chunk)
     spool.flush()
@@ -71,7 +71,7 @@ def test_chunk_spool_and_replay_carry_instruction_and_base_proposals(tmp_path):
     back = read_chunk(tmp_path / "spool", 0)
     assert all(np.array_equal(back[k], chunk[k]) for k in chunk)
     replay = ReplayBuffer(SPEC, 2, CFG)
-    assert ingest_chunk(replay, back) == 8
+    assert replay.extend(back) == 8
     assert "base_action" not in replay.sample(4)  # a run without a base policy skips those gathers
     replay.with_base = True
     check_replay(replay, [1, 2])
@@ -80,12 +80,12 @@ def test_chunk_spool_and_replay_carry_instruction_and_base_proposals(tmp_path):
 
 
 def test_a_chunk_with_a_wrong_instruction_width_is_refused():
-    builder = ChunkBuilder(SPEC, 2, 16)
+    builder = BlockBuilder(SPEC, 2, 16)
     fill_builder(builder, 1)
     chunk = {k: v.copy() for k, v in builder.take().items()}
     chunk["instruction"] = chunk["instruction"][:, :4].copy()
-    with pytest.raises(ValueError, match="chunk array 'instruction'"):
-        check_chunk(chunk, SPEC, 2)
+    with pytest.raises(ValueError, match="block array 'instruction'"):
+        check_block(chunk, SPEC, 2)
 
 
 def test_store_written_before_base_proposals_existed_loads_with_none(tmp_path):
@@ -113,7 +113,7 @@ def test_store_written_before_base_proposals_existed_loads_with_none(tmp_path):
 
 
 def test_ray_gateway_checks_and_rings_instruction_chunks(tmp_path):
-    from robot_rl.runtime.transport.ray_gateway import Gateway
+    from robot_rl.runtime.placement.ray_gateway import Gateway
 
     cfg = replace(TrainConfig(name="lang", runs_dir=str(tmp_path)),
                   {"env.id": "robot_rl/Reach-v0", "env.kwargs": {"instruction": True}})
@@ -122,7 +122,7 @@ def test_ray_gateway_checks_and_rings_instruction_chunks(tmp_path):
     try:
         assert gateway.spec.instruction_dim == 64 and gateway.spec.state_dim == 14
         gateway.join("a-1", 0, 1)
-        builder = ChunkBuilder(gateway.spec, 4, 8)
+        builder = BlockBuilder(gateway.spec, 4, 8)
         obs = {"state": np.ones(14, np.float32), "instruction": np.linspace(0, 1, 64).astype(np.float32)}
         builder.add(0, obs, np.zeros(4, np.float32), 0.0, False, False, obs, base_action=np.full(4, 0.5, np.float32),
                     chunk_index=7)

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
+from robot_rl.replay.rows import BlockBuilder, row_specs
 from robot_rl.runtime.intake import Intake, LearnerCounters
 from robot_rl.runtime.transport import shm
-from robot_rl.runtime.transport.chunks import ChunkBuilder, chunk_specs
 from robot_rl.runtime.transport.names import actor_dir, ring_name
 from robot_rl.runtime.transport.spool import SpoolWriter
 from robot_rl.spaces import ObsSpec
@@ -25,7 +25,7 @@ UID = "actor0-test"
 
 
 def chunk(start: int, n: int = 4) -> dict[str, np.ndarray]:
-    builder = ChunkBuilder(SPEC, 1, 16)
+    builder = BlockBuilder(SPEC, 1, 16)
     for t in range(start, start + n):
         builder.add(0, {"state": np.full(3, t, np.float32)}, np.zeros(1, np.float32), -1.0, False, False,
                     {"state": np.full(3, t + 1, np.float32)})
@@ -38,7 +38,7 @@ def make_intake(run: Path) -> Intake:
 
 
 def register(run: Path) -> shm.ChunkRing:
-    ring = shm.ChunkRing(ring_name(run, UID), chunk_specs(SPEC, 1), 4, 32, create=True)
+    ring = shm.ChunkRing(ring_name(run, UID), row_specs(SPEC, 1), 4, 32, create=True)
     ring.beat()
     actor_dir(run).mkdir(parents=True, exist_ok=True)
     (actor_dir(run) / f"{UID}.json").write_text(json.dumps({"uid": UID, "index": 0, "pid": os.getpid(),

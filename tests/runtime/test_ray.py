@@ -20,10 +20,10 @@ from safetensors.torch import load as load_torch
 
 from robot_rl.agents.sac import SACAgent
 from robot_rl.config import replace, save_yaml, to_dict
+from robot_rl.replay.rows import BlockBuilder
 from robot_rl.replay.store import load_buffer
 from robot_rl.runtime.checkpoint import latest_checkpoint
 from robot_rl.runtime.transport import shm
-from robot_rl.runtime.transport.chunks import ChunkBuilder
 from robot_rl.runtime.transport.names import actor_dir, board_name, run_key
 from robot_rl.runtime.transport.spool import spool_file
 from robot_rl.spaces import ObsSpec
@@ -31,7 +31,7 @@ from robot_rl.spaces import ObsSpec
 from .test_processes import tiny, wait_for
 
 ray = pytest.importorskip("ray")
-from robot_rl.runtime.transport.ray_gateway import Gateway, require_token_auth  # noqa: E402
+from robot_rl.runtime.placement.ray_gateway import Gateway, require_token_auth  # noqa: E402
 
 CLI = [sys.executable, "-m", "robot_rl.cli"]
 SPEC = ObsSpec(3)  # Pendulum-v1
@@ -59,7 +59,7 @@ def cluster(tmp_path_factory):
 
 
 def chunk(n: int = 5, **override) -> dict[str, np.ndarray]:
-    builder = ChunkBuilder(SPEC, 1, 16)
+    builder = BlockBuilder(SPEC, 1, 16)
     for t in range(n):
         builder.add(0, {"state": np.full(3, t, np.float32)}, np.zeros(1, np.float32), -1.0, False, False,
                     {"state": np.full(3, t + 1, np.float32)})
@@ -89,9 +89,9 @@ def test_gateway_spools_then_rings_chunks_and_rejects_malformed_ones(tmp_path):
         assert seq == 0 and np.array_equal(views["state"], good["state"])
         assert gateway.push("actor0-0-1-abc", 0, save_np(good)) == 1  # a duplicate is ignored
         assert gateway.push("actor0-0-1-abc", 5, save_np(good)) == 1  # a gap is refused: resend from 1
-        with pytest.raises(ValueError, match=r"chunk 1 from actor0-0-1-abc rejected: chunk array 'state'.*float64"):
+        with pytest.raises(ValueError, match=r"chunk 1 from actor0-0-1-abc rejected: block array 'state'.*float64"):
             gateway.push("actor0-0-1-abc", 1, save_np(chunk(state=good["state"].astype(np.float64))))
-        with pytest.raises(ValueError, match=r"chunk array 'action': expected \(6, 1\)"):
+        with pytest.raises(ValueError, match=r"block array 'action': expected \(6, 1\)"):
             gateway.push("actor0-0-1-abc", 1, save_np(chunk(action=np.zeros((6, 2), np.float32))))
         with pytest.raises(ValueError, match="rejected"):  # not safetensors (e.g. a pickle): never unpickled
             gateway.push("actor0-0-1-abc", 1, b"\x80\x04\x95" + b"\0" * 64)
@@ -134,7 +134,7 @@ def test_token_auth_is_on_and_a_bad_chunk_through_ray_is_rejected(cluster, tmp_p
     try:
         assert ray.get(gateway.join.remote("a-1", 0, 1)) == 0
         assert ray.get(gateway.push.remote("a-1", 0, save_np(chunk()))) == 1
-        with pytest.raises(ValueError, match="chunk array 'reward'"):
+        with pytest.raises(ValueError, match="block array 'reward'"):
             ray.get(gateway.push.remote("a-1", 1, save_np(chunk(reward=np.zeros(6, np.int32)))))
         assert ray.get(gateway.status.remote()) == {"a-1": {"acked": 1, "gone": False}}
     finally:
@@ -148,9 +148,9 @@ def test_bridge_delivers_from_ring_and_local_spool_and_resends_after_a_refused_g
 
     from safetensors.numpy import load_file, save_file
 
-    from robot_rl.runtime.transport.chunks import chunk_specs
+    from robot_rl.replay.rows import row_specs
+    from robot_rl.runtime.placement.ray_bridge import Bridge
     from robot_rl.runtime.transport.names import ring_name
-    from robot_rl.runtime.transport.ray_bridge import Bridge
 
     class LostPushes(Bridge):  # as after a reconnect that lost pushes 0 and 1: the gateway refuses 2 (a gap)
         def start(self) -> None:
@@ -160,7 +160,7 @@ def test_bridge_delivers_from_ring_and_local_spool_and_resends_after_a_refused_g
     cfg = tiny(tmp_path, "bridge")
     learner_run, local = tmp_path / "bridge", tmp_path / "robot"
     gateway = ray.remote(Gateway).options(num_cpus=0).remote(json.dumps(to_dict(cfg)), str(learner_run))
-    ring = shm.ChunkRing(ring_name(local, "a-1"), chunk_specs(SPEC, 1), 4, 32, create=True)
+    ring = shm.ChunkRing(ring_name(local, "a-1"), row_specs(SPEC, 1), 4, 32, create=True)
     board = shm.WeightBoard(board_name(local), SACAgent(SPEC, 1, cfg.agent).policy_state(), create=True)
     chunks = [chunk(n=2 + k) for k in range(5)]
     (local / "spool" / "a-1").mkdir(parents=True)

@@ -10,7 +10,6 @@ import pytest
 from robot_rl.envs.make import EnvConfig
 from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.runtime.actor import Actor
-from robot_rl.runtime.transport.chunks import ingest_chunk
 from robot_rl.spaces import ObsSpec
 from robot_rl.teleop.config import TeleopConfig
 from robot_rl.teleop.scripted import ScriptedHumanConfig
@@ -39,7 +38,7 @@ def test_actor_files_scripted_human_steps_as_interventions(tmp_path) -> None:
     assert not np.any(np.abs(chunk["action"][policy_rows, -1]) == 1.0)
     assert set(chunk["source"][human_rows]) == {2} and set(chunk["source"][policy_rows]) == {0}
     replay = ReplayBuffer(ObsSpec.from_space(actor.env.single_observation_space), 4)
-    ingest_chunk(replay, chunk)
+    replay.extend(chunk)
     parts = replay.partitions
     assert parts["interventions"].num_transitions == human_rows.sum()
     assert parts["online"].num_transitions == valid.sum()  # interventions are online experience too

@@ -1,5 +1,5 @@
 """Ray transport, learner side: the :class:`Gateway` that remote actors push chunks to and pull weights from
-(see :mod:`robot_rl.runtime.transport.ray_bridge` for the whole picture), and the token-auth guard both sides run."""
+(see :mod:`robot_rl.runtime.placement.ray_bridge` for the whole picture), and the token-auth guard both sides run."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from safetensors.torch import save
 from robot_rl.agents.registry import make_agent
 from robot_rl.config import from_dict
 from robot_rl.envs.make import make_env
+from robot_rl.replay.rows import check_block, row_specs
 from robot_rl.runtime.transport import shm
-from robot_rl.runtime.transport.chunks import check_chunk, chunk_specs
 from robot_rl.runtime.transport.names import actor_dir, board_name, ring_name
 from robot_rl.runtime.transport.spool import spool_file
 from robot_rl.spaces import ObsSpec, action_dim_of
@@ -70,7 +70,7 @@ class Gateway:
         reset_niceness("ray gateway")  # every actor's chunks pass here: not at Ray's worker nice 15
         self.cfg, self.run_dir = config_from_text(config_text), Path(run_dir)
         self.spec, self.action_dim, self.template = _policy_template(self.cfg)
-        self.specs = chunk_specs(self.spec, self.action_dim)
+        self.specs = row_specs(self.spec, self.action_dim)
         self.peers: dict[str, dict[str, Any]] = {}  # uid -> ring, acked, seen, gone
         self.board: shm.WeightBoard | None = None
         self._weights: tuple[int, bytes] = (0, b"")
@@ -98,7 +98,7 @@ class Gateway:
                 return self._peer(uid)["acked"]
             spool = self.run_dir / "spool" / uid
             spool.mkdir(parents=True, exist_ok=True)
-            rows = 2 * self.cfg.runtime.chunk_steps  # what a ChunkBuilder's chunk can hold
+            rows = 2 * self.cfg.runtime.chunk_steps  # what a BlockBuilder's chunk can hold
             ring = shm.ChunkRing(ring_name(self.run_dir, uid), self.specs, self.cfg.runtime.ring_slots, rows,
                                  create=True)  # this process answers for it
             ring.beat()
@@ -134,7 +134,7 @@ class Gateway:
                                  f"({peer['max_bytes']} bytes)")
             try:
                 chunk = load_np(data)
-                rows = check_chunk(chunk, self.spec, self.action_dim)
+                rows = check_block(chunk, self.spec, self.action_dim)
             except Exception as exc:  # noqa: BLE001 - any malformed payload is the peer's error
                 raise ValueError(f"chunk {seq} from {uid} rejected: {exc}") from None
             if rows > peer["ring"].rows:

@@ -2,7 +2,7 @@
 
 Actor and learner are the unchanged local ones; Ray only carries bytes between two machines:
 
-* :class:`~robot_rl.runtime.transport.ray_gateway.Gateway` (a Ray actor pinned to the learner's node) acts
+* :class:`~robot_rl.runtime.placement.ray_gateway.Gateway` (a Ray actor pinned to the learner's node) acts
   toward the learner exactly like a local actor for every remote actor uid: it writes each chunk it receives first
   to the learner run's spool (``<run>/spool/<uid>/<seq>.safetensors``, atomically), then into a chunk ring it
   creates for that uid, and registers ``<run>/actors/<uid>.json`` with its own pid. It acks the highest contiguous
@@ -14,11 +14,11 @@ Actor and learner are the unchanged local ones; Ray only carries bytes between t
   the local learner's stand-in: it consumes the local ring (filling gaps from the local spool), pushes chunks to
   the gateway with a few in flight, resends what was not acked, trims the local spool up to the ack, and is the
   writer of the local weight board, mirroring weights and status words from the gateway.
-* :class:`~robot_rl.runtime.transport.ray_launcher.RayLauncher`: how ``robot-rl train`` starts all this with
+* :class:`~robot_rl.runtime.placement.ray_launcher.RayLauncher`: how ``robot-rl train`` starts all this with
   ``runtime.transport: ray``.
 
 What crosses the network is bytes, ints and strings only: chunks and weights as safetensors, validated on arrival
-(:func:`~robot_rl.runtime.transport.chunks.check_chunk`, names/shapes/dtypes of the policy); no code here
+(:func:`~robot_rl.replay.rows.check_block`, names/shapes/dtypes of the policy); no code here
 unpickles. Ray's own protocol can carry pickled objects, so the cluster must run with token authentication
 (``RAY_AUTH_MODE=token``), which this module turns on and refuses to run without.
 """
@@ -41,9 +41,9 @@ from safetensors.numpy import save as save_np
 from safetensors.torch import load
 from safetensors.torch import load as load_torch
 
+from robot_rl.runtime.placement.ray_gateway import config_from_text
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.names import actor_dir, board_name
-from robot_rl.runtime.transport.ray_gateway import config_from_text
 from robot_rl.runtime.transport.spool import spool_file, trim
 from robot_rl.utils.log import get_logger
 from robot_rl.utils.process import reset_niceness
@@ -196,7 +196,7 @@ class RemoteActor:
     def run(self) -> dict[str, Any]:
         import ray  # optional: ray
 
-        from robot_rl.runtime.actor import Actor  # cycle: runtime.actor imports runtime.transport
+        from robot_rl.runtime.actor import Actor  # lazy: the actor's stack (torch, envs) loads in the Ray actor only
 
         self._clean()
         self.local.mkdir(parents=True)

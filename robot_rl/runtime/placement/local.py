@@ -1,6 +1,6 @@
 """Where the supervisor's processes run: a :class:`Launcher` starts the learner and the actors and hands back
 :class:`Process` handles. :class:`LocalLauncher` makes OS processes on this machine; the Ray launcher
-(``robot_rl.runtime.transport.ray_launcher``) places actors on other machines. The supervisor's restart rules are
+(``robot_rl.runtime.placement.ray_launcher``) places actors on other machines. The supervisor's restart rules are
 the same for both."""
 
 from __future__ import annotations

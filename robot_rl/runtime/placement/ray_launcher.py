@@ -1,6 +1,6 @@
 """``robot-rl train`` with ``runtime.transport: ray``: the supervisor's launcher for a Ray cluster. The learner is
 a local process (as with the local launcher), the gateway a Ray actor on this node, the actors Ray actors on nodes
-with the custom resource ``runtime.actor_resource`` (see :mod:`robot_rl.runtime.transport.ray_bridge`)."""
+with the custom resource ``runtime.actor_resource`` (see :mod:`robot_rl.runtime.placement.ray_bridge`)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from robot_rl.runtime.launchers import LocalLauncher, Process
+from robot_rl.runtime.placement.local import LocalLauncher, Process
+from robot_rl.runtime.placement.ray_bridge import RemoteActor
+from robot_rl.runtime.placement.ray_gateway import Gateway, require_token_auth
 from robot_rl.runtime.transport.names import run_key
-from robot_rl.runtime.transport.ray_bridge import RemoteActor
-from robot_rl.runtime.transport.ray_gateway import Gateway, require_token_auth
 from robot_rl.training.config import TrainConfig
 from robot_rl.utils.log import get_logger
 
@@ -21,7 +21,7 @@ READY_TIMEOUT = 120.0  # seconds the first actors wait for each other before the
 
 
 class RayActorProcess:
-    """A remote actor seen through the :class:`~robot_rl.runtime.launchers.Process` methods."""
+    """A remote actor seen through the :class:`~robot_rl.runtime.placement.local.Process` methods."""
 
     def __init__(self, handle: Any, ref: Any) -> None:
         self.handle, self.ref, self.returncode = handle, ref, None
