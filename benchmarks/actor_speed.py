@@ -61,7 +61,7 @@ def actor_rate(env_id: str, num_envs: int, seconds: float, policy: bool) -> floa
             return (actor.steps - steps0) / (time.perf_counter() - t0)
         finally:
             actor.close()
-            actor.ring.close(unlink=True)
+            actor.outbox.ring.close(unlink=True)
 
 
 def main() -> None:

@@ -86,7 +86,7 @@ def measure(image_size: int, block_s: float, blocks: int) -> dict[str, Any]:
         t0 = time.perf_counter()
         actor.run()  # the actor's own paced loop; it closes the actor (and the view) at the end
         wall = time.perf_counter() - t0
-        actor.ring.close(unlink=True)
+        actor.outbox.ring.close(unlink=True)
         files = sorted((Path(tmp) / "view").glob("*.rrd"))
         out: dict[str, Any] = {"image_size": image_size, "wall_s": wall, "frames_shown": view.shown,
                                "frames_dropped": view.dropped, "recordings": len(files),

@@ -8,21 +8,22 @@ crashes only. With ``runtime.processes: false`` the same actor and learner alter
 from __future__ import annotations
 
 import json
-import math
 import signal
 import subprocess
 import time
-from datetime import datetime
 from pathlib import Path
 
-from robot_rl.config import ConfigError, save_yaml
-from robot_rl.runtime.checkpoint import NoCompleteCheckpoint, has_checkpoint, intact_checkpoint
+from robot_rl.config import ConfigError
+from robot_rl.runtime.checkpoint import has_checkpoint
+from robot_rl.runtime.inprocess import run_inprocess
 from robot_rl.runtime.liveness import Heartbeats, RestartBudget
 from robot_rl.runtime.placement.local import CONFIG_ERROR, Launcher, LocalLauncher, Process
 from robot_rl.runtime.placement.ray_launcher import RayLauncher
 from robot_rl.runtime.progress import run_progress
+from robot_rl.runtime.run_folder import prepare_run
+from robot_rl.runtime.status_line import status_line
 from robot_rl.runtime.transport import shm
-from robot_rl.runtime.transport.names import actor_dir, board_name, run_key
+from robot_rl.runtime.transport.names import actor_dir, board_name
 from robot_rl.training.config import TrainConfig
 from robot_rl.utils.disk import DISK_FULL
 from robot_rl.utils.log import get_logger
@@ -30,76 +31,6 @@ from robot_rl.utils.process import exit_on_signal
 from robot_rl.utils.progress import progress_bar
 
 log = get_logger(__name__)
-
-
-def prepare_run(cfg: TrainConfig, resume_dir: str | Path | None) -> Path:
-    """The run folder: a new one (refusing to overwrite a run) or the one to resume; writes config.yaml."""
-    cfg.validate()
-    if resume_dir is not None:
-        run_dir = Path(resume_dir)
-        if not (run_dir / "config.yaml").is_file():
-            raise FileNotFoundError(f"cannot resume {run_dir}: not a run folder (no config.yaml)")
-        if has_checkpoint(run_dir):
-            try:  # sizes against each manifest (no file read): nothing to start when no checkpoint is whole
-                intact_checkpoint(run_dir, checksums=False)
-            except NoCompleteCheckpoint as exc:
-                raise ConfigError(f"{exc}; move the damaged folders away to start the learner fresh from the "
-                                  f"actors' spools") from None
-        else:
-            log.info("resuming %s: no checkpoint yet; the agent starts fresh and the replay is rebuilt from the "
-                     "actors' spools", run_dir)
-    else:
-        name = cfg.name or f"{cfg.env.id.replace('/', '_').replace(':', '_')}-{datetime.now():%Y%m%d-%H%M%S}"
-        run_dir = Path(cfg.runs_dir) / name
-        if (run_dir / "checkpoints").exists() or (run_dir / "config.yaml").exists():
-            raise FileExistsError(f"{run_dir} already holds a run; use --resume {run_dir} or another name")
-        run_dir.mkdir(parents=True, exist_ok=True)
-        stale = shm.unlink_run_shm(run_key(run_dir))  # of an earlier run in a folder since deleted, killed uncleanly
-        if stale:
-            log.info("removed %d shared-memory segments an earlier run in %s left behind", len(stale), run_dir)
-    save_yaml(cfg, run_dir / "config.yaml")
-    return run_dir
-
-
-def status_line(run_dir: Path) -> str:
-    try:
-        s = json.loads((run_dir / "status.json").read_text())
-    except (OSError, ValueError):
-        return ""
-    def ratio(key: str) -> str:  # none yet (before learning starts, or no env step in the window): "-"
-        value = s.get(key)
-        return "-" if value is None or math.isnan(value) else f"{value:.2f}"
-
-    line = f"updates {s.get('updates', 0)} | utd {ratio('utd_window')} (run {ratio('utd_actual')})"
-    if "policy_lag_steps" in s:
-        line += f" | lag {s['policy_lag_steps']:.0f} steps"
-    if "eval_return" in s:
-        line += f" | eval return {s['eval_return']:.1f}"
-    if s.get("eval_success") is not None:
-        line += f" success {s['eval_success']:.0%}"
-    return line
-
-
-def run_inprocess(cfg: TrainConfig, run_dir: Path, resume: bool) -> dict[str, float]:
-    from robot_rl.runtime.actor import Actor  # lazy: in-process mode only
-    from robot_rl.runtime.learner import Learner  # lazy: in-process mode only (keeps matplotlib out of the supervisor)
-
-    learner = Learner(cfg, run_dir, resume=resume)
-    actor = Actor(cfg, run_dir)
-    try:
-        with progress_bar(cfg.progress, info=True, every_s=cfg.progress_every_s) as progress:
-            task = progress.add_task("train", total=cfg.total_env_steps, info="")
-            while True:
-                actor.step()
-                actor.publish_stats()
-                if not learner.step():
-                    break
-                progress.update(task, completed=learner.counters.env_steps, info=status_line(run_dir))
-    finally:
-        actor.close()
-        actor.ring.close(unlink=True)
-        learner.close(unlink=True)
-    return learner.last_eval
 
 
 class RunAborted(RuntimeError):

@@ -14,7 +14,7 @@ import pytest
 from robot_rl.config import replace
 from robot_rl.envs import WrapperConfig
 from robot_rl.runtime.learner import Learner
-from robot_rl.runtime.supervisor import prepare_run
+from robot_rl.runtime.run_folder import prepare_run
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.names import actor_dir, board_name
 from robot_rl.training.config import TrainConfig

@@ -20,7 +20,7 @@ from robot_rl.config import replace
 from robot_rl.replay.store import load_buffer
 from robot_rl.runtime.checkpoint import latest_checkpoint
 from robot_rl.runtime.learner import Learner
-from robot_rl.runtime.supervisor import prepare_run
+from robot_rl.runtime.run_folder import prepare_run
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.names import actor_dir, board_name
 from robot_rl.spaces import ObsSpec

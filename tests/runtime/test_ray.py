@@ -168,7 +168,7 @@ def test_bridge_delivers_from_ring_and_local_spool_and_resends_after_a_refused_g
         save_file(chunks[seq], str(spool_file(local / "spool" / "a-1", seq)))
     for seq in (3, 4):
         assert ring.put(chunks[seq], seq)
-    actor = SimpleNamespace(uid="a-1", ring=ring, run_dir=local, index=0, n=1, seq=5,
+    actor = SimpleNamespace(uid="a-1", outbox=SimpleNamespace(ring=ring, seq=5), run_dir=local, index=0, n=1,
                             rt=SimpleNamespace(heartbeat_timeout=10.0))
     bridge = LostPushes(gateway, actor, board)
     try:

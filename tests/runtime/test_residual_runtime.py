@@ -105,7 +105,7 @@ def actor_loop(cfg: TrainConfig, tmp_path, prepare, steps: int) -> tuple[dict, R
         actor.version = 1
         for _ in range(steps):
             assert actor.step()
-        return {k: v.copy() for k, v in actor.builder.take().items()}, agent, actor.policy
+        return {k: v.copy() for k, v in actor.outbox.builder.take().items()}, agent, actor.policy
     finally:
         actor.close()
 
@@ -175,7 +175,7 @@ def test_a_warm_up_with_a_base_swaps_the_configured_share_of_its_actions_for_ran
     try:
         for _ in range(60):
             assert actor.step()
-        chunk = actor.builder.take()
+        chunk = actor.outbox.builder.take()
     finally:
         actor.close()
     valid = chunk["valid"]
@@ -213,11 +213,11 @@ def test_an_ibrl_choice_per_chunk_holds_through_the_actors_policy_swaps(tiny_vla
         actor.version = 1
         for step in range(120):
             if step % 7 == 3:  # new weights mid-chunk
-                actor._standby.load_policy_state(weights)
-                actor._standby.act(actor._warm_obs, deterministic=True)
-                actor._standby_version = actor.version + 1
+                actor.weights.standby.load_policy_state(weights)
+                actor.weights.standby.act(actor.weights.warm_obs, deterministic=True)
+                actor.weights.standby_version = actor.version + 1
             assert actor.step()
-        chunk = actor.builder.take()
+        chunk = actor.outbox.builder.take()
     finally:
         actor.close()
     assert actor.version > 10  # swapped

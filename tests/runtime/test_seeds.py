@@ -30,7 +30,7 @@ def explore(tmp_path: Path, seed: int, index: int = 0) -> np.ndarray:
         return np.stack([actor.policy.act(obs) for _ in range(8)])
     finally:
         actor.close()
-        actor.ring.close(unlink=True)
+        actor.outbox.ring.close(unlink=True)
 
 
 def test_two_seeds_explore_differently_and_one_seed_reproduces(tmp_path) -> None:

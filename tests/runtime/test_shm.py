@@ -59,7 +59,7 @@ def test_the_ibrl_handover_switch_reaches_an_actor_through_the_board():
 def test_a_new_run_in_a_deleted_runs_folder_starts_without_its_shared_memory(tmp_path):
     """A run killed without clean-up, its folder deleted, a new run started at the same path: the new run must not
     attach the dead run's weight board (its heartbeat and stop flag would be the old run's)."""
-    from robot_rl.runtime.supervisor import prepare_run
+    from robot_rl.runtime.run_folder import prepare_run
     from robot_rl.runtime.transport.names import board_name, run_key
 
     from .test_train import small_config

@@ -32,7 +32,7 @@ def test_the_ratio_holds_in_every_window_with_the_default_lag_bound(tmp_path) ->
     lags = [r["actor/policy_lag_steps_max"] for r in rows if "actor/policy_lag_steps_max" in r and r["step"] > 500]
     assert lags and max(lags) < 2 * (rt.chunk_steps + rt.publish_every_updates), lags
     # the progress line shows the windowed ratio and the lag
-    from robot_rl.runtime.supervisor import status_line
+    from robot_rl.runtime.status_line import status_line
 
     line = status_line(tmp_path / "utd")
     assert line.startswith("updates ") and "| utd 2." in line and " steps" in line, line

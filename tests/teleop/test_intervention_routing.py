@@ -26,7 +26,7 @@ def test_actor_files_scripted_human_steps_as_interventions(tmp_path) -> None:
     try:
         for _ in range(60):  # random warm-up actions: the scripted human keeps taking over
             assert actor.step()
-        chunk = {k: v.copy() for k, v in actor.builder.take().items()}
+        chunk = {k: v.copy() for k, v in actor.outbox.builder.take().items()}
     finally:
         actor.close()
     valid = chunk["valid"]
@@ -84,7 +84,7 @@ def test_held_periods_are_not_steps_of_the_episode(tmp_path) -> None:
     try:
         for _ in range(45):
             actor.step()
-        chunk = {k: v.copy() for k, v in actor.builder.take().items()}
+        chunk = {k: v.copy() for k, v in actor.outbox.builder.take().items()}
     finally:
         actor.close()
     valid = chunk["valid"]

@@ -58,7 +58,8 @@ class Bridge:
     def __init__(self, gateway: Any, actor: Any, board: shm.WeightBoard, window: int = 4) -> None:
         self.gateway, self.actor, self.board, self.window = gateway, actor, board, window
         self.uid = actor.uid
-        self.ring = shm.ChunkRing(actor.ring.name, actor.ring.specs)  # the consumer's own view of the ring
+        ring = actor.outbox.ring
+        self.ring = shm.ChunkRing(ring.name, ring.specs)  # the consumer's own view of the ring
         self.spool = actor.run_dir / "spool" / actor.uid
         self.keys, self.template = board.keys, {k: (board.shapes[k], board.dtypes[k]) for k in board.keys}
         self.acked = self.sent = 0
@@ -97,7 +98,7 @@ class Bridge:
         self.board.mirror(shm.LearnerStatus(beat_ns=time.time_ns() - int(age * 1e9), pid=0,
                                             updates=int(reply["updates"]), env_steps=int(reply["env_steps"]),
                                             stop=bool(reply["stop"]), version=self.board.version))
-        self.actor.ring.taken_seq = int(reply["taken"])
+        self.actor.outbox.ring.taken_seq = int(reply["taken"])
         self.go = self.go or bool(reply["go"])
 
     def _run(self) -> None:
@@ -113,7 +114,7 @@ class Bridge:
                     self.sent += 1
                 now = time.monotonic()
                 if sync_ref is None and now - last_sync > 0.1:
-                    stats = self.actor.ring.stats().values()
+                    stats = self.actor.outbox.ring.stats().values()
                     sync_ref, last_sync = self.gateway.sync.remote(self.uid, self.board.version, stats), now
                 refs = [r for r in ([inflight[0][1]] if inflight else []) + ([sync_ref] if sync_ref else [])]
                 ready = ray.wait(refs, num_returns=1, timeout=0.005)[0] if refs else []
@@ -145,7 +146,7 @@ class Bridge:
                 if now - last_trim > 1.0:  # what the gateway spooled is safe on the learner's disk
                     last_trim = now
                     trim(self.spool, self.acked - 1)
-                if self.draining.is_set() and not inflight and self.acked >= self.actor.seq:
+                if self.draining.is_set() and not inflight and self.acked >= self.actor.outbox.seq:
                     break
                 if not ready and not inflight:
                     time.sleep(0.002)
@@ -224,11 +225,11 @@ class RemoteActor:
             bridge.finish()
             if bridge.error is not None:
                 raise RuntimeError(f"actor {actor.uid}: {bridge.error}") from bridge.error
-            return {"uid": actor.uid, "steps": actor.steps, "chunks": actor.seq, "acked": bridge.acked,
+            return {"uid": actor.uid, "steps": actor.steps, "chunks": actor.outbox.seq, "acked": bridge.acked,
                     "version": actor.version}
         finally:
             if actor is not None:
-                actor.ring.close(unlink=True)
+                actor.outbox.ring.close(unlink=True)
             board.close(unlink=True)
             shutil.rmtree(self.local, ignore_errors=True)
             try:
