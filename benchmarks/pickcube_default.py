@@ -1,10 +1,12 @@
-"""The default job (state PickCube, the bundled recipe) over seeds: eval success every 500 env steps, env steps and
-learner time to >= 90 %, and the whole job's wall time.
+"""A bundled PickCube job over seeds (the default one, or another recipe on the same task and data): eval success
+every 500 env steps, env steps and learner time to >= 90 %, and the whole job's wall time.
 
-    MUJOCO_GL=egl .venv/bin/python benchmarks/pickcube_default.py [--seeds 0 1 2] [--steps 3000] [--out RESULT.json]
+    MUJOCO_GL=egl .venv/bin/python benchmarks/pickcube_default.py [--config pickcube] [--seeds 0 1 2] [--steps 3000]
+        [--out RESULT.json]
 
-Each seed is ``robot-rl train pickcube --seed S --total-env-steps 3000`` (actor and learner as separate processes,
-20 deterministic eval episodes every 500 env steps); figures from its ``metrics.jsonl``.
+Each seed is ``robot-rl train CONFIG --seed S --total-env-steps 3000`` (actor and learner as separate processes,
+20 deterministic eval episodes every 500 env steps); figures from its ``metrics.jsonl``. The result is
+``pickcube_default`` for the default job, ``<config>`` for another.
 """
 
 from __future__ import annotations
@@ -25,10 +27,10 @@ sys.path.insert(0, str(ROOT))
 from common import Table, write_result  # noqa: E402
 
 
-def run_seed(seed: int, steps: int, folder: Path) -> dict:
-    name = f"pickcube_s{seed}"
+def run_seed(config: str, seed: int, steps: int, folder: Path) -> dict:
+    name = f"{config}_s{seed}"
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "robot_rl.cli", "train", "pickcube", "--seed", str(seed),
+    proc = subprocess.run([sys.executable, "-m", "robot_rl.cli", "train", config, "--seed", str(seed),
                            "--total-env-steps", str(steps), "--name", name, "--runs-dir", str(folder),
                            "--no-progress"], capture_output=True, text=True, timeout=3600)
     wall = time.perf_counter() - t0
@@ -45,7 +47,8 @@ def run_seed(seed: int, steps: int, folder: Path) -> dict:
 def tables(result: dict) -> list[Table]:
     steps = result["setup"]["steps"]
     marks = list(range(500, steps + 1, 500))
-    table = Table("State-based PickCube, the default job; 20 deterministic eval episodes every 500 env steps",
+    table = Table(f"State-based PickCube, `robot-rl train {result['setup'].get('config', 'pickcube')}`; 20 "
+                  "deterministic eval episodes every 500 env steps",
                   ["seed", "eval success at " + " / ".join(str(m) for m in marks) + " env steps",
                    "env steps to >= 90 %", "learner time to >= 90 %", f"whole job ({steps} steps)"], echo=False)
     for seed, r in result["seeds"].items():
@@ -63,17 +66,19 @@ def tables(result: dict) -> list[Table]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", default="pickcube", help="a bundled config on PickCube (pickcube_wsrl, ...)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
-    folder = Path(tempfile.mkdtemp(prefix="pickcube_default_"))
+    folder = Path(tempfile.mkdtemp(prefix=f"{args.config}_"))
     result: dict = {"seeds": {}}
     for seed in args.seeds:
-        result["seeds"][str(seed)] = run_seed(seed, args.steps, folder)
+        result["seeds"][str(seed)] = run_seed(args.config, seed, args.steps, folder)
         print(seed, json.dumps(result["seeds"][str(seed)]), flush=True)
-    result["setup"] = {"seeds": args.seeds, "steps": args.steps}
-    print(f"results: {write_result('pickcube_default', result, args.out, tables=tables(result))}")
+    result["setup"] = {"seeds": args.seeds, "steps": args.steps, "config": args.config}
+    name = "pickcube_default" if args.config == "pickcube" else args.config
+    print(f"results: {write_result(name, result, args.out, tables=tables(result))}")
 
 
 if __name__ == "__main__":
