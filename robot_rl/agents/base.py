@@ -193,6 +193,7 @@ BUILTIN = {
     "residual": "robot_rl.agents.residual:ResidualAgent",
     "ibrl": "robot_rl.agents.ibrl:IBRLAgent",
     "critic_guided": "robot_rl.vla.critic_guided:CriticGuidedAgent",
+    "wsrl": "robot_rl.agents.wsrl:WSRLAgent",
 }
 _registered: dict[str, type] = {}
 
