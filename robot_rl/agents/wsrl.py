@@ -44,7 +44,7 @@ class WSRLConfig(SACConfig):
 
     name: str = "wsrl"
     """Which agent (``wsrl`` here; see AgentConfig)."""
-    pretrain_steps: int = 3000
+    pretrain_steps: int = 1000
     """Gradient steps of pre-training on the prior data (demos) before the first online update."""
     pretrain_steps_per_call: int = 100
     """Pre-training steps per learner step (the learner keeps its heartbeat and publishes in between)."""
@@ -52,8 +52,11 @@ class WSRLConfig(SACConfig):
     """Transitions per pre-training step."""
     cql_weight: float = 1.0
     """Weight of the conservative term while pre-training (0: plain SAC on the prior data)."""
-    cql_actions: int = 10
+    cql_actions: int = 4
     """Uniform and policy actions per state in the conservative term's log-sum-exp."""
+    cql_states: int = 64
+    """States of each pre-training batch the conservative term reads (it evaluates ``2 * cql_actions`` actions at
+    each: the term costs about as much as the rest of the step at the defaults)."""
     warmup_updates: int = 200
     """Learner steps after pre-training that train nothing: online data collected with the pre-trained policy."""
 
@@ -69,7 +72,8 @@ class WSRLConfig(SACConfig):
             (self.pretrain_steps >= 0 and self.warmup_updates >= 0, "pretrain_steps and warmup_updates must be >= 0"),
             (self.pretrain_steps_per_call >= 1 and self.pretrain_batch_size >= 1,
              "pretrain_steps_per_call and pretrain_batch_size must be >= 1"),
-            (self.cql_weight >= 0 and self.cql_actions >= 1, "cql_weight must be >= 0 and cql_actions >= 1"),
+            (self.cql_weight >= 0 and self.cql_actions >= 1 and self.cql_states >= 1,
+             "cql_weight must be >= 0, cql_actions and cql_states >= 1"),
         ])
 
 
@@ -114,8 +118,9 @@ class WSRLAgent(SACAgent):
     def _conservative(self, mb: Batch) -> torch.Tensor:
         """CQL(H): ``logsumexp`` of Q over uniform and policy actions (importance-weighted) minus Q of the data's
         action, averaged over the critics and states."""
-        n, critic = self.cfg.cql_actions, self.critic
-        z = critic.encode(mb["obs"])
+        n, critic, k = self.cfg.cql_actions, self.critic, self.cfg.cql_states
+        z = critic.encode(index_tree(mb["obs"], slice(0, k)))
+        data_action = mb["action"][:k]
         rows, dim = z.shape[0], self.action_dim
         zn = z.repeat_interleave(n, 0)
         uniform = torch.rand(rows * n, dim, device=self.device, generator=self.generator) * 2 - 1
@@ -124,7 +129,7 @@ class WSRLAgent(SACAgent):
         q_uniform = critic.values(zn, uniform).reshape(-1, rows, n) + dim * math.log(2.0)  # - log(1 / 2^A)
         q_policy = critic.values(zn, policy).reshape(-1, rows, n) - logp.float().reshape(1, rows, n)
         pushed_down = torch.logsumexp(torch.cat([q_uniform, q_policy], -1), -1) - math.log(2 * n)
-        return (pushed_down - critic.values(z, mb["action"])).mean()
+        return (pushed_down - critic.values(z, data_action)).mean()
 
     def update(self, batch: Batch) -> dict[str, float]:
         """Nothing while pre-training or warming up (their progress as metrics); then SAC's update."""
