@@ -162,3 +162,13 @@ def test_the_function_import_rule_reads_comments_and_heavy_modules() -> None:
     assert _unjustified(run, "robot_rl.x") == [7]
     assert _unjustified(run.replace("    # optional: ros2\n", ""), "robot_rl.x") == [2, 3, 5, 6]
     assert _unjustified("def f():\n    from robot_rl import cli  # deferred: loads torch\n", "robot_rl.x") == []
+
+
+# ---------------------------------------------------------------------------------------------- tests' layout
+def test_the_tests_mirror_the_packages() -> None:
+    """Each folder of tests/ is named after what it tests: a robot_rl subpackage, the sim or controllers package,
+    the benchmarks or the bundled configs (a test of robot_rl.vla lives in tests/vla, not beside the agents)."""
+    packages = {p.name for p in (ROOT / "robot_rl").iterdir() if (p / "__init__.py").is_file()}
+    allowed = packages | {"sim", "controllers", "benchmarks", "configs"}
+    folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+    assert folders - allowed == set(), "test folders named after no package"
