@@ -16,18 +16,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import torch
 
-from robot_rl.agents.base import (
-    AgentConfig,
-    Sampling,
-    index_tree,
-    keep_global_rng,
-    obs_batch,
-    seeded_generator,
-    utd_batch,
-)
+from robot_rl.agents.base import AgentConfig, Sampling, keep_global_rng, obs_batch
 from robot_rl.agents.config import EncoderConfig
 from robot_rl.agents.encoders import ObservationEncoder
 from robot_rl.agents.networks import EncodedPolicy, init_parameters, mlp
+from robot_rl.agents.off_policy import GradientAgent
 from robot_rl.spaces import ObsSpec
 
 if TYPE_CHECKING:
@@ -65,37 +58,25 @@ class BCConfig(AgentConfig):
             raise ValueError("agent.lr must be > 0, agent.weight_decay and agent.explore_std >= 0")
 
 
-class BCAgent:
+class BCAgent(GradientAgent):
     """Deterministic policy ``a = tanh(MLP(encoder(obs)))`` fitted to the prior data's actions."""
 
     name: ClassVar[str] = "bc"
     config_class: ClassVar[type[BCConfig]] = BCConfig
     exportable: ClassVar[bool] = True
+    cfg: BCConfig
 
-    def __init__(self, obs_spec: ObsSpec, action_dim: int, cfg: BCConfig | None = None, seed: int = 0) -> None:
-        self.cfg = cfg = cfg or BCConfig()
-        cfg.validate()
-        self.check_spaces(obs_spec, action_dim, cfg)
-        self.obs_spec, self.action_dim = obs_spec, action_dim
-        self.device = torch.device(cfg.device)
-        init = seeded_generator(seed)
+    def build(self, obs_spec: ObsSpec, init: torch.Generator) -> None:
+        cfg = self.cfg
         with keep_global_rng():
             self.encoder = ObservationEncoder(obs_spec, cfg.encoder, generator=init).to(self.device)
-            self.policy = mlp(self.encoder.out_dim, cfg.hidden_dims, action_dim, cfg.layer_norm)
+            self.policy = mlp(self.encoder.out_dim, cfg.hidden_dims, self.action_dim, cfg.layer_norm)
         init_parameters(self.policy, init)
         self.policy = self.policy.to(self.device)
         params = list(self.policy.parameters()) + [p for p in self.encoder.parameters() if p.requires_grad]
         self.optimizer = torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-        self.generator = seeded_generator(seed + 1, self.device)
-        self.act_generator = seeded_generator(seed + 2, self.device)
-        self.update_step = 0
 
     # ---------------------------------------------------------------- contract
-    @classmethod
-    def check_spaces(cls, obs_spec: ObsSpec, action_dim: int, cfg: BCConfig) -> None:
-        if action_dim < 1:
-            raise ValueError(f"agent bc needs a continuous action of at least 1 dimension, got {action_dim}")
-
     @classmethod
     def sampling(cls, cfg: BCConfig) -> Sampling:
         """Demonstrations and interventions only; a run needs demos (or a teleop device) to start."""
@@ -125,38 +106,24 @@ class BCAgent:
         out = action.cpu().numpy()
         return out[0] if single else out
 
-    def update(self, batch: Mapping[str, Any]) -> dict[str, float]:
-        """``utd`` gradient steps of the MSE between the policy's and the stored actions."""
-        tb = utd_batch(batch, self.device)
-        loss = torch.zeros(())
-        for i in range(tb["action"].shape[0]):
-            mb = index_tree(tb, i)
-            pred = self._forward(mb["obs"], augment=self.encoder.has_pixels)
-            loss = (pred - mb["action"]).square().sum(-1).mean()
-            self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            self.optimizer.step()
-        self.update_step += 1
-        return {"bc_loss": float(loss.detach())}
+    def train_step(self, mb: Mapping[str, Any], update_actor: bool) -> dict[str, torch.Tensor]:
+        """One gradient step of the MSE between the policy's and the stored actions."""
+        pred = self._forward(mb["obs"], augment=self.encoder.has_pixels)
+        loss = (pred - mb["action"]).square().sum(-1).mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return {"bc_loss": loss.detach()}
 
     # ------------------------------------------------------------ state / io
-    def policy_state(self) -> dict[str, torch.Tensor]:
-        out = {f"policy.{k}": v for k, v in self.policy.state_dict().items()}
-        out.update({f"encoder.{k}": v for k, v in self.encoder.state_dict().items()})
-        return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in out.items()}
+    def policy_modules(self) -> dict[str, torch.nn.Module]:
+        return {"policy": self.policy, "encoder": self.encoder}
 
-    def load_policy_state(self, state: Mapping[str, torch.Tensor]) -> None:
-        self.policy.load_state_dict({k[7:]: v for k, v in state.items() if k.startswith("policy.")})
-        self.encoder.load_state_dict({k[8:]: v for k, v in state.items() if k.startswith("encoder.")})
-
-    def state_dict(self) -> dict[str, Any]:
+    def learned_state(self) -> dict[str, Any]:
         return {"policy": self.policy.state_dict(), "encoder": self.encoder.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "generator": self.generator.get_state(),
-                "update_step": self.update_step}
+                "optimizer": self.optimizer.state_dict()}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def load_learned_state(self, state: Mapping[str, Any]) -> None:
         self.policy.load_state_dict(state["policy"])
         self.encoder.load_state_dict(state["encoder"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.generator.set_state(state["generator"])
-        self.update_step = int(state["update_step"])

@@ -126,7 +126,7 @@ class IBRLAgent(ResidualAgent):
 
     def _target_value(self, x: torch.Tensor, action: torch.Tensor, members: torch.Tensor) -> torch.Tensor:
         """The subset-min over ``members`` of the target critics at ``action``."""
-        return self.critic.target_value(self._critic_input(x), action, members)
+        return self.critic.target_value(self.critic_input(x), action, members)
 
     def _base_anchor_weight(self) -> float:
         return self._faded(self.cfg.base_anchor_weight, self.cfg.base_anchor_decay_updates)
@@ -152,7 +152,7 @@ class IBRLAgent(ResidualAgent):
 
     def _choice_value(self, x: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """The ensemble's mean, less choice_pessimism standard deviations."""
-        q = self.critic.values(self._critic_input(x), action)
+        q = self.critic.values(self.critic_input(x), action)
         k = self.cfg.choice_pessimism
         return q.mean(0) if k == 0 else q.mean(0) - k * q.std(0)
 
@@ -168,12 +168,10 @@ class IBRLAgent(ResidualAgent):
         self._actor_share = (q_actor > q_base).float().mean()
         return torch.maximum(q_actor, q_base)
 
-    def update(self, batch: Mapping[str, Any]) -> dict[str, float]:
+    def after_update(self) -> dict[str, float]:
         """As the residual agent's; ``actor_share`` is the share of the last sample's next steps where the target
         critics valued the actor's action above the base's (1 once the actor acts alone)."""
-        out = super().update(batch)
-        out["actor_share"] = float(self._actor_share)
-        return out
+        return {**super().after_update(), "actor_share": float(self._actor_share)}
 
     def policy_state(self) -> dict[str, torch.Tensor]:
         """The actor, the encoder and the critics (an actor chooses between the base and the actor with them)."""

@@ -23,21 +23,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
 from torch import nn
 
-from robot_rl.agents.base import Sampling, index_tree, keep_global_rng, obs_batch, seeded_generator, utd_batch
+from robot_rl.agents.base import keep_global_rng, obs_batch
 from robot_rl.agents.bc_loss import bc_term
-from robot_rl.agents.critic import Critic
 from robot_rl.agents.networks import init_parameters, mlp, phase_one_hot, squashed_gaussian
+from robot_rl.agents.off_policy import ActorCriticAgent
 from robot_rl.agents.residual_config import OnBaseConfig, ResidualConfig
 from robot_rl.spaces import ObsSpec
-
-if TYPE_CHECKING:
-    from robot_rl.replay.buffer import ReplayBuffer
 
 
 class ResidualActor(nn.Module):
@@ -84,28 +81,28 @@ class ResidualActor(nn.Module):
         return self.bound * squashed, log_prob, self.bound * torch.tanh(mu)
 
 
-class ResidualAgent:
+class ResidualAgent(ActorCriticAgent):
     """See the module docstring and :class:`ResidualConfig`."""
 
     name: ClassVar[str] = "residual"
     config_class: ClassVar[type[ResidualConfig]] = ResidualConfig
     uses_base: ClassVar[bool] = True
+    cfg: OnBaseConfig
 
-    def __init__(self, obs_spec: ObsSpec, action_dim: int, cfg: OnBaseConfig | None = None, seed: int = 0) -> None:
-        self.cfg = cfg = cfg or ResidualConfig()
-        cfg.validate()
-        self.check_spaces(obs_spec, action_dim, cfg)
-        self.obs_spec, self.action_dim = obs_spec, action_dim
-        self.device = torch.device(cfg.device)
-        init = seeded_generator(seed)
-        self.generator = seeded_generator(seed + 1, self.device)
-        self.act_generator = seeded_generator(seed + 2, self.device)
-        # the features x: the encoder's latent, the base's proposal, the step's phase in its chunk
-        extra = action_dim + cfg.chunk_phases
-        self.critic = Critic(cfg, obs_spec, action_dim, extra if cfg.critic_base_input else cfg.chunk_phases,
-                             init=init, generator=self.generator, device=self.device)
-        self.encoder = self.critic.encoder  # trained by the critics' loss; the actor reads its output (detached)
-        actor_dim = self.encoder.out_dim + (extra if cfg.actor_base_input else cfg.chunk_phases)
+    def critic_extra_dim(self) -> int:
+        """The features beside the encoder's latent: the base's proposal (critic_base_input) and the chunk phase."""
+        return (self.action_dim if self.cfg.critic_base_input else 0) + self.cfg.chunk_phases
+
+    def build(self, obs_spec: ObsSpec, init: torch.Generator) -> None:
+        super().build(obs_spec, init)
+        self._full_bound = torch.tensor(self.cfg.bounds(self.action_dim), dtype=torch.float32, device=self.device)
+        self._set_bound()
+
+    def make_actor(self, init: torch.Generator) -> nn.Module:
+        """The bounded residual actor on the latent, the base's proposal (actor_base_input) and the chunk phase; its
+        output layer starts at zero (the untrained agent executes the base)."""
+        cfg, action_dim = self.cfg, self.action_dim
+        actor_dim = self.encoder.out_dim + (action_dim if cfg.actor_base_input else 0) + cfg.chunk_phases
         # the stochastic actor's first noise is exploration_std in action units, as the fixed noise is
         init_std = tuple(cfg.exploration_std / b for b in cfg.bounds(action_dim))
         with keep_global_rng():
@@ -113,33 +110,11 @@ class ResidualAgent:
                                   init_std)
         init_parameters(actor, init)
         actor.zero_output()
-        self.actor = actor.to(self.device)
-        self.critic.add_param_group(self.actor.parameters(), cfg.actor_lr, "actor")
-        # the stochastic actor's entropy temperature (SAC's), tuned towards target_entropy
-        self.log_alpha = torch.tensor(math.log(cfg.init_temperature), device=self.device, requires_grad=True)
-        self.target_entropy = cfg.target_entropy if cfg.target_entropy is not None else -action_dim / 2
-        if cfg.stochastic:
-            self.critic.add_param_group([self.log_alpha], cfg.temperature_lr, "temperature")
-        self._full_bound = torch.tensor(cfg.bounds(action_dim), dtype=torch.float32, device=self.device)
-        self.update_step = 0
-        self._set_bound()
+        return actor
 
-    # ---------------------------------------------------------------- contract
-    @classmethod
-    def check_spaces(cls, obs_spec: ObsSpec, action_dim: int, cfg: OnBaseConfig) -> None:
-        if action_dim < 1:
-            raise ValueError(f"agent residual needs a continuous action of at least 1 dimension, got {action_dim}")
-        if obs_spec.state_dim < 1 and not (cfg.use_cameras and obs_spec.cameras):
-            raise ValueError("agent residual needs a state vector (or use_cameras with cameras in the observation)")
-
-    @classmethod
-    def sampling(cls, cfg: OnBaseConfig) -> Sampling:
-        """``utd`` critic steps per update on n-step samples in the replay's mix (online vs prior data)."""
-        return cfg.critic_sampling()
-
-    def prepare(self, replay: ReplayBuffer) -> None:
-        """Before the first update: fit the state standardisation on the replay's contents (then frozen)."""
-        self.critic.prepare(replay)
+    def tunes_temperature(self) -> bool:
+        """The stochastic actor's entropy temperature (SAC's), tuned towards target_entropy."""
+        return self.cfg.stochastic
 
     # ------------------------------------------------------------------ acting
     @property
@@ -153,7 +128,12 @@ class ResidualAgent:
             parts.append(phase_one_hot(chunk_index, self.cfg.chunk_phases))
         return torch.cat(parts, dim=-1)
 
-    def _critic_input(self, x: torch.Tensor) -> torch.Tensor:
+    def features(self, mb: Mapping[str, Any], next_step: bool = False) -> torch.Tensor:
+        """The encoder's latent, the base's proposal and the step's phase in its chunk."""
+        pre = "next_" if next_step else ""
+        return self._features(self.critic.encode(mb[pre + "obs"]), mb[pre + "base_action"], mb[pre + "chunk_index"])
+
+    def critic_input(self, x: torch.Tensor) -> torch.Tensor:
         """The critics' part of the features: all of them, or without the base's proposal (critic_base_input)."""
         return x if self.cfg.critic_base_input else self._without_base(x)
 
@@ -203,7 +183,7 @@ class ResidualAgent:
     def _target_q(self, x_next: torch.Tensor, next_base: torch.Tensor, next_action: torch.Tensor,
                   members: torch.Tensor) -> torch.Tensor:
         """The critics' target value of the next step: the subset-min of the target critics at the next action."""
-        return self.critic.target_value(self._critic_input(x_next), next_action, members)
+        return self.critic.target_value(self.critic_input(x_next), next_action, members)
 
     def _bc_target(self, base: torch.Tensor, action: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
         """A demo or intervention action as the actor can reproduce it: the base plus the bounded residual."""
@@ -219,25 +199,20 @@ class ResidualAgent:
             share = 1.0 if cfg.scale_anneal_updates == 0 else min(1.0, past / cfg.scale_anneal_updates)
         self.actor.bound.copy_(self._full_bound * share)
 
-    def update(self, batch: Mapping[str, Any]) -> dict[str, float]:
-        """``utd`` critic steps on a ``[utd, B, ...]`` sample; the last also trains the residual actor (once the
-        critic warm-up is over). Returns the last step's metrics."""
+    def check_batch(self, batch: Mapping[str, Any]) -> Mapping[str, Any]:
         if "base_action" not in batch:
             raise ValueError(f"agent {self.name!r} needs the base's proposals in replay samples "
                              "(ReplayBuffer.with_base)")
-        self.critic.check_batch(batch, self.name)
-        batch = {**batch, "obs": self.critic.seen(batch["obs"]), "next_obs": self.critic.seen(batch["next_obs"])}
-        tb = utd_batch(batch, self.device)
-        utd = tb["action"].shape[0]
-        train_actor = self.update_step >= self.cfg.critic_warmup_updates
-        metrics: dict[str, torch.Tensor] = {}
-        for i in range(utd):
-            metrics = self._train_step(index_tree(tb, i), update_actor=train_actor and i == utd - 1)
-        self.update_step += 1
+        return super().check_batch(batch)
+
+    def actor_trains(self) -> bool:
+        """After the critic warm-up."""
+        return self.update_step >= self.cfg.critic_warmup_updates
+
+    def after_update(self) -> dict[str, float]:
+        out = super().after_update()
         self._set_bound()
-        out = {k: float(v) for k, v in metrics.items()}
-        out["residual_bound"] = self.bound
-        return out
+        return {**out, "residual_bound": self.bound}
 
     def _faded(self, weight: float, decay_updates: int) -> float:
         """``weight``, decayed linearly to 0 over ``decay_updates`` after the critic warm-up (0: constant)."""
@@ -251,98 +226,76 @@ class ResidualAgent:
         actor's loss; 0 here (a residual's size has residual_penalty), IBRLAgent's pull towards the base."""
         return 0.0
 
-    def _train_step(self, mb: Mapping[str, Any], update_actor: bool) -> dict[str, torch.Tensor]:
+    def next_value(self, mb: Mapping[str, Any], members: torch.Tensor) -> torch.Tensor:
+        """The target critics at the next step's executed action: the base's proposal plus the actor's residual
+        (target smoothing noise on a deterministic actor; the policy's own noise on a stochastic one, no entropy
+        backup)."""
+        cfg, bound = self.cfg, self.actor.bound
+        x_next = self.features(mb, next_step=True)
+        if cfg.stochastic:
+            residual_next = self.actor.sample(self._actor_input(x_next), self.generator)[0]
+        else:
+            noise = torch.randn(mb["action"].shape, device=self.device, generator=self.generator)
+            clip = cfg.target_noise_clip * bound
+            noise = (cfg.target_noise_std * bound * noise).clamp(-clip, clip)
+            residual_next = (self.actor(self._actor_input(x_next)) + noise).clamp(-bound, bound)
+        next_base = mb["next_base_action"].float()
+        next_action = self._raw_action(next_base, residual_next).clamp(-1.0, 1.0)
+        return self._target_q(x_next, next_base, next_action, members)
+
+    def actor_loss(self, xd: torch.Tensor, mb: Mapping[str, Any],
+                   q: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``-Q`` (or its scale-free form against a residual penalty), the entropy bonus of a stochastic actor,
+        behaviour cloning on demo and intervention rows, a pull towards the base (ibrl) and the clip-excess penalty."""
         cfg, bound, critic = self.cfg, self.actor.bound, self.critic
-        members = critic.members()
-        x = self._features(critic.encode(mb["obs"]), mb["base_action"], mb["chunk_index"])
-        with torch.no_grad():
-            x_next = self._features(critic.encode(mb["next_obs"]), mb["next_base_action"], mb["next_chunk_index"])
-            if cfg.stochastic:  # the policy's own noise in place of target smoothing (no entropy backup)
-                residual_next = self.actor.sample(self._actor_input(x_next), self.generator)[0]
-            else:
-                noise = torch.randn(mb["action"].shape, device=self.device, generator=self.generator)
-                clip = cfg.target_noise_clip * bound
-                noise = (cfg.target_noise_std * bound * noise).clamp(-clip, clip)
-                residual_next = (self.actor(self._actor_input(x_next)) + noise).clamp(-bound, bound)
-            next_base = mb["next_base_action"].float()
-            next_action = self._raw_action(next_base, residual_next).clamp(-1.0, 1.0)
-            target = critic.td_target(mb, self._target_q(x_next, next_base, next_action, members))
-        loss, q, metrics = critic.loss(self._critic_input(x), mb["action"].float(), target)
-        if update_actor:
-            xd = x.detach()
-            xa = self._actor_input(xd)
-            base = mb["base_action"].float()
-            if cfg.stochastic:
-                residual, log_prob, mean_residual = self.actor.sample(xa, self.generator)
-            else:
-                residual = self.actor(xa)
-            raw = self._raw_action(base, residual)
-            action = raw.clamp(-1.0, 1.0)
-            through, excess_weight = cfg.straight_through()
-            if through:  # the clipped value, the gradient as if unclipped
-                action = raw + (action - raw).detach()
-            q_all = critic.values(self._critic_input(xd), action, detach_params=True)
-            q_pi = q_mean = q_all.mean(0)
-            if cfg.actor_pessimism > 0:  # a lower confidence bound: where the critics disagree, they extrapolate
-                spread = q_all.std(0)
-                q_pi = q_mean - cfg.actor_pessimism * spread
-                metrics["q_pi_std"] = spread.detach().mean()
-            if cfg.residual_penalty > 0:  # scale-free Q term against a penalty on the residual's size
-                scale = q_pi.detach().abs().mean().clamp_min(1e-6)
-                penalty = (residual / bound.clamp_min(1e-8)).square().sum(-1).mean()
-                actor_loss = -q_pi.mean() / scale + cfg.residual_penalty * penalty
-                metrics["residual_penalty"] = penalty.detach()
-            else:
-                actor_loss = -q_pi.mean()
-            if cfg.stochastic:
-                alpha = self.log_alpha.detach().exp()
-                actor_loss = actor_loss + alpha * log_prob.mean()
-                entropy = -log_prob.detach().mean()
-                loss = loss + self.log_alpha.exp() * (entropy - self.target_entropy)
-                metrics.update(entropy=entropy, alpha=alpha)
-            bc_weight = self._faded(cfg.bc_weight, cfg.bc_decay_updates)
-            anchor_weight = self._base_anchor_weight()
-            if bc_weight > 0 or anchor_weight > 0:  # the stochastic actor imitates with its mean action
-                imitating = self._raw_action(base, mean_residual).clamp(-1.0, 1.0) if cfg.stochastic else action
-            if bc_weight > 0:
-                relabelled = {**mb, "action": self._bc_target(base, mb["action"].float(), bound)}
-                bc_loss, bc_rows, _ = bc_term(imitating, relabelled, q.mean(0), q_mean.detach(), cfg.bc_q_filter)
-                actor_loss = actor_loss + bc_weight * bc_loss
-                metrics.update(bc_loss=bc_loss.detach(), bc_rows=bc_rows)
-            if anchor_weight > 0:
-                anchor = (imitating - base).square().sum(-1).mean()
-                actor_loss = actor_loss + anchor_weight * anchor
-                metrics["base_anchor"] = anchor.detach()
-            if through and excess_weight > 0:
-                excess = (raw.abs() - 1.0).clamp_min(0.0).square().sum(-1).mean()
-                actor_loss = actor_loss + excess_weight * excess
-                metrics["clip_excess"] = excess.detach()
-            loss = loss + actor_loss
-            metrics.update(actor_loss=actor_loss.detach(), residual_abs=residual.detach().abs().mean())
-        critic.step(loss)
-        return metrics
-
-    # ------------------------------------------------------------ state / io
-    def policy_state(self) -> dict[str, torch.Tensor]:
-        """What an actor needs: the residual actor (with its current bound) and the encoder."""
-        out = {f"actor.{k}": v for k, v in self.actor.state_dict().items()}
-        out.update({f"encoder.{k}": v for k, v in self.encoder.state_dict().items()})
-        return {k: v.detach().to("cpu", copy=True).contiguous() for k, v in out.items()}
-
-    def load_policy_state(self, state: Mapping[str, torch.Tensor]) -> None:
-        self.actor.load_state_dict({k[6:]: v for k, v in state.items() if k.startswith("actor.")})
-        self.encoder.load_state_dict({k[8:]: v for k, v in state.items() if k.startswith("encoder.")})
-
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume learning exactly."""
-        return {"actor": self.actor.state_dict(), **self.critic.state_dict(), "generator": self.generator.get_state(),
-                "update_step": self.update_step, "log_alpha": self.log_alpha.detach().clone()}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        self.actor.load_state_dict(state["actor"])
-        self.critic.load_state_dict(state)
-        self.generator.set_state(state["generator"])
-        self.update_step = int(state["update_step"])
-        if "log_alpha" in state:  # (absent from checkpoints of deterministic agents made before it was saved)
-            with torch.no_grad():
-                self.log_alpha.copy_(state["log_alpha"])
+        metrics: dict[str, torch.Tensor] = {}
+        extra = xd.new_zeros(())  # the temperature's loss (not part of the reported actor loss)
+        xa = self._actor_input(xd)
+        base = mb["base_action"].float()
+        if cfg.stochastic:
+            residual, log_prob, mean_residual = self.actor.sample(xa, self.generator)
+        else:
+            residual = self.actor(xa)
+        raw = self._raw_action(base, residual)
+        action = raw.clamp(-1.0, 1.0)
+        through, excess_weight = cfg.straight_through()
+        if through:  # the clipped value, the gradient as if unclipped
+            action = raw + (action - raw).detach()
+        q_all = critic.values(self.critic_input(xd), action, detach_params=True)
+        q_pi = q_mean = q_all.mean(0)
+        if cfg.actor_pessimism > 0:  # a lower confidence bound: where the critics disagree, they extrapolate
+            spread = q_all.std(0)
+            q_pi = q_mean - cfg.actor_pessimism * spread
+            metrics["q_pi_std"] = spread.detach().mean()
+        if cfg.residual_penalty > 0:  # scale-free Q term against a penalty on the residual's size
+            scale = q_pi.detach().abs().mean().clamp_min(1e-6)
+            penalty = (residual / bound.clamp_min(1e-8)).square().sum(-1).mean()
+            actor_loss = -q_pi.mean() / scale + cfg.residual_penalty * penalty
+            metrics["residual_penalty"] = penalty.detach()
+        else:
+            actor_loss = -q_pi.mean()
+        if cfg.stochastic:
+            alpha = self.log_alpha.detach().exp()
+            actor_loss = actor_loss + alpha * log_prob.mean()
+            entropy = -log_prob.detach().mean()
+            extra = self.temperature_loss(entropy)
+            metrics.update(entropy=entropy, alpha=alpha)
+        bc_weight = self._faded(cfg.bc_weight, cfg.bc_decay_updates)
+        anchor_weight = self._base_anchor_weight()
+        if bc_weight > 0 or anchor_weight > 0:  # the stochastic actor imitates with its mean action
+            imitating = self._raw_action(base, mean_residual).clamp(-1.0, 1.0) if cfg.stochastic else action
+        if bc_weight > 0:
+            relabelled = {**mb, "action": self._bc_target(base, mb["action"].float(), bound)}
+            bc_loss, bc_rows, _ = bc_term(imitating, relabelled, q.mean(0), q_mean.detach(), cfg.bc_q_filter)
+            actor_loss = actor_loss + bc_weight * bc_loss
+            metrics.update(bc_loss=bc_loss.detach(), bc_rows=bc_rows)
+        if anchor_weight > 0:
+            anchor = (imitating - base).square().sum(-1).mean()
+            actor_loss = actor_loss + anchor_weight * anchor
+            metrics["base_anchor"] = anchor.detach()
+        if through and excess_weight > 0:
+            excess = (raw.abs() - 1.0).clamp_min(0.0).square().sum(-1).mean()
+            actor_loss = actor_loss + excess_weight * excess
+            metrics["clip_excess"] = excess.detach()
+        metrics.update(actor_loss=actor_loss.detach(), residual_abs=residual.detach().abs().mean())
+        return actor_loss + extra, metrics

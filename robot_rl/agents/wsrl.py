@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
-from robot_rl.agents.base import Batch, Sampling, index_tree, utd_batch
+from robot_rl.agents.base import Batch, Sampling, index_tree, to_torch
 from robot_rl.agents.config import SACConfig
 from robot_rl.agents.sac import SACAgent
 from robot_rl.utils.log import get_logger
@@ -101,8 +101,8 @@ class WSRLAgent(SACAgent):
         cfg = self.cfg
         for _ in range(min(cfg.pretrain_steps_per_call, cfg.pretrain_steps - self.pretrained_steps)):
             sample = replay.sample(cfg.pretrain_batch_size, mix={"prior": 1.0})
-            mb = index_tree(utd_batch(sample, self.device), 0)
-            loss, metrics = self._compute_losses(mb, self.log_alpha.detach().exp(), self.critic.members(), True)
+            mb = to_torch(sample, self.device)
+            loss, metrics = self.losses(mb, self.critic.members(), True)
             if cfg.cql_weight > 0:
                 penalty = self._conservative(mb)
                 loss = loss + cfg.cql_weight * penalty
@@ -140,11 +140,11 @@ class WSRLAgent(SACAgent):
             return {"warmup_left": float(self.warmup_left)}
         return super().update(batch)
 
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "wsrl_pretrained_steps": self.pretrained_steps,
+    def learned_state(self) -> dict[str, Any]:
+        return {**super().learned_state(), "wsrl_pretrained_steps": self.pretrained_steps,
                 "wsrl_warmup_left": self.warmup_left}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        super().load_state_dict(state)
+    def load_learned_state(self, state: Mapping[str, Any]) -> None:
+        super().load_learned_state(state)
         self.pretrained_steps = int(state["wsrl_pretrained_steps"])
         self.warmup_left = int(state["wsrl_warmup_left"])

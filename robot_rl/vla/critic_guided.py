@@ -42,9 +42,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import torch
 
-from robot_rl.agents.base import Sampling, index_tree, seeded_generator, to_torch, utd_batch
-from robot_rl.agents.critic import Critic
+from robot_rl.agents.base import to_torch
 from robot_rl.agents.networks import phase_one_hot
+from robot_rl.agents.off_policy import OffPolicyAgent
 from robot_rl.agents.torch_compat import foreach_lerp_
 from robot_rl.replay.rows import SOURCE_CODE
 from robot_rl.spaces import ObsSpec
@@ -56,21 +56,17 @@ if TYPE_CHECKING:
     from robot_rl.replay.buffer import ReplayBuffer
 
 
-class CriticGuidedAgent:
+class CriticGuidedAgent(OffPolicyAgent):
     """See the module docstring and :class:`CriticGuidedConfig`."""
 
     name: ClassVar[str] = "critic_guided"
     config_class: ClassVar[type[CriticGuidedConfig]] = CriticGuidedConfig
     uses_base: ClassVar[bool] = True
     trains_base: ClassVar[bool] = True
+    cfg: CriticGuidedConfig
 
-    def __init__(self, obs_spec: ObsSpec, action_dim: int, cfg: CriticGuidedConfig | None = None,
-                 seed: int = 0) -> None:
-        self.cfg = cfg = cfg or CriticGuidedConfig()
-        cfg.validate()
-        self.check_spaces(obs_spec, action_dim, cfg)
-        self.obs_spec, self.action_dim = obs_spec, action_dim
-        self.device = torch.device(cfg.device)
+    def build(self, obs_spec: ObsSpec, init: torch.Generator) -> None:
+        cfg = self.cfg
         self.base: VLAPolicy = load_vla(cfg.base_path, cfg.device)
         self.base.model.requires_grad_(False)
         # what the decode is held at wherever the critics verified no gain: the original base (never trained), or
@@ -78,19 +74,17 @@ class CriticGuidedAgent:
         self.reference = copy.deepcopy(self.base.model).eval()
         for p in self._trained_parameters():
             p.requires_grad_(True)
-        self.generator = seeded_generator(seed + 1, self.device)
-        self.act_generator = seeded_generator(seed + 2, self.device)
-        # the critics read the encoder's latent and the step's phase in its chunk
-        self.critic = Critic(cfg, obs_spec, action_dim, cfg.chunk_phases, init=seeded_generator(seed),
-                             generator=self.generator, device=self.device)
-        self.encoder = self.critic.encoder
+        super().build(obs_spec, init)  # the critics read the encoder's latent and the step's phase in its chunk
         fused = self.device.type in ("cpu", "cuda")
         self.base_optimizer = torch.optim.AdamW(self._trained_parameters(), lr=cfg.base_lr, weight_decay=0.0,
                                                 fused=fused)
         self._empty_text = torch.tensor(self.base.text.encode(""), device=self.device)
         self._replay: ReplayBuffer | None = None
-        self.update_step = self.improve_step = 0
+        self.improve_step = 0
         self._last_improve: dict[str, float] = {}
+
+    def critic_extra_dim(self) -> int:
+        return self.cfg.chunk_phases
 
     # ---------------------------------------------------------------- contract
     def _trained_parameters(self) -> list[torch.nn.Parameter]:
@@ -123,15 +117,10 @@ class CriticGuidedAgent:
                              f"dims, the base's text encoder {model['text_encoder']!r} {model['text_dim']}: set "
                              f"env.instruction_encoder to {model['text_encoder']!r}")
 
-    @classmethod
-    def sampling(cls, cfg: CriticGuidedConfig) -> Sampling:
-        """Critic samples (n-step, frames only when the critics read them); improvement draws its own."""
-        return cfg.critic_sampling()
-
     def prepare(self, replay: ReplayBuffer) -> None:
         """Fits the critics' state standardisation once; keeps the replay to draw improvement batches with frames."""
         self._replay = replay
-        self.critic.prepare(replay)
+        super().prepare(replay)
 
     def base_policy(self) -> VLAPolicy:
         """The base being fine-tuned (evaluation acts with it)."""
@@ -159,39 +148,35 @@ class CriticGuidedAgent:
         return np.clip(base + self.cfg.exploration_std * noise, -1.0, 1.0).astype(np.float32)
 
     # ---------------------------------------------------------------- learning
-    def update(self, batch: Mapping[str, Any]) -> dict[str, float]:
-        """``utd`` critic steps on a ``[utd, B, ...]`` sample; every ``improve_every`` updates past the warm-up,
-        one improvement step of the base. Returns the last step's metrics."""
+    def check_batch(self, batch: Mapping[str, Any]) -> Mapping[str, Any]:
         if "base_action" not in batch:
             raise ValueError("agent 'critic_guided' needs 'base_action' in replay samples (ReplayBuffer.with_base)")
-        self.critic.check_batch(batch, self.name)
-        batch = {**batch, "obs": self.critic.seen(batch["obs"]), "next_obs": self.critic.seen(batch["next_obs"])}
-        tb = utd_batch(batch, self.device)
-        metrics: dict[str, torch.Tensor] = {}
-        for i in range(tb["action"].shape[0]):
-            metrics = self._critic_step(index_tree(tb, i))
+        return super().check_batch(batch)
+
+    def actor_trains(self) -> bool:
+        """No actor: the base learns in the improvement steps (after_update)."""
+        return False
+
+    def features(self, mb: Mapping[str, Any], next_step: bool = False) -> torch.Tensor:
+        pre = "next_" if next_step else ""
+        return self._features(self.critic.encode(mb[pre + "obs"]), mb[pre + "chunk_index"])
+
+    def next_value(self, mb: Mapping[str, Any], members: torch.Tensor) -> torch.Tensor:
+        """The target critics at the base's proposal at the next step, collected with it (with target smoothing
+        noise)."""
+        x_next = self.features(mb, next_step=True)
+        noise = torch.randn(mb["action"].shape, device=self.device, generator=self.generator)
+        next_action = (mb["next_base_action"].float() + self.cfg.target_noise_std * noise).clamp(-1.0, 1.0)
+        return self.critic.target_value(x_next, next_action, members)
+
+    def after_update(self) -> dict[str, float]:
+        """Every ``improve_every`` updates past the warm-up, one improvement step of the base. The last
+        improvement's metrics ride along with every update, so a logger that samples one update's metrics sees them
+        although only every improve_every-th update makes them."""
         past = self.update_step - self.cfg.critic_warmup_updates
         if past >= 0 and past % self.cfg.improve_every == 0 and self._replay is not None:
             self._last_improve = {k: float(v) for k, v in self._improve().items()}
-        self.update_step += 1
-        # The last improvement's metrics ride along with every update, so a logger that samples one update's
-        # metrics sees them although only every improve_every-th update makes them.
-        return {**{k: float(v) for k, v in metrics.items()}, **self._last_improve}
-
-    def _critic_step(self, mb: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-        """One critic update whose target bootstraps from the base's proposal at the next step, collected with it
-        (with target smoothing noise)."""
-        critic = self.critic
-        members = critic.members()
-        x = self._features(critic.encode(mb["obs"]), mb["chunk_index"])
-        with torch.no_grad():
-            x_next = self._features(critic.encode(mb["next_obs"]), mb["next_chunk_index"])
-            noise = torch.randn(mb["action"].shape, device=self.device, generator=self.generator)
-            next_action = (mb["next_base_action"].float() + self.cfg.target_noise_std * noise).clamp(-1.0, 1.0)
-            target = critic.td_target(mb, critic.target_value(x_next, next_action, members))
-        loss, _, metrics = critic.loss(x, mb["action"].float(), target)
-        critic.step(loss)
-        return metrics
+        return {**super().after_update(), **self._last_improve}
 
     def _vla_inputs(self, obs: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
         base, size = self.base, self.base.cfg.image_size
@@ -308,21 +293,16 @@ class CriticGuidedAgent:
         self.base.load_weights({k[5:]: v for k, v in state.items() if k.startswith("base.")})
         self.improve_step = int(state["improve_step"][0])
 
-    def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume learning exactly."""
+    def learned_state(self) -> dict[str, Any]:
         return {"base": self.base.model.state_dict(), "base_optimizer": self.base_optimizer.state_dict(),
-                **self.critic.state_dict(), "reference": self.reference.state_dict(),
-                "generator": self.generator.get_state(), "update_step": self.update_step,
-                "improve_step": self.improve_step}
+                **super().learned_state(), "reference": self.reference.state_dict(), "improve_step": self.improve_step}
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def load_learned_state(self, state: Mapping[str, Any]) -> None:
         self.base.load_weights(state["base"])
         self.base_optimizer.load_state_dict(state["base_optimizer"])
-        self.critic.load_state_dict(state)
+        super().load_learned_state(state)
         if "reference" in state:  # (a checkpoint without it anchors at the original base, as it did)
             self.reference.load_state_dict(state["reference"])
-        self.generator.set_state(state["generator"])
-        self.update_step = int(state["update_step"])
         self.improve_step = int(state["improve_step"])
 
     def save_base(self, folder: str) -> str:

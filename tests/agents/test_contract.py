@@ -120,3 +120,50 @@ def test_a_run_config_is_never_rewritten_its_agent_config_is_derived() -> None:
     assert cfg.agent_config() == dataclasses.replace(cfg.agent, base_path="policies/vla")
     plain = TrainConfig(base_policy=BasePolicyConfig(path="policies/vla"))
     assert plain.agent_config() is plain.agent  # sac does not train the base
+
+
+# ------------------------------------------------------------------ one agent base
+LEARNING_AGENTS = ("sac", "wsrl", "residual", "ibrl", "bc", "critic_guided")
+
+
+def test_every_learning_agent_is_built_on_the_one_base() -> None:
+    """The constructor preamble, the update loop over UTD slices, the counters and the state plumbing are written once
+    (robot_rl/agents/off_policy.py): every learning agent derives from it, and no agent file outside it loops over a
+    sample's UTD axis, builds the seeded generators or reads and writes the update counter's state."""
+    from robot_rl.agents.base import BUILTIN
+    from robot_rl.agents.off_policy import GradientAgent
+
+    for name in LEARNING_AGENTS:
+        assert issubclass(agent_class(name), GradientAgent), name
+    root = Path(__file__).resolve().parents[2]
+    markers = [r"utd_batch\(", r"for \w+ in range\(utd\)", r"seeded_generator\(seed", r'state\["update_step"\]',
+               r"self\.update_step \+= 1", r'"generator": self\.generator']
+    files = {root / (module.split(":")[0].replace(".", "/") + ".py") for module in BUILTIN.values()}
+    found = [f"{path.relative_to(root)}: {m}" for path in sorted(files) for m in markers
+             if re.search(m, path.read_text())]
+    assert not found, found
+
+
+def test_the_base_loop_makes_one_step_per_utd_slice_and_counts_updates() -> None:
+    """The shared loop: a [utd, B] sample is utd train steps, the last one training the actor; one update counted."""
+    from robot_rl.agents.off_policy import GradientAgent
+
+    steps: list[bool] = []
+
+    class Probe(BCAgent):
+        def train_step(self, mb, update_actor):
+            assert mb["action"].shape == (8, 2)
+            steps.append(update_actor)
+            return {"probe": torch.tensor(float(len(steps)))}
+
+    agent = Probe(ObsSpec(3), 2, BCConfig(batch_size=8, utd=3))
+    assert isinstance(agent, GradientAgent)
+    rng = np.random.default_rng(0)
+    batch = {"obs": {"state": rng.normal(size=(3, 8, 3)).astype(np.float32)},
+             "action": rng.uniform(-1, 1, (3, 8, 2)).astype(np.float32)}
+    out = agent.update(batch)
+    assert steps == [False, False, True] and out == {"probe": 3.0} and agent.update_step == 1
+    state = agent.state_dict()
+    other = Probe(ObsSpec(3), 2, BCConfig(batch_size=8, utd=3), seed=5)
+    other.load_state_dict(state)
+    assert other.update_step == 1 and torch.equal(other.generator.get_state(), agent.generator.get_state())

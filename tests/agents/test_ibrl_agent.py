@@ -117,9 +117,9 @@ def test_a_pessimistic_choice_compares_lower_confidence_bounds() -> None:
         x = torch.as_tensor(obs["state"])
         feats = wary._features(wary.encoder({"state": x}), torch.as_tensor(obs["base_action"]),
                                torch.as_tensor(obs["chunk_index"]))
-        q_base = wary.critic.values(wary._critic_input(feats), torch.as_tensor(obs["base_action"]))
+        q_base = wary.critic.values(wary.critic_input(feats), torch.as_tensor(obs["base_action"]))
         proposal = wary._raw_action(torch.as_tensor(obs["base_action"]), wary.actor(wary._actor_input(feats)))
-        q_actor = wary.critic.values(wary._critic_input(feats), proposal.clamp(-1, 1))
+        q_actor = wary.critic.values(wary.critic_input(feats), proposal.clamp(-1, 1))
     take = (q_actor.mean(0) - 50 * q_actor.std(0) > q_base.mean(0) - 50 * q_base.std(0)).numpy()
     as_base = np.all(chosen == obs["base_action"], axis=1)
     assert np.array_equal(~as_base, take)

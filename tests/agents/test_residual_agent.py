@@ -295,7 +295,7 @@ def test_actor_and_critics_read_the_base_proposal_only_when_asked(base_input: bo
     for o in (obs, other):
         t = {k: torch.as_tensor(v) for k, v in o.items()}
         x = agent._features(agent.encoder(t), t["base_action"], t["chunk_index"])
-        values.append(agent.critic.net(agent._critic_input(x), action).detach())
+        values.append(agent.critic.net(agent.critic_input(x), action).detach())
         residuals.append(agent.actor(agent._actor_input(x)).detach())
     assert torch.equal(values[0], values[1]) != base_input
     assert torch.equal(residuals[0], residuals[1]) != base_input

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 import pytest
@@ -85,7 +86,7 @@ def test_target_is_min_over_the_random_subset_not_all_critics():
         return out
     agent.critic.net.forward = spy
     for members, expected in (([2, 3], 21.0), ([1, 3], 11.0)):  # min over the subset, never the global min 1.0
-        loss, _ = agent._compute_losses(tb, torch.tensor(0.0), torch.tensor(members), update_actor=False)
+        loss, _ = losses_at(agent, tb, torch.tensor(0.0), torch.tensor(members), update_actor=False)
         q = captured["q"].squeeze(-1)
         target = tb["reward"] + 0.5 * (1 - tb["terminated"]) * expected
         torch.testing.assert_close(loss, (q - target).pow(2).mean())
@@ -143,7 +144,7 @@ def test_pixel_agent_acts_and_updates_and_actor_grads_do_not_reach_encoder():
 
     def losses(update_actor: bool) -> torch.Tensor:  # identical randomness for both calls
         agent.generator.manual_seed(0)
-        return agent._compute_losses(tb, torch.tensor(0.1), torch.tensor([0, 1]), update_actor)[0]
+        return losses_at(agent, tb, torch.tensor(0.1), torch.tensor([0, 1]), update_actor)[0]
 
     agent.critic.optimizer.zero_grad(set_to_none=True)
     (losses(True) - losses(False)).backward()  # = actor loss + temperature loss, through the agent's own code
@@ -247,7 +248,7 @@ def test_manual_gradients_match_autograd(critic_ln, actor_ln, backup, critics, u
     state = agent.generator.get_state()  # the autograd path draws the same policy noise from the agent's generator
     eps = torch.stack([torch.randn(B, A, generator=agent.generator) for _ in range(2 if update_actor else 1)])
     agent.generator.set_state(state)
-    loss, ref_metrics = agent._compute_losses(tb, alpha, members, update_actor)
+    loss, ref_metrics = losses_at(agent, tb, alpha, members, update_actor)
     agent.critic.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     params = [*agent.critic.net.parameters(), *agent.actor.parameters(), agent.log_alpha]
@@ -322,7 +323,7 @@ def test_instruction_embedding_is_an_input_and_manual_gradients_still_match():
     state = agent.generator.get_state()
     eps = torch.stack([torch.randn(B, A, generator=agent.generator) for _ in range(2)])
     agent.generator.set_state(state)
-    loss, _ = agent._compute_losses(tb, alpha, members, True)
+    loss, _ = losses_at(agent, tb, alpha, members, True)
     agent.critic.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     params = [*agent.critic.net.parameters(), *agent.actor.parameters(), agent.log_alpha]
@@ -330,3 +331,10 @@ def test_instruction_embedding_is_an_input_and_manual_gradients_still_match():
     agent._manual.compute_grads(tb, alpha, members, True, eps=eps)
     for p, r in zip(params, ref):
         torch.testing.assert_close(p.grad, r, atol=1e-6, rtol=1e-4)
+
+
+def losses_at(agent: SACAgent, tb, alpha, members, update_actor: bool):
+    """The autograd path's summed loss and metrics at temperature ``alpha`` (the agent's log_alpha set to it)."""
+    with torch.no_grad():
+        agent.log_alpha.fill_(math.log(float(alpha)) if float(alpha) > 0 else -math.inf)
+    return agent.losses(tb, members, update_actor)
