@@ -168,7 +168,7 @@ class BatchedEnv:
 def make_batched(task_id: str, num_envs: int, num_threads: int | None = None, as_torch: bool = False,
                  **kwargs: Any) -> BatchedEnv:
     """``num_envs`` copies of ``gym.make(task_id, **kwargs)`` as one BatchedEnv (no adaptation: the env as it is;
-    a run's envs come from :func:`robot_rl.runtime.env_pipeline.make_batched_env`)."""
+    a run's envs come from :func:`robot_rl.envs.make.make_batched_env`)."""
     register_builtin(task_id)
     return BatchedEnv([lambda: gym.make(task_id, **kwargs) for _ in range(num_envs)], num_threads, as_torch)
 

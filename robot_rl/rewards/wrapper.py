@@ -21,6 +21,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from robot_rl.envs.contract import drives_hardware
+from robot_rl.envs.make import Stage
 from robot_rl.rewards.classifier import RewardClassifier, load_classifier
 
 
@@ -81,6 +83,23 @@ class ClassifierReward(gym.Wrapper):
         info.update(is_success=success, reward_classifier_prob=prob, reward_classifier_streak=self.streak)
         terminated = bool(terminated or (success and self.cfg.terminate_on_success))
         return obs, self.cfg.success_reward if success else 0.0, terminated, bool(truncated), info
+
+
+def reward_stage(cfg: ClassifierRewardConfig, env_id: str, hardware_only: bool = False) -> Stage:
+    """The env pipeline's reward stage: the classifier at ``cfg.path`` decides reward and success. A robot_rl task is
+    then made with ``terminate_on_success=False`` (the classifier, not the sim, ends episodes). ``hardware_only``:
+    only an env that drives hardware gets the classifier (evaluation: a sim is judged by its own success check)."""
+
+    def wrap(env: gym.Env) -> gym.Env:
+        if hardware_only and not drives_hardware(env):
+            return env
+        try:
+            return ClassifierReward(env, cfg.path, cfg)
+        except (ValueError, FileNotFoundError, KeyError) as exc:
+            raise ValueError(f"reward.path: {exc}") from exc
+
+    own_success = not hardware_only and env_id.startswith("robot_rl/")
+    return Stage("reward", wrap, {"terminate_on_success": False} if own_success else {})
 
 
 def _check_cameras(space: gym.Space, classifier: RewardClassifier) -> None:

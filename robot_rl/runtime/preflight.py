@@ -20,9 +20,9 @@ from robot_rl.policies.base import PolicyError, misfit
 from robot_rl.policies.evaluate import state_predictor
 from robot_rl.policies.loader import load_policy, missing_policy
 from robot_rl.replay.store import ReplayStoreError, check_store
-from robot_rl.runtime.env_pipeline import make_training_env
 from robot_rl.spaces import ObsSpec, action_dim_of
 from robot_rl.training.config import TrainConfig
+from robot_rl.training.env_stages import training_stages
 from robot_rl.utils.log import get_logger
 from robot_rl.view.config import rerun_unusable
 
@@ -172,6 +172,6 @@ def _check_training_env(cfg: TrainConfig) -> None:
     if not cfg.reward.path:
         return
     try:
-        make_training_env(cfg.env, reward=cfg.reward).close()
+        make_env(cfg.env, stages=training_stages(cfg, teleop=False)).close()
     except ValueError as exc:
         raise ConfigError(str(exc)) from None

@@ -34,6 +34,7 @@ import numpy as np
 
 from robot_rl.envs import contract
 from robot_rl.envs.held import held_step
+from robot_rl.envs.make import Stage
 from robot_rl.teleop.base import TeleopDevice, TeleopReading
 from robot_rl.teleop.config import TeleopConfig
 from robot_rl.teleop.factory import make_device, reads_terminal
@@ -231,3 +232,9 @@ def wrap_with_teleop(env: gym.Env, cfg: TeleopConfig, seed: int = 0) -> gym.Env:
             getattr(env.unwrapped, "leave_terminal_to_teleop", lambda: None)()
     return InterventionWrapper(env, device, cfg.success_reward, start=cfg.start_mode(), countdown_s=cfg.countdown_s,
                                episode_seconds=cfg.episode_seconds)
+
+
+def teleop_stage(cfg: TeleopConfig, seed: int = 0) -> Stage:
+    """The env pipeline's teleop stage: the env behind the intervention wrapper for ``cfg.device`` (``seed``: the
+    scripted human's offset for this env)."""
+    return Stage("teleop", lambda env: wrap_with_teleop(env, cfg, seed=seed))

@@ -20,15 +20,14 @@ from robot_rl.agents.registry import capabilities, make_agent, uses_base
 from robot_rl.config import load_yaml
 from robot_rl.datasets.record import resolve_env_id
 from robot_rl.envs.config import EnvConfig
-from robot_rl.envs.contract import drives_hardware
 from robot_rl.envs.make import make_env
 from robot_rl.policies.base import BasePolicy, misfit
 from robot_rl.policies.config import ExecutionConfig
 from robot_rl.policies.evaluate import ComposedAgent, ExecutorAgent
 from robot_rl.policies.loader import load_policy
-from robot_rl.rewards.wrapper import ClassifierReward
 from robot_rl.spaces import ObsSpec, action_dim_of
 from robot_rl.training.config import TrainConfig
+from robot_rl.training.env_stages import evaluation_stages
 from robot_rl.training.stats import bootstrap_ci, iqm_ci
 from robot_rl.utils.failpoint import failpoint
 from robot_rl.utils.run_dir import latest_checkpoint
@@ -118,9 +117,7 @@ def load_run(run: str | Path, render_mode: str | None = None) -> tuple[Any, gym.
 
 
     cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
-    env = make_env(cfg.env, render_mode=render_mode)
-    if cfg.reward.path and drives_hardware(env):  # a robot has no success check of its own: judged as in training
-        env = ClassifierReward(env, cfg.reward.path, cfg.reward)
+    env = make_env(cfg.env, render_mode=render_mode, stages=evaluation_stages(cfg))
     agent = make_agent(cfg.agent_config(), ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
     agent.load_policy_state(load_file(str(latest_checkpoint(run) / "policy.safetensors")))
     return cfg, env, agent, evaluation_agent(cfg, agent, env)

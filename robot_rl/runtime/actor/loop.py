@@ -24,16 +24,17 @@ import torch
 
 from robot_rl.agents.registry import make_agent
 from robot_rl.envs.contract import LABELS, drives_hardware
+from robot_rl.envs.make import make_batched_env
 from robot_rl.runtime.actor.acting import Acting, row
 from robot_rl.runtime.actor.episodes import EpisodeNumbers
 from robot_rl.runtime.actor.outbox import Outbox
 from robot_rl.runtime.actor.pace import LearnerPace
 from robot_rl.runtime.actor.view import ActorView
 from robot_rl.runtime.actor.weights import PolicySwap
-from robot_rl.runtime.env_pipeline import make_batched_env
 from robot_rl.runtime.transport import shm
 from robot_rl.spaces import ObsSpec, action_dim_of
 from robot_rl.training.config import TrainConfig
+from robot_rl.training.env_stages import training_stages
 from robot_rl.training.seeds import Seeds
 from robot_rl.utils.log import get_logger
 from robot_rl.utils.process import set_realtime
@@ -45,9 +46,7 @@ def make_actor_env(cfg: TrainConfig, index: int = 0) -> Any:
     """Actor ``index``'s ``runtime.num_envs`` training envs (the env pipeline with the learned reward and the teleop
     device when they are set) as one batched env."""
     seeds = Seeds(cfg.seed)
-    return make_batched_env(cfg.env, cfg.runtime.num_envs, reward=cfg.reward if cfg.reward.path else None,
-                            teleop=cfg.teleop, teleop_seeds=[seeds.teleop(index, i)
-                                                             for i in range(cfg.runtime.num_envs)])
+    return make_batched_env(cfg.env, cfg.runtime.num_envs, lambda i: training_stages(cfg, seeds.teleop(index, i)))
 
 
 class Actor:
