@@ -47,7 +47,7 @@ ENV_KWARGS = {"cameras": ["front", "wrist"], "image_size": 64, "object_state": F
 def env_kwargs(args: argparse.Namespace) -> dict:
     """The env kwargs the base was trained on for ``args.task`` (its policy.json's task list), else ENV_KWARGS:
     a base trained with the object state in its observation is fine-tuned with it. ``--env-kwargs`` overrides."""
-    from robot_rl.vla.policy import read_policy_json
+    from robot_rl.policies.vla_policy import read_policy_json
 
     if args.env_kwargs:
         return json.loads(args.env_kwargs)
@@ -98,7 +98,7 @@ def method_config(method: str, args: argparse.Namespace) -> tuple[dict, int]:
                           "improve_every": args.improve_every, "improve_batch": args.improve_batch,
                           "num_samples": args.num_samples, "use_cameras": args.critic_cameras}}, 1
     if method == "steer":
-        from robot_rl.vla.policy import read_policy_json
+        from robot_rl.policies.vla_policy import read_policy_json
 
         chunk = int(read_policy_json(args.base)["config"]["chunk_length"])
         execute = min(args.steer_execute_steps or chunk, chunk)  # control steps one steering step stands for

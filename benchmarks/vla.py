@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from common import Table, write_result
 
-from robot_rl.vla.policy import load_vla
+from robot_rl.policies.vla_policy import load_vla
 
 
 def latency(policy, threads: int, n: int) -> tuple[float, float]:

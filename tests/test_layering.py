@@ -172,3 +172,22 @@ def test_the_tests_mirror_the_packages() -> None:
     allowed = packages | {"sim", "controllers", "benchmarks", "configs"}
     folders = {p.name for p in (ROOT / "tests").iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
     assert folders - allowed == set(), "test folders named after no package"
+
+
+def test_no_string_names_a_module_above_its_package() -> None:
+    """A module path in a string (the agent registry's, a loader's) is an import the contracts cannot see: every
+    ``"robot_rl.<package>..."`` string in the package names its own package or one below it."""
+    import re
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["id"] == "layers-exhaustive")["layers"]  # top first, "a | b" siblings
+    rank = {name.strip(): i for i, group in enumerate(layers) for name in group.split("|")}
+    found = []
+    for path in sorted((ROOT / "robot_rl").rglob("*.py")):
+        own = path.relative_to(ROOT / "robot_rl").parts[0].removesuffix(".py")
+        if own not in rank:
+            continue
+        for target in re.findall(r"[\"']robot_rl\.(\w+)[\w.]*:\w+[\"']", path.read_text()):
+            if target in rank and rank[target] < rank[own]:
+                found.append(f"{path.relative_to(ROOT)} names robot_rl.{target}")
+    assert not found, found

@@ -22,6 +22,7 @@ Agents are usable without any process or transport: ``agent.update(replay.sample
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
@@ -141,9 +142,11 @@ class Capabilities:
     ``chunk_index [N]``; see robot_rl.agents.base_rollout). The replay stores them per transition (``base_action``,
     ``next_base_action``, ``chunk_index``, ``next_chunk_index`` in a sample)."""
     trains_base: bool = False
-    """The agent fine-tunes the base's own weights (with ``uses_base``): ``base_weights()`` returns them (an actor
-    loads them into the base its executors run), ``base_policy()`` is the base evaluation acts with, and its config
-    has a ``base_path`` field, which a run fills with its ``base_policy.path`` (TrainConfig.agent_config)."""
+    """The agent fine-tunes the base's own weights (with ``uses_base``): it is built with the loaded base
+    (``__init__(..., base=...)``; a run loads its ``base_policy.path``, which it also writes into the config's
+    ``base_path`` field: TrainConfig.agent_config, robot_rl.training.agents.build_agent), ``base_weights()`` returns
+    the weights (an actor loads them into the base its executors run) and ``base_policy()`` is the base evaluation
+    acts with."""
     keeps_acting_state: bool = False
     """``act`` keeps memory between an env's steps in the attribute ``acting_state`` (ibrl's held choices, annotated
     on the class); the actor's two policy copies hand it over when new weights are swapped in, so it follows the
@@ -177,6 +180,8 @@ def check_capabilities(cls: type, what: str) -> None:
     if caps.trains_base and dataclasses.is_dataclass(config) and "base_path" not in {
             f.name for f in dataclasses.fields(config)}:
         missing.append("a base_path field in its config (trains_base)")
+    if caps.trains_base and "base" not in inspect.signature(cls.__init__).parameters:
+        missing.append("a base= argument to __init__ (trains_base)")
     if caps.keeps_acting_state and not any("acting_state" in vars(k).get("__annotations__", {}) for k in cls.__mro__):
         missing.append("an acting_state annotation (keeps_acting_state)")
     if missing:
@@ -192,7 +197,7 @@ BUILTIN = {
     "base": "robot_rl.agents.base_rollout:BaseRolloutAgent",
     "residual": "robot_rl.agents.residual:ResidualAgent",
     "ibrl": "robot_rl.agents.ibrl:IBRLAgent",
-    "critic_guided": "robot_rl.vla.critic_guided:CriticGuidedAgent",
+    "critic_guided": "robot_rl.agents.critic_guided:CriticGuidedAgent",
     "wsrl": "robot_rl.agents.wsrl:WSRLAgent",
 }
 _registered: dict[str, type] = {}

@@ -9,6 +9,8 @@ subclass through it, and re-exported here.
 
 from __future__ import annotations
 
+from typing import Any
+
 from robot_rl.agents.base import (
     BUILTIN,
     REQUIRED,
@@ -27,11 +29,14 @@ from robot_rl.spaces import ObsSpec
 __all__ = ["BUILTIN", "REQUIRED", "Capabilities", "agent_class", "capabilities", "check_agent_class", "config_class",
            "make_agent", "register_agent", "registered_names", "uses_base"]
 
-def make_agent(cfg: AgentConfig, obs_spec: ObsSpec, action_dim: int, seed: int = 0) -> Agent:
-    """The agent ``cfg.name`` selects, built for these spaces."""
+def make_agent(cfg: AgentConfig, obs_spec: ObsSpec, action_dim: int, seed: int = 0, *, base: Any = None) -> Agent:
+    """The agent ``cfg.name`` selects, built for these spaces; ``base``: the loaded base policy an agent that
+    fine-tunes it (``trains_base``) is built with (a run's: robot_rl.training.agents.build_agent)."""
     cls = agent_class(cfg.name)
     if not isinstance(cfg, cls.config_class):
         raise TypeError(f"agent {cfg.name!r} takes a {cls.config_class.__name__}, got {type(cfg).__name__}")
+    if capabilities(cls).trains_base:
+        return cls(obs_spec, action_dim, cfg, seed=seed, base=base)
     return cls(obs_spec, action_dim, cfg, seed=seed)
 
 

@@ -23,12 +23,12 @@ from safetensors.torch import load_file
 from torch import nn
 
 from robot_rl.agents.base import capabilities
-from robot_rl.agents.registry import make_agent
 from robot_rl.config import load_yaml
 from robot_rl.envs.instructions import instruction_table
 from robot_rl.envs.make import make_env
 from robot_rl.replay.store import load_buffer
 from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.training.agents import build_agent
 from robot_rl.training.config import TrainConfig
 from robot_rl.utils.run_dir import latest_checkpoint
 
@@ -155,8 +155,7 @@ def export_run(run_dir: str | Path, fmt: str, out: str | Path, observations: int
     cfg = load_yaml(TrainConfig, run_dir / "config.yaml")
     env = make_env(cfg.env)
     try:
-        agent = make_agent(cfg.agent_config(), ObsSpec.from_space(env.observation_space),
-                           action_dim_of(env.action_space))
+        agent = build_agent(cfg, ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
         ckpt = latest_checkpoint(run_dir)
         agent.load_policy_state(load_file(str(ckpt / "policy.safetensors")))
         example = recorded_observations(run_dir, observations)

@@ -12,12 +12,6 @@ import numpy as np
 from robot_rl.policies.base import BasePolicy
 from robot_rl.policies.client import RemotePolicy, token_from_env
 from robot_rl.policies.config import BasePolicyConfig
-from robot_rl.utils.imports import import_object
-
-SAVED_POLICY_LOADER = "robot_rl.vla.policy:load_vla"
-"""Loads a folder with ``policy.json`` (``robot-rl train-bc``). A string on purpose: robot_rl.vla sits above
-policies in the package layers (it builds on the base-policy protocol), so policies names it without importing it
-(docs/design/package-layers.md)."""
 
 
 class DelayedPolicy:
@@ -76,7 +70,9 @@ def load_policy(cfg: BasePolicyConfig) -> BasePolicy:
         missing = missing_policy(cfg)
         if missing:
             raise ValueError(missing)
-        policy = import_object(SAVED_POLICY_LOADER, "saved-policy loader")(path, cfg.device)
+        from robot_rl.policies.vla_policy import load_vla  # lazy: loads torch; only for saved policy folders
+
+        policy = load_vla(path, cfg.device)
     else:
         raise ValueError("base_policy.path is empty: name a saved policy folder or a policy server (ws://...)")
     return DelayedPolicy(policy, cfg.latency_s) if cfg.latency_s > 0 else policy

@@ -8,10 +8,9 @@ has. Any problem is one :class:`~robot_rl.config.ConfigError` naming the field; 
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 
-from robot_rl.agents.registry import agent_class, make_agent
+from robot_rl.agents.registry import agent_class
 from robot_rl.config import ConfigError
 from robot_rl.envs.config import EnvConfig
 from robot_rl.envs.contract import drives_hardware
@@ -21,6 +20,7 @@ from robot_rl.policies.evaluate import state_predictor
 from robot_rl.policies.loader import load_policy, missing_policy
 from robot_rl.replay.store import ReplayStoreError, check_store
 from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.training.agents import build_agent
 from robot_rl.training.config import TrainConfig
 from robot_rl.training.env_stages import training_stages
 from robot_rl.utils.log import get_logger
@@ -72,7 +72,7 @@ def _check_agent(cfg: TrainConfig, spec: ObsSpec, action_dim: int) -> None:
     cls, agent_cfg = agent_class(cfg.agent.name), cfg.agent_config()
     try:
         cls.check_spaces(spec, action_dim, agent_cfg)
-        make_agent(dataclasses.replace(agent_cfg, device="cpu"), spec, action_dim)
+        build_agent(cfg, spec, action_dim, device="cpu")
     except (ValueError, TypeError, KeyError, FileNotFoundError) as exc:
         raise ConfigError(f"agent: {exc}") from None
     sampling = cls.sampling(agent_cfg)

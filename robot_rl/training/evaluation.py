@@ -16,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 from safetensors.torch import load_file
 
-from robot_rl.agents.registry import capabilities, make_agent, uses_base
+from robot_rl.agents.registry import capabilities, uses_base
 from robot_rl.config import load_yaml
 from robot_rl.datasets.record import resolve_env_id
 from robot_rl.envs.config import EnvConfig
@@ -26,6 +26,7 @@ from robot_rl.policies.config import ExecutionConfig
 from robot_rl.policies.evaluate import ComposedAgent, ExecutorAgent
 from robot_rl.policies.loader import load_policy
 from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.training.agents import build_agent
 from robot_rl.training.config import TrainConfig
 from robot_rl.training.env_stages import evaluation_stages
 from robot_rl.training.stats import bootstrap_ci, iqm_ci
@@ -118,7 +119,7 @@ def load_run(run: str | Path, render_mode: str | None = None) -> tuple[Any, gym.
 
     cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
     env = make_env(cfg.env, render_mode=render_mode, stages=evaluation_stages(cfg))
-    agent = make_agent(cfg.agent_config(), ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
+    agent = build_agent(cfg, ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
     agent.load_policy_state(load_file(str(latest_checkpoint(run) / "policy.safetensors")))
     return cfg, env, agent, evaluation_agent(cfg, agent, env)
 

@@ -23,18 +23,18 @@ import numpy as np
 from safetensors.torch import load_file
 
 from robot_rl.agents.base import capabilities
-from robot_rl.agents.registry import make_agent
 from robot_rl.config import load_yaml
 from robot_rl.datasets.record import record_demos
 from robot_rl.datasets.sources import Step
 from robot_rl.envs.make import make_env
+from robot_rl.policies.vla_policy import load_vla
 from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.training.agents import build_agent
 from robot_rl.training.config import TrainConfig
 from robot_rl.training.evaluation import evaluation_agent
 from robot_rl.utils.log import get_logger
 from robot_rl.utils.run_dir import latest_checkpoint
 from robot_rl.vla.data import ChunkDataset
-from robot_rl.vla.policy import load_vla
 from robot_rl.vla.train import TrainBCConfig, evaluate_tasks, resolve_datasets, train_bc
 
 log = get_logger(__name__)
@@ -98,7 +98,7 @@ class PolicyDevice:
 def specialist(run: str | Path, env: Any) -> Any:
     """The run's latest policy acting in ``env``, composed with its base policy when it acts on one."""
     cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
-    agent = make_agent(cfg.agent_config(), ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
+    agent = build_agent(cfg, ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
     agent.load_policy_state(load_file(str(latest_checkpoint(run) / "policy.safetensors")))
     return evaluation_agent(cfg, agent, env)
 

@@ -27,14 +27,14 @@ from robot_rl.agents.encoders import random_shift
 from robot_rl.config import JsonDict, save_yaml
 from robot_rl.datasets.record import DEFAULT_NOISE, dataset_name, is_complete, record_demos, resolve_env_id
 from robot_rl.policies.config import ExecutionConfig
+from robot_rl.policies.vla_model import SmallVLA, VLAConfig, images_to_input
+from robot_rl.policies.vla_policy import VLAPolicy, load_vla
 from robot_rl.text import make_text_encoder
 from robot_rl.training.evaluation import evaluate_policy
 from robot_rl.training.run_logger import RunLogger
 from robot_rl.utils.log import get_logger
 from robot_rl.utils.progress import progress_bar
 from robot_rl.vla.data import ChunkDataset
-from robot_rl.vla.model import SmallVLA, VLAConfig, images_to_input
-from robot_rl.vla.policy import VLAPolicy, load_vla
 
 log = get_logger(__name__)
 

@@ -95,7 +95,8 @@ def test_optional_capabilities_are_declared_and_checked() -> None:
         exportable = True
     with pytest.raises(ValueError, match=r"base_weights\(\) \(trains_base\), base_policy\(\) \(trains_base\), "
                                          r"deterministic_module\(\) \(exportable\), a base_path field in its config "
-                                         r"\(trains_base\), an acting_state annotation \(keeps_acting_state\)"):
+                                         r"\(trains_base\), a base= argument to __init__ \(trains_base\), "
+                                         r"an acting_state annotation \(keeps_acting_state\)"):
         check_agent_class(Claims, "Claims")
 
 
@@ -112,8 +113,8 @@ def test_the_runtime_reads_declared_capabilities_and_never_probes_for_them() -> 
 def test_a_run_config_is_never_rewritten_its_agent_config_is_derived() -> None:
     """An agent that fine-tunes the base's weights trains the run's base policy: ``agent_config()`` says so, the
     config itself stays as given."""
+    from robot_rl.agents.critic_guided_config import CriticGuidedConfig
     from robot_rl.policies.config import BasePolicyConfig
-    from robot_rl.vla.critic_guided_config import CriticGuidedConfig
 
     cfg = TrainConfig(agent=CriticGuidedConfig(), base_policy=BasePolicyConfig(path="policies/vla"))
     assert cfg.agent.base_path == "" and cfg.agent_config().base_path == "policies/vla"

@@ -151,10 +151,10 @@ def test_no_agent_writes_a_critic_update_of_its_own():
 
 
 def test_every_off_policy_agent_learns_with_the_component():
+    from robot_rl.agents.critic_guided_config import CriticGuidedConfig
     from robot_rl.agents.ibrl import IBRLConfig
     from robot_rl.agents.residual_config import ResidualConfig
     from robot_rl.agents.sac import SACAgent
-    from robot_rl.vla.critic_guided_config import CriticGuidedConfig
 
     for cfg in (ResidualConfig(), IBRLConfig(), CriticGuidedConfig()):
         assert isinstance(cfg, CriticConfig)

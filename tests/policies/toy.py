@@ -15,7 +15,7 @@ import numpy as np
 
 from robot_rl.policies.base import PolicyMetadata
 from robot_rl.policies.client import wait_for_server
-from robot_rl.vla.model import VLAConfig
+from robot_rl.policies.vla_model import VLAConfig
 
 GAIN = 0.1
 # A VLA small enough to train in seconds (tests/conftest.py's tiny_vla; its envs: PickColor with TINY_ENV_KWARGS)

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from robot_rl.vla.model import VLAConfig
+from robot_rl.policies.vla_model import VLAConfig
 from robot_rl.vla.train import TrainBCConfig, train_bc
 from tests.ros.conftest import wait_ready
 from tests.ros.graph import ROOT, ros_env

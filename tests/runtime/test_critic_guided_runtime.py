@@ -16,14 +16,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from robot_rl.agents.critic_guided import CriticGuidedAgent
+from robot_rl.agents.critic_guided_config import CriticGuidedConfig
 from robot_rl.config import load_yaml
+from robot_rl.policies.vla_policy import load_vla
 from robot_rl.replay.store import load_buffer
 from robot_rl.runtime.checkpoint import latest_checkpoint
 from robot_rl.runtime.learner import Learner
 from robot_rl.spaces import ObsSpec
 from robot_rl.training.config import TrainConfig
-from robot_rl.vla.critic_guided import CriticGuidedAgent
-from robot_rl.vla.critic_guided_config import CriticGuidedConfig
 from tests.policies.toy import TINY_ENV_KWARGS
 from tests.runtime.test_processes import wait_for
 
@@ -36,7 +37,7 @@ def first_actions(agent: CriticGuidedAgent, rows: dict) -> np.ndarray:
            "pixels": {c: torch.as_tensor(rows[f"pixels/{c}"]) for c in agent.base.cfg.cameras}}
     with torch.no_grad():
         model = agent.base.model
-        return model.decode(model.encode(*agent._vla_inputs(obs)))[:, 0].numpy()
+        return model.decode(model.encode(*agent.base.batch_inputs(obs)))[:, 0].numpy()
 
 
 @pytest.mark.timeout(600)
@@ -81,7 +82,7 @@ def test_the_actor_runs_the_base_the_learner_fine_tunes_and_a_killed_run_resumes
     part = replay.partitions["online"]
     a = {k: v[: part.size] for k, v in part.arrays.items()}
     spec = ObsSpec(11, {c: (32, 32, 3) for c in ("front", "wrist")}, 64)
-    reference = CriticGuidedAgent(spec, 4, CriticGuidedConfig(base_path=str(tiny_vla)))
+    reference = CriticGuidedAgent(spec, 4, CriticGuidedConfig(base_path=str(tiny_vla)), base=load_vla(tiny_vla))
     fresh = a["valid"] & (a["chunk_index"] == 0)
     last = int(a["policy_version"][fresh].max())
     # Some published weights reached the actor before the checkpoint (how many depends on how much CPU its weight

@@ -10,9 +10,9 @@ import numpy as np
 import torch
 
 from robot_rl.datasets.record import read_meta, record_demos
+from robot_rl.policies.vla_policy import load_vla
 from robot_rl.replay.store import load_transitions
 from robot_rl.vla.distill import PolicyDevice
-from robot_rl.vla.policy import load_vla
 from robot_rl.vla.train import TrainBCConfig, train_bc
 from tests.policies.toy import TINY_ENV_KWARGS
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from robot_rl.policies.client import RemotePolicy, wait_for_server
-from robot_rl.vla.model import VLAConfig
-from robot_rl.vla.policy import load_vla
+from robot_rl.policies.vla_model import VLAConfig
+from robot_rl.policies.vla_policy import load_vla
 from robot_rl.vla.train import TrainBCConfig, train_bc
 
 CLI = [sys.executable, "-m", "robot_rl.cli"]

@@ -9,7 +9,6 @@ than ``runtime.update_lag_bound()`` env steps of updates, and a robot actor with
 from __future__ import annotations
 
 import copy
-import dataclasses
 import gc
 import os
 import sys
@@ -22,7 +21,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from robot_rl.agents.registry import make_agent
 from robot_rl.envs.contract import LABELS, drives_hardware
 from robot_rl.envs.make import make_batched_env
 from robot_rl.runtime.actor.acting import Acting, row
@@ -33,6 +31,7 @@ from robot_rl.runtime.actor.view import ActorView
 from robot_rl.runtime.actor.weights import PolicySwap
 from robot_rl.runtime.transport import shm
 from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.training.agents import build_agent
 from robot_rl.training.config import TrainConfig
 from robot_rl.training.env_stages import training_stages
 from robot_rl.training.seeds import Seeds
@@ -66,10 +65,10 @@ class Actor:
         self.action_dim = action_dim_of(self.env.single_action_space)
         self.n = self.env.num_envs
         on_gpu = cfg.agent.device.startswith("cuda") and torch.cuda.is_available()
-        agent_cfg = cfg.agent_config() if on_gpu else dataclasses.replace(cfg.agent_config(), device="cpu")
         # Two copies: one acts while the other loads new weights; each explores with its own seeded noise.
-        policy, standby = (make_agent(agent_cfg, self.spec, self.action_dim,
-                                      seed=seeds.actor_policy(index, incarnation, slot)) for slot in (0, 1))
+        device = None if on_gpu else "cpu"
+        policy, standby = (build_agent(cfg, self.spec, self.action_dim, device=device,
+                                       seed=seeds.actor_policy(index, incarnation, slot)) for slot in (0, 1))
         self.outbox = Outbox(self.run_dir, self.uid, self.spec, self.action_dim, self.rt)
         self.pace = LearnerPace(cfg, self.run_dir, self.uid)
         self.acting = Acting(cfg, self.env, cfg.warmup_steps(drives_hardware(self.env)),

@@ -21,7 +21,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from robot_rl.agents.registry import make_agent
 from robot_rl.envs.contract import drives_hardware
 from robot_rl.envs.make import make_env
 from robot_rl.runtime.checkpoint import oldest_kept_counters, resume_point, save_checkpoint
@@ -33,6 +32,7 @@ from robot_rl.runtime.learner.report import Report
 from robot_rl.runtime.learner.schedule import Schedule
 from robot_rl.runtime.transport.spool import has_chunks, mark_checkpointed, trim
 from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.training.agents import build_agent
 from robot_rl.training.config import TrainConfig
 from robot_rl.training.evaluation import evaluate, evaluation_agent
 from robot_rl.training.seeds import Seeds
@@ -52,7 +52,7 @@ class Learner:
         self.spec = ObsSpec.from_space(self.eval_env.observation_space)
         self.action_dim = action_dim_of(self.eval_env.action_space)
         agent_cfg = cfg.agent_config()
-        self.agent = make_agent(agent_cfg, self.spec, self.action_dim, seed=seeds.agent())
+        self.agent = build_agent(cfg, self.spec, self.action_dim, seed=seeds.agent())
         self.sampling = type(self.agent).sampling(agent_cfg)
         start = resume_point(self.run_dir) if resume else None
         if resume and start is None:

@@ -17,7 +17,6 @@ import yaml
 from safetensors.numpy import load as load_np
 from safetensors.torch import save
 
-from robot_rl.agents.registry import make_agent
 from robot_rl.config import from_dict
 from robot_rl.envs.make import make_env
 from robot_rl.replay.rows import check_block, row_specs
@@ -25,6 +24,7 @@ from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.names import actor_dir, board_name, ring_name
 from robot_rl.runtime.transport.spool import spool_file
 from robot_rl.spaces import ObsSpec, action_dim_of
+from robot_rl.training.agents import build_agent
 from robot_rl.training.config import TrainConfig
 from robot_rl.utils.log import get_logger
 from robot_rl.utils.process import reset_niceness
@@ -44,7 +44,7 @@ def _policy_template(cfg: TrainConfig) -> tuple[Any, int, dict]:
     env = make_env(cfg.env)
     spec, action_dim = ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space)
     env.close()
-    agent = make_agent(dataclasses.replace(cfg.agent_config(), device="cpu"), spec, action_dim)
+    agent = build_agent(cfg, spec, action_dim, device="cpu")
     return spec, action_dim, agent.policy_state()
 
 

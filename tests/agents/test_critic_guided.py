@@ -11,11 +11,12 @@ import pytest
 import torch
 
 from robot_rl.agents import make_agent
+from robot_rl.agents.critic_guided import CriticGuidedAgent
+from robot_rl.agents.critic_guided_config import CriticGuidedConfig
+from robot_rl.policies.vla_policy import load_vla
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
 from robot_rl.spaces import ObsSpec
 from robot_rl.text import make_text_encoder
-from robot_rl.vla.critic_guided import CriticGuidedAgent
-from robot_rl.vla.critic_guided_config import CriticGuidedConfig
 
 SPEC = ObsSpec(11, {"front": (32, 32, 3), "wrist": (32, 32, 3)}, 64)
 BEST = np.array([0.4, -0.4, 0.2, 1.0], np.float32)  # the gripper (last) is open or closed
@@ -47,11 +48,16 @@ def bandit_replay(rng, n: int, demos: int = 0, demo_action: np.ndarray = BEST) -
     return replay
 
 
+def built(cfg: CriticGuidedConfig, seed: int = 0) -> CriticGuidedAgent:
+    """The agent on the base its config names, loaded as a run loads it."""
+    return CriticGuidedAgent(SPEC, 4, cfg, seed=seed, base=load_vla(cfg.base_path))
+
+
 def first_actions(agent: CriticGuidedAgent, obs: dict) -> np.ndarray:
     """The base's deterministic decode's first action on each observation."""
     base = agent.base
     with torch.no_grad():
-        inputs = agent._vla_inputs({"state": torch.as_tensor(obs["state"]), "instruction":
+        inputs = agent.base.batch_inputs({"state": torch.as_tensor(obs["state"]), "instruction":
                                     torch.as_tensor(obs["instruction"]),
                                     "pixels": {c: torch.as_tensor(v) for c, v in obs["pixels"].items()}})
         return base.model.decode(base.model.encode(*inputs))[:, 0].clamp(-1, 1).numpy()
@@ -59,7 +65,7 @@ def first_actions(agent: CriticGuidedAgent, obs: dict) -> np.ndarray:
 
 def test_acts_with_the_base_and_checks_the_base_it_trains(tiny_vla) -> None:
     cfg = CriticGuidedConfig(**SMALL, base_path=str(tiny_vla))
-    agent = make_agent(cfg, SPEC, 4, seed=0)
+    agent = make_agent(cfg, SPEC, 4, seed=0, base=load_vla(cfg.base_path))
     rng = np.random.default_rng(0)
     proposal = rng.uniform(-1, 1, (8, 4)).astype(np.float32)
     obs = {**observations(rng, 8), "base_action": proposal, "chunk_index": np.zeros(8, np.int64)}
@@ -68,14 +74,17 @@ def test_acts_with_the_base_and_checks_the_base_it_trains(tiny_vla) -> None:
     assert 0 < np.abs(noisy - proposal).max() < 0.5 and np.all(np.abs(noisy) <= 1)
     with pytest.raises(ValueError, match="saved robot_rl VLA"):
         CriticGuidedAgent.check_spaces(SPEC, 4, CriticGuidedConfig(base_path="ws://localhost:8000"))
+    base = load_vla(cfg.base_path)  # the base is passed in (a run loads it: robot_rl.training.agents.build_agent)
     with pytest.raises(ValueError, match="cameras"):
-        CriticGuidedAgent.check_spaces(ObsSpec(11, {"front": (32, 32, 3)}, 64), 4, cfg)
+        CriticGuidedAgent(ObsSpec(11, {"front": (32, 32, 3)}, 64), 4, cfg, base=base)
     with pytest.raises(ValueError, match="instruction_encoder"):
-        CriticGuidedAgent.check_spaces(ObsSpec(11, SPEC.cameras, 384), 4, cfg)
+        CriticGuidedAgent(ObsSpec(11, SPEC.cameras, 384), 4, cfg, base=base)
+    with pytest.raises(ValueError, match="base="):
+        CriticGuidedAgent(SPEC, 4, cfg)
     # the base's weights are the policy state: another agent (an actor's) takes them over exactly
     with torch.no_grad():
         agent.base.model.flow_out.bias.add_(0.25)
-    other = make_agent(cfg, SPEC, 4, seed=1)
+    other = make_agent(cfg, SPEC, 4, seed=1, base=load_vla(cfg.base_path))
     other.load_policy_state(agent.policy_state())
     assert all(torch.equal(v, other.base_weights()[k]) for k, v in agent.base_weights().items())
 
@@ -85,7 +94,7 @@ def test_improvement_moves_the_base_towards_the_action_the_critic_values(tiny_vl
     replay = bandit_replay(rng, 3000)
     cfg = CriticGuidedConfig(**{**SMALL, "critic_warmup_updates": 200}, base_path=str(tiny_vla), improve_every=1,
                              improve_batch=16, num_samples=8, base_lr=1e-4, noise_std=0.5, pick_pessimism=0.0)
-    agent = CriticGuidedAgent(SPEC, 4, cfg, seed=0)
+    agent = built(cfg, seed=0)
     s = agent.sampling(cfg)
     assert not s.pixels  # critic samples skip the frames; improvement draws its own with them
     held_out = observations(np.random.default_rng(9), 64)
@@ -109,12 +118,12 @@ def test_demo_rows_pull_the_base_to_their_action_and_resume_is_exact(tiny_vla) -
     replay = bandit_replay(rng, 200, demos=200)
     cfg = CriticGuidedConfig(**SMALL, base_path=str(tiny_vla), improve_every=1, improve_batch=16, num_samples=4,
                              base_lr=1e-3, bc_weight=1.0, anchor_tau=0.1)  # the anchor's reference resumes too
-    agent = CriticGuidedAgent(SPEC, 4, cfg, seed=0)
+    agent = built(cfg, seed=0)
     s = agent.sampling(cfg)
     for _ in range(3):
         agent.prepare(replay)
         agent.update(replay.sample(s.batch_size, utd=s.utd, pixels=False))
-    twin = CriticGuidedAgent(SPEC, 4, cfg, seed=5)
+    twin = built(cfg, seed=5)
     state = copy.deepcopy(agent.state_dict())
     # as checkpoints before the critic component (46aecde) wrote it: the same keys, an unnamed optimizer group
     assert {"critic", "target_critic", "encoder", "optimizer", "critic_step"} <= set(state)
@@ -131,7 +140,7 @@ def test_demo_rows_pull_the_base_to_their_action_and_resume_is_exact(tiny_vla) -
 
 
 def test_the_pick_moves_only_where_the_critics_agree_on_a_gain(tiny_vla) -> None:
-    agent = CriticGuidedAgent(SPEC, 4, CriticGuidedConfig(**SMALL, base_path=str(tiny_vla)))
+    agent = built(CriticGuidedConfig(**SMALL, base_path=str(tiny_vla)))
     # sample 1 looks best to two members and worst to the other two: whichever half picks, the other half refutes
     split = torch.tensor([[[0.5, 1.6, 0.4]], [[0.5, 0.0, 0.4]], [[0.5, 1.6, 0.4]], [[0.5, 0.0, 0.4]]])  # [4, 1, 3]
     # sample 2 is better than the decode by 0.1 for every member
@@ -156,7 +165,7 @@ def test_the_anchor_holds_the_decode_where_the_critics_verified_no_gain(tiny_vla
         cfg = CriticGuidedConfig(**SMALL, base_path=str(tiny_vla), improve_every=1, improve_batch=16,
                                  num_samples=4, base_lr=1e-3, sample_weight=0.1, pick_pessimism=1e9,
                                  anchor_weight=anchor)
-        agent = CriticGuidedAgent(SPEC, 4, cfg, seed=0)
+        agent = built(cfg, seed=0)
         start = first_actions(agent, held_out)
         s = agent.sampling(cfg)
         for _ in range(30):
@@ -175,7 +184,7 @@ def test_with_anchor_tau_the_anchor_follows_the_fine_tuned_base(tiny_vla) -> Non
     for tau in (0.0, 0.2):
         cfg = CriticGuidedConfig(**SMALL, base_path=str(tiny_vla), improve_every=1, improve_batch=16,
                                  num_samples=4, base_lr=1e-3, bc_weight=1.0, anchor_tau=tau)
-        agent = CriticGuidedAgent(SPEC, 4, cfg, seed=0)
+        agent = built(cfg, seed=0)
         original = copy.deepcopy(agent.reference.state_dict())
         start = first_actions(agent, held_out)
         s = agent.sampling(cfg)
@@ -202,14 +211,14 @@ def test_base_lr_decay_stops_the_base_and_resumes_on_schedule(tiny_vla) -> None:
     replay = bandit_replay(rng, 200, demos=200)
     cfg = CriticGuidedConfig(**SMALL, base_path=str(tiny_vla), improve_every=1, improve_batch=16, num_samples=4,
                              base_lr=1e-3, bc_weight=1.0, base_lr_decay_steps=4)
-    agent = CriticGuidedAgent(SPEC, 4, cfg, seed=0)
+    agent = built(cfg, seed=0)
     s = agent.sampling(cfg)
     rates = []
     for _ in range(4):
         agent.prepare(replay)
         rates.append(agent.update(replay.sample(s.batch_size, utd=s.utd, pixels=False))["base_lr"])
     assert rates == pytest.approx([1e-3, 0.75e-3, 0.5e-3, 0.25e-3])
-    twin = CriticGuidedAgent(SPEC, 4, cfg, seed=3)
+    twin = built(cfg, seed=3)
     twin.load_state_dict(copy.deepcopy(agent.state_dict()))
     assert twin.base_lr() == agent.base_lr() == 0.0  # the schedule resumes from the step count
     frozen = copy.deepcopy(agent.base_weights())
@@ -228,7 +237,7 @@ def test_demo_filter_follows_only_the_demos_the_critics_verify(tiny_vla) -> None
         replay = bandit_replay(np.random.default_rng(8), 1500, demos=500, demo_action=demo_action)
         cfg = CriticGuidedConfig(**{**SMALL, "critic_warmup_updates": 150}, base_path=str(tiny_vla), improve_every=1,
                                  improve_batch=32, num_samples=4, base_lr=1e-5, demo_filter=True)
-        agent = CriticGuidedAgent(SPEC, 4, cfg, seed=0)
+        agent = built(cfg, seed=0)
         s = agent.sampling(cfg)
         shares = []
         for i in range(170):

@@ -19,9 +19,10 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from robot_rl.policies.base import PolicyMetadata, check_chunk, check_noise
+from robot_rl.policies.vla_model import SmallVLA, VLAConfig, images_to_input
+from robot_rl.spaces import ObsSpec
 from robot_rl.text import make_text_encoder
 from robot_rl.utils.state_io import atomic_write
-from robot_rl.vla.model import SmallVLA, VLAConfig, images_to_input
 
 FORMAT = "robot_rl.policy"
 
@@ -46,6 +47,7 @@ class VLAPolicy:
         self.text = make_text_encoder(self.cfg.text_encoder)
         self.metadata = metadata_of(self.cfg)
         self.info = dict(info or {})
+        self._empty_text: torch.Tensor | None = None  # the empty instruction's embedding (batch_inputs)
         self._lock = threading.Lock()  # an inference thread decodes while new weights may arrive (load_weights)
 
     def inputs(self, obs: Mapping[str, Any], instruction: str) -> tuple[dict, torch.Tensor, torch.Tensor]:
@@ -55,6 +57,40 @@ class VLAPolicy:
         state = (torch.as_tensor(np.asarray(obs["state"], np.float32), device=self.device)[None] - self.state_mean)
         text = torch.tensor(self.text.encode(instruction), device=self.device)[None]
         return images, state / self.state_std, text
+
+    def batch_inputs(self, obs: Mapping[str, torch.Tensor]) -> tuple[dict, torch.Tensor, torch.Tensor]:
+        """Model inputs from a batch of observations as tensors (``pixels``, ``state``, optional ``instruction``
+        embeddings; none: the empty instruction's)."""
+        images = {c: images_to_input(obs["pixels"][c], self.cfg.image_size) for c in self.cfg.cameras}
+        state = (obs["state"].float() - self.state_mean) / self.state_std
+        if "instruction" in obs:
+            return images, state, obs["instruction"].float()
+        if self._empty_text is None:
+            self._empty_text = torch.tensor(self.text.encode(""), device=self.device)
+        return images, state, self._empty_text.expand(state.shape[0], -1)
+
+    def trainable_parameters(self, trunk: bool) -> list[torch.nn.Parameter]:
+        """The parameters fine-tuning changes: all (``trunk``), or the action head's only."""
+        model = self.model
+        if trunk:
+            return list(model.parameters())
+        frozen = {id(p) for m in (model.stem, model.state_in, model.text_in, model.trunk, model.trunk_norm)
+                  for p in m.parameters()} | {id(model.patch_pos), id(model.kind)}
+        return [p for p in model.parameters() if id(p) not in frozen]
+
+    def misfit(self, obs_spec: ObsSpec, action_dim: int) -> str:
+        """Why this policy cannot act in an env with these spaces ("" where it can)."""
+        cfg = self.cfg
+        missing = [c for c in cfg.cameras if c not in obs_spec.cameras]
+        if missing:
+            return f"the base reads cameras {missing} that the env does not have (it has {sorted(obs_spec.cameras)})"
+        if cfg.action_dim != action_dim or cfg.state_dim != obs_spec.state_dim:
+            return (f"the base acts in {cfg.action_dim} dims on a {cfg.state_dim}-d state; the env has {action_dim} "
+                    f"and {obs_spec.state_dim}")
+        if obs_spec.instruction_dim not in (0, cfg.text_dim):
+            return (f"the env's instruction embedding has {obs_spec.instruction_dim} dims, the base's text encoder "
+                    f"{cfg.text_encoder!r} {cfg.text_dim}: set env.instruction_encoder to {cfg.text_encoder!r}")
+        return ""
 
     @torch.no_grad()
     def infer(self, obs: Mapping[str, Any], instruction: str = "", noise: np.ndarray | None = None) -> np.ndarray:

@@ -1,6 +1,8 @@
 """Critic-guided fine-tuning of a base policy's weights (``agent.name: critic_guided``; PA-RL / ConRFT style).
 
-The base is a local small VLA (robot_rl.vla). The actor executes its chunks as for any base-policy agent and this
+The base is a local small VLA (robot_rl.policies.vla_policy), passed in when the agent is built (``base=``: a run
+loads ``base_policy.path``, robot_rl.training.agents.build_agent); this module reads it through
+:class:`FineTunableBase` only. The actor executes its chunks as for any base-policy agent and this
 agent passes the proposal through (plus small fixed exploration noise); what learns is the base itself:
 
 * a critic ensemble (robot_rl.agents.critic: LayerNorm MLPs, RLPD's subset-min target, n-step returns) learns Q of
@@ -19,7 +21,7 @@ agent passes the proposal through (plus small fixed exploration noise); what lea
   the robot's success with it.
   The base's deterministic decode, what the robot executes, is then pulled onto the pick's first action by
   gradient through the decode (a consistency-style objective), and the base's own objective (flow matching
-  and/or L1, robot_rl.vla.model) on the picked chunks moves its sampling distribution along (weighted low);
+  and/or L1, robot_rl.policies.vla_model) on the picked chunks moves its sampling distribution along (weighted low);
   demo and intervention rows pull towards their stored action (``bc_weight``; with ``demo_filter`` a demo row
   only where the critics verify that its action beats the decode, as a pick is verified). Only the first action
   of a chunk is scored, so pair this agent with short executed chunks (``execution.execute_steps``: 1-2 re-plans
@@ -37,23 +39,41 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 import torch
+from torch import nn
 
 from robot_rl.agents.base import to_torch
+from robot_rl.agents.critic_guided_config import CriticGuidedConfig
 from robot_rl.agents.networks import phase_one_hot
 from robot_rl.agents.off_policy import OffPolicyAgent
 from robot_rl.agents.torch_compat import foreach_lerp_
 from robot_rl.replay.rows import SOURCE_CODE
 from robot_rl.spaces import ObsSpec
-from robot_rl.vla.critic_guided_config import CriticGuidedConfig
-from robot_rl.vla.model import images_to_input
-from robot_rl.vla.policy import VLAPolicy, load_vla, read_policy_json
 
 if TYPE_CHECKING:
     from robot_rl.replay.buffer import ReplayBuffer
+
+
+class FineTunableBase(Protocol):
+    """What critic-guided fine-tuning needs of a base policy (robot_rl.policies.vla_policy.VLAPolicy has it)."""
+
+    model: nn.Module
+    """``encode(images, state, text) -> context``, ``decode(context, noise=None) -> chunks [B, H, A]``,
+    ``loss(context, chunks, weight, generator=) -> (loss, parts)``, ``cfg.chunk_length``, ``cfg.action_dim``."""
+    info: dict[str, Any]
+
+    def batch_inputs(self, obs: Mapping[str, torch.Tensor]) -> tuple[Any, ...]: ...
+
+    def trainable_parameters(self, trunk: bool) -> list[nn.Parameter]: ...
+
+    def misfit(self, obs_spec: ObsSpec, action_dim: int) -> str: ...
+
+    def load_weights(self, state: Mapping[str, torch.Tensor]) -> None: ...
+
+    def save(self, folder: str) -> Any: ...
 
 
 class CriticGuidedAgent(OffPolicyAgent):
@@ -65,20 +85,29 @@ class CriticGuidedAgent(OffPolicyAgent):
     trains_base: ClassVar[bool] = True
     cfg: CriticGuidedConfig
 
+    def __init__(self, obs_spec: ObsSpec, action_dim: int, cfg: CriticGuidedConfig | None = None, seed: int = 0, *,
+                 base: FineTunableBase | None = None) -> None:
+        if base is None:
+            raise ValueError("agent critic_guided fine-tunes a base policy's weights: build it with base=<the loaded "
+                             "base> (a run loads base_policy.path: robot_rl.training.agents.build_agent)")
+        self.base = base
+        super().__init__(obs_spec, action_dim, cfg, seed)
+
     def build(self, obs_spec: ObsSpec, init: torch.Generator) -> None:
         cfg = self.cfg
-        self.base: VLAPolicy = load_vla(cfg.base_path, cfg.device)
+        misfit = self.base.misfit(obs_spec, self.action_dim)
+        if misfit:
+            raise ValueError(f"agent critic_guided: {misfit}")
         self.base.model.requires_grad_(False)
         # what the decode is held at wherever the critics verified no gain: the original base (never trained), or
         # with anchor_tau an exponential average of the fine-tuned one
         self.reference = copy.deepcopy(self.base.model).eval()
-        for p in self._trained_parameters():
+        for p in self.base.trainable_parameters(cfg.train_trunk):
             p.requires_grad_(True)
         super().build(obs_spec, init)  # the critics read the encoder's latent and the step's phase in its chunk
         fused = self.device.type in ("cpu", "cuda")
-        self.base_optimizer = torch.optim.AdamW(self._trained_parameters(), lr=cfg.base_lr, weight_decay=0.0,
-                                                fused=fused)
-        self._empty_text = torch.tensor(self.base.text.encode(""), device=self.device)
+        self.base_optimizer = torch.optim.AdamW(self.base.trainable_parameters(cfg.train_trunk), lr=cfg.base_lr,
+                                                weight_decay=0.0, fused=fused)
         self._replay: ReplayBuffer | None = None
         self.improve_step = 0
         self._last_improve: dict[str, float] = {}
@@ -87,42 +116,18 @@ class CriticGuidedAgent(OffPolicyAgent):
         return self.cfg.chunk_phases
 
     # ---------------------------------------------------------------- contract
-    def _trained_parameters(self) -> list[torch.nn.Parameter]:
-        """The base's parameters that fine-tuning changes: all, or (``train_trunk`` off) the action head's."""
-        model = self.base.model
-        if self.cfg.train_trunk:
-            return list(model.parameters())
-        trunk = {id(p) for m in (model.stem, model.state_in, model.text_in, model.trunk, model.trunk_norm)
-                 for p in m.parameters()} | {id(model.patch_pos), id(model.kind)}
-        return [p for p in model.parameters() if id(p) not in trunk]
-
     @classmethod
     def check_spaces(cls, obs_spec: ObsSpec, action_dim: int, cfg: CriticGuidedConfig) -> None:
         if not cfg.base_path or cfg.base_path.startswith(("ws://", "wss://", "lerobot:")):
             raise ValueError("agent critic_guided trains the base's weights: base_policy.path (or agent.base_path) "
                              f"must be a saved robot_rl VLA folder, got {cfg.base_path!r}")
-        meta = read_policy_json(cfg.base_path)
-        if meta.get("kind") != "vla":
-            raise ValueError(f"agent critic_guided: {cfg.base_path} is a {meta.get('kind')!r} policy, not a VLA")
-        model = meta["config"]
-        missing = [c for c in model["cameras"] if c not in obs_spec.cameras]
-        if missing:
-            raise ValueError(f"agent critic_guided: the base reads cameras {missing} that the env does not have "
-                             f"(it has {sorted(obs_spec.cameras)})")
-        if model["action_dim"] != action_dim or model["state_dim"] != obs_spec.state_dim:
-            raise ValueError(f"agent critic_guided: the base acts in {model['action_dim']} dims on a "
-                             f"{model['state_dim']}-d state; the env has {action_dim} and {obs_spec.state_dim}")
-        if obs_spec.instruction_dim not in (0, model["text_dim"]):
-            raise ValueError(f"agent critic_guided: the env's instruction embedding has {obs_spec.instruction_dim} "
-                             f"dims, the base's text encoder {model['text_encoder']!r} {model['text_dim']}: set "
-                             f"env.instruction_encoder to {model['text_encoder']!r}")
 
     def prepare(self, replay: ReplayBuffer) -> None:
         """Fits the critics' state standardisation once; keeps the replay to draw improvement batches with frames."""
         self._replay = replay
         super().prepare(replay)
 
-    def base_policy(self) -> VLAPolicy:
+    def base_policy(self) -> FineTunableBase:
         """The base being fine-tuned (evaluation acts with it)."""
         return self.base
 
@@ -178,14 +183,6 @@ class CriticGuidedAgent(OffPolicyAgent):
             self._last_improve = {k: float(v) for k, v in self._improve().items()}
         return {**super().after_update(), **self._last_improve}
 
-    def _vla_inputs(self, obs: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
-        base, size = self.base, self.base.cfg.image_size
-        images = {c: images_to_input(obs["pixels"][c], size) for c in base.cfg.cameras}
-        state = (obs["state"].float() - base.state_mean) / base.state_std
-        b = state.shape[0]
-        text = obs["instruction"].float() if "instruction" in obs else self._empty_text.expand(b, -1)
-        return images, state, text
-
     def pick(self, q_members: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """[members, B, K] critic values of K sampled chunks (sample 0: the decode) -> (the sample each observation
         moves to [B], its verified gain over the decode [B]).
@@ -228,7 +225,7 @@ class CriticGuidedAgent(OffPolicyAgent):
             group["lr"] = lr
         sample = self._replay.sample(cfg.improve_batch, pixels=True)
         obs = to_torch(sample["obs"], self.device)
-        inputs = self._vla_inputs(obs)
+        inputs = self.base.batch_inputs(obs)
         b, k, h, a = obs["state"].shape[0], cfg.num_samples, model.cfg.chunk_length, model.cfg.action_dim
         model.eval()  # no dropout: its draws would come from the global RNG
         with torch.no_grad():
