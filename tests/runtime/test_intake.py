@@ -14,7 +14,8 @@ import pytest
 
 from robot_rl.replay.buffer import ReplayBuffer, ReplayConfig
 from robot_rl.replay.rows import BlockBuilder, row_specs
-from robot_rl.runtime.learner.intake import Intake, LearnerCounters
+from robot_rl.runtime.learner.counters import LearnerCounters
+from robot_rl.runtime.learner.intake import Intake
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.names import actor_dir, ring_name
 from robot_rl.runtime.transport.spool import SpoolWriter

@@ -3,23 +3,23 @@ the episodes they carry.
 
 Delivery is exactly-once per actor: chunks carry a per-actor sequence number; the intake takes them in order from
 the actor's ring, fills gaps (ring overflow, learner restart) from the actor's spool, skips duplicates, and keeps
-the next expected sequence per actor in :class:`LearnerCounters` (saved in every checkpoint).
+the next expected sequence per actor in :class:`~robot_rl.runtime.learner.counters.LearnerCounters` (saved in
+every checkpoint).
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.replay.rows import check_block, row_specs
+from robot_rl.runtime.learner.counters import LearnerCounters
+from robot_rl.runtime.learner.episode_stats import EpisodeStats
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.names import actor_dir
 from robot_rl.runtime.transport.spool import has_chunks, read_chunk
@@ -27,93 +27,6 @@ from robot_rl.spaces import ObsSpec
 from robot_rl.utils.process import pid_alive
 
 STREAMS_PER_ACTOR = 1 << 16
-
-
-@dataclass
-class LearnerCounters:
-    """The learner's progress, saved in every checkpoint (``counters.json``) and restored on resume."""
-
-    env_steps: int = 0
-    """Transitions taken into the replay."""
-    episodes: int = 0
-    """Episodes finished by the actors."""
-    updates: int = 0
-    """``agent.update`` calls (one per env step past learning_starts)."""
-    version: int = 0
-    """Last published policy version (only grows, across restarts too)."""
-    ingested: dict[str, int] = field(default_factory=dict)
-    """Per actor uid: the next chunk sequence expected (everything before it is in the replay)."""
-    streams: dict[str, int] = field(default_factory=dict)
-    """Per actor uid: the replay stream id of its env 0 (keeps the envs of different actors apart)."""
-    lost_chunks: int = 0
-    """Chunks skipped because a ring overflowed with the spool off."""
-    labelled_success: int = 0
-    """Episodes the operator labelled a success (the success key or button, or the scripted human's label)."""
-    labelled_failure: int = 0
-    """Episodes the operator labelled a failure."""
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> LearnerCounters:
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        return cls(**known)
-
-
-class EpisodeStats:
-    """Per-stream running sums of the episodes in progress; finished episodes go to the logging window."""
-
-    def __init__(self) -> None:
-        # stream -> [return, length, intervened steps, takeovers, last step intervened]
-        self._running: dict[int, list] = defaultdict(lambda: [0.0, 0, 0, 0, False])
-        self.window: dict[str, list[float]] = defaultdict(list)
-
-    def add(self, chunk: dict[str, np.ndarray], stream_base: int, version: int, env_steps: int = 0,
-            published_at: dict[int, int] | None = None) -> int:
-        """Counts the valid rows of ``chunk`` (taken in after ``env_steps``); returns the number of episodes that
-        ended in it. ``published_at`` (policy version -> env steps taken in when it was published) gives each row's
-        policy lag in env steps: how much newer the data is than the data the acting weights were trained on."""
-        valid = chunk["valid"]
-        self.window["policy_lag"].extend(version - chunk["policy_version"][valid])
-        if published_at:
-            rows = env_steps + np.arange(1, int(np.count_nonzero(valid)) + 1)
-            made = np.array([published_at.get(int(v), -1) for v in chunk["policy_version"][valid]])
-            known = made >= 0
-            self.window["policy_lag_steps"].extend((rows[known] - made[known]).astype(float))
-        self.window["intervened"].extend(chunk["intervened"][valid].astype(float))
-        ended = 0
-        for i in np.flatnonzero(valid):
-            ep = self._running[stream_base + int(chunk["stream"][i])]
-            ep[0] += float(chunk["reward"][i])
-            ep[1] += 1
-            human = bool(chunk["intervened"][i])
-            ep[2] += human
-            ep[3] += human and not ep[4]
-            ep[4] = human
-            if chunk["terminated"][i] or chunk["truncated"][i]:
-                ended += 1
-                self.window["episode_return"].append(ep[0])
-                self.window["episode_length"].append(ep[1])
-                self.window["episode_success"].append(float(chunk["success"][i]))
-                label = int(chunk["label"][i]) if "label" in chunk else 0
-                self.window["episode_labelled"].append(float(label > 0))  # by the operator (success or failure)
-                if label:
-                    self.window["episode_labelled_success"].append(float(label == 1))
-                self.window["episode_interventions"].append(ep[3])
-                self.window["episode_intervention_rate"].append(ep[2] / ep[1])
-                ep[:] = [0.0, 0, 0, 0, False]
-        return ended
-
-    def take_window(self) -> dict[str, float]:
-        """Means since the last call, named as logged."""
-        names = {"policy_lag": "actor/policy_lag", "intervened": "actor/intervention_rate",
-                 "policy_lag_steps": "actor/policy_lag_steps"}
-        out = {names.get(k, f"train/{k}"): float(np.mean(v)) for k, v in self.window.items() if v}
-        if self.window.get("policy_lag_steps"):
-            out["actor/policy_lag_steps_max"] = float(np.max(self.window["policy_lag_steps"]))
-        self.window.clear()
-        return out
 
 
 class Intake:

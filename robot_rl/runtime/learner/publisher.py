@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from robot_rl.agents.base import Agent
-from robot_rl.runtime.learner.intake import LearnerCounters
+from robot_rl.runtime.learner.counters import LearnerCounters
 from robot_rl.runtime.transport import shm
 from robot_rl.runtime.transport.names import board_name
 from robot_rl.training.config import TrainConfig

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from robot_rl.runtime.learner.intake import LearnerCounters
+from robot_rl.runtime.learner.counters import LearnerCounters
 
 
 class UpdateRate:

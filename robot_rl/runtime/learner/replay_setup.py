@@ -15,7 +15,7 @@ from robot_rl.policies.relabel import dataset_instructions, label_base_proposals
 from robot_rl.replay.buffer import ReplayBuffer
 from robot_rl.replay.store import add_dataset
 from robot_rl.runtime.checkpoint import load_checkpoint
-from robot_rl.runtime.learner.intake import LearnerCounters
+from robot_rl.runtime.learner.counters import LearnerCounters
 from robot_rl.spaces import ObsSpec
 from robot_rl.utils.log import get_logger
 

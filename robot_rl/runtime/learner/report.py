@@ -8,7 +8,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from robot_rl.runtime.learner.intake import Intake, LearnerCounters
+from robot_rl.runtime.learner.counters import LearnerCounters
+from robot_rl.runtime.learner.intake import Intake
 from robot_rl.runtime.learner.rate import UpdateRate
 from robot_rl.training.run_logger import RunLogger
 from robot_rl.utils.log import get_logger
