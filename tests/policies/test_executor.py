@@ -90,7 +90,8 @@ def test_control_loop_stays_on_time_while_a_slow_policy_infers_asynchronously():
         x = x + GAIN * s.action
     ex.close()
     assert ex.inferences >= 4 and ex.missed_steps == 0, ex.stats()
-    assert max(calls) < 0.01, f"a control step waited {max(calls) * 1e3:.1f} ms for the policy"
+    # a step that waited for the 300 ms inference would take >= 250 ms; 25 ms leaves room for a loaded 2-core machine
+    assert max(calls) < 0.025, f"a control step waited {max(calls) * 1e3:.1f} ms for the policy"
     assert np.percentile(np.abs(np.asarray(periods) - 0.05), 95) < 0.005
 
 
