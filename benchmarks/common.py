@@ -22,17 +22,22 @@ RESULTS = Path(__file__).resolve().parent / "results"
 def machine() -> dict[str, Any]:
     import torch
 
-    cpu = platform.processor() or ""
+    cpu, flags = platform.processor() or "", set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
+            if line.startswith("model name") and not flags:
                 cpu = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
                 break
     except OSError:
         pass
     out: dict[str, Any] = {"cpu": cpu, "cores": os.cpu_count(), "torch": torch.__version__,
                            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
                            "python": platform.python_version()}
+    bf16 = sorted(flags & {"amx_bf16", "avx512_bf16"})  # what bfloat16 kernels can use (benchmarks/pixel_options.py)
+    if bf16:
+        out["cpu_bf16"] = bf16
     try:
         import mujoco
 

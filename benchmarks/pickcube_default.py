@@ -26,6 +26,10 @@ sys.path.insert(0, str(ROOT))
 
 from common import Table, write_result  # noqa: E402
 
+from robot_rl.cli import resolve_config  # noqa: E402
+from robot_rl.config import parse  # noqa: E402
+from robot_rl.training.config import TrainConfig  # noqa: E402
+
 
 def run_seed(config: str, seed: int, steps: int, folder: Path) -> dict:
     name = f"{config}_s{seed}"
@@ -47,8 +51,10 @@ def run_seed(config: str, seed: int, steps: int, folder: Path) -> dict:
 def tables(result: dict) -> list[Table]:
     steps = result["setup"]["steps"]
     marks = list(range(500, steps + 1, 500))
-    table = Table(f"State-based PickCube, `robot-rl train {result['setup'].get('config', 'pickcube')}`; 20 "
-                  "deterministic eval episodes every 500 env steps",
+    config = result["setup"].get("config", "pickcube")
+    kind = "Pixel PickCube (cameras and proprioception)" if "pixels" in config else "State-based PickCube"
+    episodes = result["setup"].get("eval_episodes", 20)
+    table = Table(f"{kind}, `robot-rl train {config}`; {episodes} deterministic eval episodes every 500 env steps",
                   ["seed", "eval success at " + " / ".join(str(m) for m in marks) + " env steps",
                    "env steps to >= 90 %", "learner time to >= 90 %", f"whole job ({steps} steps)"], echo=False)
     for seed, r in result["seeds"].items():
@@ -76,7 +82,9 @@ def main() -> None:
     for seed in args.seeds:
         result["seeds"][str(seed)] = run_seed(args.config, seed, args.steps, folder)
         print(seed, json.dumps(result["seeds"][str(seed)]), flush=True)
-    result["setup"] = {"seeds": args.seeds, "steps": args.steps, "config": args.config}
+    run = parse(TrainConfig, resolve_config(args.config), [])
+    result["setup"] = {"seeds": args.seeds, "steps": args.steps, "config": args.config,
+                       "eval_episodes": run.eval_episodes}
     name = "pickcube_default" if args.config == "pickcube" else args.config
     print(f"results: {write_result(name, result, args.out, tables=tables(result))}")
 
