@@ -24,7 +24,7 @@ from common import Table, write_result
 from pixel_speed import batch, pixel_spec
 
 from robot_rl.agents import SACAgent
-from robot_rl.agents.config import EncoderConfig, SACConfig
+from robot_rl.agents.config import SACConfig
 
 
 def options(base: SACConfig, weights: str) -> dict[str, SACConfig]:
