@@ -249,7 +249,7 @@ class ResidualAgent(ActorCriticAgent):
         behaviour cloning on demo and intervention rows, a pull towards the base (ibrl) and the clip-excess penalty."""
         cfg, bound, critic = self.cfg, self.actor.bound, self.critic
         metrics: dict[str, torch.Tensor] = {}
-        extra = xd.new_zeros(())  # the temperature's loss (not part of the reported actor loss)
+        temperature_loss: torch.Tensor | float = 0.0  # a stochastic actor's (not part of the reported actor loss)
         xa = self._actor_input(xd)
         base = mb["base_action"].float()
         if cfg.stochastic:
@@ -278,7 +278,7 @@ class ResidualAgent(ActorCriticAgent):
             alpha = self.log_alpha.detach().exp()
             actor_loss = actor_loss + alpha * log_prob.mean()
             entropy = -log_prob.detach().mean()
-            extra = self.temperature_loss(entropy)
+            temperature_loss = self.temperature_loss(entropy)
             metrics.update(entropy=entropy, alpha=alpha)
         bc_weight = self._faded(cfg.bc_weight, cfg.bc_decay_updates)
         anchor_weight = self._base_anchor_weight()
@@ -298,4 +298,4 @@ class ResidualAgent(ActorCriticAgent):
             actor_loss = actor_loss + excess_weight * excess
             metrics["clip_excess"] = excess.detach()
         metrics.update(actor_loss=actor_loss.detach(), residual_abs=residual.detach().abs().mean())
-        return actor_loss + extra, metrics
+        return actor_loss + temperature_loss, metrics

@@ -21,8 +21,8 @@ def build_agent(cfg: TrainConfig, obs_spec: ObsSpec, action_dim: int, seed: int 
     agent_cfg = cfg.agent_config()
     if device is not None:
         agent_cfg = dataclasses.replace(agent_cfg, device=device)
-    base = None
-    if capabilities(agent_class(agent_cfg.name)).trains_base:
-        agent_class(agent_cfg.name).check_spaces(obs_spec, action_dim, agent_cfg)  # a clear error before loading
+    cls, base = agent_class(agent_cfg.name), None
+    if capabilities(cls).trains_base:
+        cls.check_spaces(obs_spec, action_dim, agent_cfg)  # a clear error before a slow load of the wrong thing
         base = load_policy(BasePolicyConfig(path=agent_cfg.base_path, device=agent_cfg.device))
     return make_agent(agent_cfg, obs_spec, action_dim, seed, base=base)
