@@ -5,7 +5,7 @@ update-to-data ratio in the windows after it, within 25 % of the target), the re
 every process over time (a plot) and the final evaluation (its success must be above what random actions get).
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/soak.py [--minutes 120] [--config pickcube_pixels]
-        [--fault-every 2 5] [--faults kill_learner kill_actor stop_learner power_cut sighup disk_full]
+        [--fault-every 2 5] [--min-faults 0] [--faults kill_learner kill_actor stop_learner power_cut sighup disk_full]
         [--disk tmpfs|fsize] [--seed 0] [--folder runs/soak-DATE] [--out RESULT.json] [--plot PNG]
 
 Everything goes to ``--folder`` (the run, its log, ``soak.json`` and ``soak_memory.png``); ``--out`` and ``--plot``
@@ -306,6 +306,9 @@ def main() -> None:
     parser.add_argument("--override", nargs="*", default=[], help="extra robot-rl train flags, e.g. --agent.utd 1")
     parser.add_argument("--fault-every", nargs=2, type=float, default=(2.0, 5.0), metavar=("MIN", "MAX"),
                         help="minutes between faults, drawn uniformly")
+    parser.add_argument("--min-faults", type=int, default=0,
+                        help="run past --minutes until this many faults were injected (a slow machine recovers "
+                             "slower, so a time budget alone can fit fewer faults)")
     parser.add_argument("--faults", nargs="+", default=list(FAULTS), choices=FAULTS)
     parser.add_argument("--disk", choices=("tmpfs", "fsize"), default="tmpfs" if os.geteuid() == 0 else "fsize")
     parser.add_argument("--disk-gb", type=float, default=8.0, help="size of the tmpfs holding the run folder")
@@ -332,7 +335,7 @@ def main() -> None:
         soak.start(resume=False)
         end = soak.t0 + args.minutes * 60
         next_fault = time.monotonic() + rng.uniform(*args.fault_every) * 60
-        while time.monotonic() < end:
+        while time.monotonic() < end or sum("skipped" not in f for f in faults) < args.min_faults:
             soak.sample()
             if soak.proc.poll() is not None:  # ended without a planned fault: what a person would have to do
                 unplanned += 1
