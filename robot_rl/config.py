@@ -237,7 +237,8 @@ _LIST_ITEM = re.compile(r"(?:[-*•]|\d+[.)])\s")
 
 def _help_paragraphs(text: str) -> str:
     """A docstring as ``--help`` shows it: each paragraph on one line (the terminal wraps it at its width); blank
-    lines, list items and indented lines keep their own lines."""
+    lines, list items and indented lines keep their own lines; reStructuredText's double backticks and roles become
+    single backticks."""
     paragraphs = []
     for block in re.split(r"\n[ \t]*\n", inspect.cleandoc(text)):
         lines: list[str] = []
@@ -248,7 +249,11 @@ def _help_paragraphs(text: str) -> str:
             else:
                 lines.append(line.rstrip())
         paragraphs.append("\n".join(lines))
-    return "\n\n".join(paragraphs).strip()
+    return _RST_MARKUP.sub(r"`\1`", "\n\n".join(paragraphs).strip())
+
+
+# ``code`` and :role:`name` in docstrings (the API reference renders them); a terminal shows `code`
+_RST_MARKUP = re.compile(r"(?::[a-z]+:)?``?([^`]+?)``?")
 
 
 @contextlib.contextmanager

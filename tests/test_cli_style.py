@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ HELP = {
                       "--noise-max", "--perturb-max", "--seed", "--device", "--frames", "--overwrite", "--no-progress"],
     "train-reward": ["FRAMES", "--out", "--config", "--cameras", "--epochs", "--batch-size", "--lr", "--min-precision",
                      "--pretrained", "--threads", "--device", "--seed", "--overwrite", "--no-progress"],
-    "launch": ["FILE", "NAME:=VALUE", "--print"],
+    "launch": ["FILE|NAME", "NAME:=VALUE", "--print", "--list"],
     "ros-index": ["PREFIX"],
     "train": ["--resume", "--checkpoint-every-s", "--progress-every-s", "--runtime.heartbeat-timeout",
               "--runtime.spool-max-mb", "lerobot:<type>:<folder>"],
@@ -59,6 +60,8 @@ def test_help_lists_every_flag(runs: dict[str, subprocess.CompletedProcess], cmd
     assert f"robot-rl {cmd}" in run.stdout
     missing = [flag for flag in HELP[cmd] if flag not in run.stdout]
     assert not missing, run.stdout
+    raw = [line for line in run.stdout.splitlines() if "``" in line or re.search(r":(func|class|meth|attr):", line)]
+    assert not raw, raw  # the docstrings' reStructuredText is the API reference's, not the terminal's
 
 
 @pytest.mark.parametrize("line", list(BAD))

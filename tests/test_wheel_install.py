@@ -1,12 +1,14 @@
 """robot_rl as a user installs it: the wheel built from this checkout, installed into a clean virtual environment
 outside the repository, trains Pendulum from a bundled config with actor and learner as processes, and registers
-every launch file with ``robot-rl ros-index``. The wheel is installed without dependencies; the environment reaches
+every launch file with ``robot-rl ros-index``, and starts (``--print``) every launch file the guides name, by the
+path they show and by name. The wheel is installed without dependencies; the environment reaches
 this checkout's dependencies through a ``.pth`` line (not its editable robot_rl: ``.pth`` files of an added
 directory are not run), so what is tested is the wheel's own content: packages, package data, entry points."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import sysconfig
@@ -46,6 +48,18 @@ def test_the_wheel_trains_and_registers_every_launch_file(tmp_path):
     assert index.returncode == 0, index.stderr[-2000:]
     registered = sorted(p.name for p in (tmp_path / "prefix" / "share" / "robot_rl" / "launch").glob("*.yaml"))
     assert registered == sorted(p.name for p in (ROOT / "launch").glob("*.launch.yaml"))
+
+    listed = subprocess.run([str(cli), "launch", "--list"], capture_output=True, text=True, cwd=tmp_path)
+    names = sorted(p.name.removesuffix(".launch.yaml") for p in (ROOT / "launch").glob("*.launch.yaml"))
+    assert listed.returncode == 0 and [line.split()[0] for line in listed.stdout.splitlines()] == names, listed
+    shown = set(re.findall(r"robot-rl launch (launch/\S+\.launch\.yaml)", "\n".join(
+        p.read_text() for p in [*(ROOT / "docs").rglob("*.md"), ROOT / "README.md"])))
+    assert len(shown) >= 5, shown
+    for word in sorted(shown) + names:  # no launch/ folder here: each resolves to the installed package's file
+        needs = ["run_dir:=runs/x"] if "actor" in word else []  # the one launch file with a required argument
+        printed = subprocess.run([str(cli), "launch", word, *needs, "--print"], capture_output=True, text=True,
+                                 cwd=tmp_path)
+        assert printed.returncode == 0 and str(venv) in printed.stdout, (word, printed.stderr[-2000:])
 
 
 def test_the_wheel_lists_every_source_package():

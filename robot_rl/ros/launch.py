@@ -257,6 +257,34 @@ def stop(children: dict[str, subprocess.Popen], cfg: LaunchConfig) -> dict[str, 
     return codes
 
 
+def bundled() -> dict[str, str]:
+    """The bundled launch files by name (``sim_arm`` for ``sim_arm.launch.yaml``), each with its first comment line."""
+    from robot_rl.ros.ament import LAUNCH_DIR  # deferred: ament imports this module
+
+    out = {}
+    for path in sorted(LAUNCH_DIR.glob("*.launch.yaml")):
+        lines = path.read_text().splitlines()
+        comment = " ".join(line.lstrip("# ").strip() for line in lines[:next(
+            (i for i, line in enumerate(lines) if not line.startswith("#")), len(lines))])
+        sentence = re.split(r"(?<=[.:])\s+(?=[A-Z])", comment, maxsplit=1)[0]
+        out[path.name.removesuffix(".launch.yaml")] = sentence if len(sentence) <= 100 else sentence[:97] + "..."
+    return out
+
+
+def resolve(word: str) -> Path:
+    """A launch file as given, else the bundled one it names: ``sim_arm``, ``sim_arm.launch.yaml`` or a checkout
+    path such as ``launch/sim_arm.launch.yaml`` typed outside a checkout."""
+    from robot_rl.ros.ament import LAUNCH_DIR
+
+    path = Path(word)
+    if path.is_file():
+        return path
+    name = path.name.removesuffix(".launch.yaml")
+    if path.suffix in ("", ".yaml") and (LAUNCH_DIR / f"{name}.launch.yaml").is_file():
+        return LAUNCH_DIR / f"{name}.launch.yaml"
+    raise FileNotFoundError(f"no launch file {word!r} (bundled: {', '.join(bundled())})")
+
+
 @tyro.conf.configure(tyro.conf.FlagCreatePairsOff)
 @dataclass(frozen=True)
 class LaunchArgs:
@@ -266,27 +294,35 @@ class LaunchArgs:
     Exit codes: 0 every node exited cleanly on its own; 1 a node failed; 2 a refused launch file, argument or node
     configuration (one line; the graph is stopped); 129 / 130 / 143 stopped by SIGHUP / SIGINT / SIGTERM."""
 
-    file: Annotated[Positional[str], arg(metavar="FILE")]
-    """The YAML launch file, e.g. launch/sim_arm.launch.yaml."""
+    file: Annotated[Positional[str], arg(metavar="FILE|NAME")] = ""
+    """The YAML launch file, e.g. launch/sim_arm.launch.yaml, or a bundled one by name, e.g. sim_arm (found in this
+    checkout's launch/ or the installed package, so it works from a wheel too)."""
     overrides: Annotated[Positional[tuple[str, ...]], arg(metavar="[NAME:=VALUE ...]", help_behavior_hint="")] = ()
     """Launch arguments, e.g. task:=PickCube image_size:=64."""
     print_only: Annotated[bool, arg(name="print")] = False
     """Print the processes' command lines instead of starting them."""
+    list_only: Annotated[bool, arg(name="list")] = False
+    """List the bundled launch files by name, with what each starts, and exit."""
 
 
 def main(argv: list[str]) -> int:
-    """``robot-rl launch FILE [name:=value ...] [--print]``."""
+    """``robot-rl launch FILE|NAME [name:=value ...] [--print]`` or ``robot-rl launch --list``."""
     # Words may come in any order (as ros2 launch takes them): the flags take no value, so they can go last, and
     # the one word without ":=" is the file.
     argv = [a for a in argv if not a.startswith("-")] + [a for a in argv if a.startswith("-")]
     args = parse_command(LaunchArgs, argv, prog="robot-rl launch", description=inspect.getdoc(LaunchArgs))
-    words = [args.file, *args.overrides]
+    if args.list_only:
+        for name, about in bundled().items():
+            print(f"{name:16s} {about}")
+        return 0
+    words = [w for w in (args.file, *args.overrides) if w]
     files = [w for w in words if ":=" not in w]
     if len(files) != 1:
-        return command_error("robot-rl launch", f"expected one launch FILE and NAME:=VALUE arguments, got {words}")
+        return command_error("robot-rl launch", f"expected one launch FILE or NAME and NAME:=VALUE arguments, got "
+                                                f"{words} (robot-rl launch --list shows the bundled ones)")
     overrides = dict(w.split(":=", 1) for w in words if ":=" in w)
     try:
-        procs = load(files[0], overrides)
+        procs = load(resolve(files[0]), overrides)
     except (ValueError, FileNotFoundError, KeyError) as exc:
         return command_error("robot-rl launch", exc)
     if args.print_only:
