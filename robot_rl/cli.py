@@ -57,7 +57,7 @@ from typing import Annotated, Any
 import tyro
 
 from robot_rl.config import ConfigError, JsonDict, load_yaml, parse, parse_command, replace
-from robot_rl.policies.base import PolicyError
+from robot_rl.policies.base import POLICY_FAILED, PolicyError
 from robot_rl.policies.config import BasePolicyConfig, ExecutionConfig
 from robot_rl.utils.command import command_error
 from robot_rl.utils.disk import DISK_FULL, describe, disk_full_error
@@ -257,6 +257,9 @@ def cmd_actor(argv: list[str]) -> int:
         log.error("actor %s: the robot stopped answering (%s); this actor ends, a replacement reconnects",
                   args.index, exc)
         return 1
+    except PolicyError as exc:  # after the executor's max_failed_inferences in a row: one line, no traceback
+        log.error("actor %s: %s", args.index, exc)
+        return POLICY_FAILED
     except Exception as exc:
         if (code := _disk_full("actor", exc, args.run_dir)) is None:
             raise

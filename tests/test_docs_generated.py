@@ -125,3 +125,42 @@ def test_the_docs_site_builds_strictly(tmp_path):
         faults += [f"{name}: raw ``literal``" for _ in re.finditer("``", html)][:1]
         faults += [f"{name}: a table row as text" for _ in row_as_text.finditer(html)][:1]
     assert not faults, faults[:20]
+
+
+def test_no_page_is_titled_by_its_file_name_and_search_ranks_guides_above_design_records(tmp_path):
+    """A page whose first line is not its heading (a generated comment above it) gets its file name as title: each
+    page is titled by its nav label or its heading. Design
+    records carry a lower search boost than guides; nothing on a page asks a server outside the site (Material's
+    repository facts call the GitHub API when ``repo_url`` is set)."""
+    import html as html_lib
+    import json
+
+    out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "-q", "-d", str(tmp_path / "site")],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert out.returncode == 0, out.stderr[-3000:]
+    import yaml
+
+    def nav_labels(entries: list) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for entry in entries:
+            for label, target in (entry.items() if isinstance(entry, dict) else []):
+                out.update(nav_labels(target) if isinstance(target, list) else {target: label})
+        return out
+
+    labels = nav_labels(yaml.safe_load((ROOT / "mkdocs.yml").read_text())["nav"])
+    site, wrong = tmp_path / "site", []
+    for page in sorted(site.rglob("index.html")):
+        html = page.read_text()
+        title = html_lib.unescape(re.search(r"<title>(.*?)(?: - robot_rl)?</title>", html).group(1))
+        h1 = re.search(r"<h1[^>]*>(.*?)</h1>", html, re.S)
+        heading = html_lib.unescape(re.sub(r"<[^>]+>", "", h1.group(1))).rstrip("¶").strip() if h1 else None
+        rel = page.parent.relative_to(site).as_posix()
+        label = labels.get(f"{rel}.md", labels.get(f"{rel}/index.md" if rel != "." else "index.md"))
+        if heading and title not in (heading, label):
+            wrong.append(f"{page.relative_to(site)}: title {title!r}, heading {heading!r}")
+        assert "data-md-component=\"source\"" not in html and "api.github.com" not in html, page
+    assert not wrong, wrong
+    docs = json.loads((site / "search" / "search_index.json").read_text())["docs"]
+    boost = {d["location"].split("#")[0]: d.get("boost", 1) for d in docs if "#" not in d["location"]}
+    assert boost["design/finetuning-ibrl/"] < boost["guides/ros2-robots/"] == 1, boost

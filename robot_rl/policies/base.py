@@ -125,6 +125,11 @@ class PolicyError(RuntimeError):
     """A base policy failed to produce a chunk (the message says why and what to do)."""
 
 
+POLICY_FAILED = 4
+"""Exit code of an actor stopped by a base policy that kept failing (the supervisor ends the run: a restarted actor
+would ask the same policy)."""
+
+
 def check_chunk(actions: Any, meta: PolicyMetadata, where: str) -> np.ndarray:
     """A policy's output as a finite float32 ``[H, A]`` chunk in [-1, 1], or :class:`PolicyError`."""
     arr = np.asarray(actions)

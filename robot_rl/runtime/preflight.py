@@ -18,6 +18,8 @@ from robot_rl.envs.make import has_expert, make_env
 from robot_rl.policies.base import PolicyError, misfit
 from robot_rl.policies.evaluate import state_predictor
 from robot_rl.policies.loader import load_policy, missing_policy
+from robot_rl.replay.buffer import PARTITIONS
+from robot_rl.replay.storage import RingStorage, available_ram
 from robot_rl.replay.store import ReplayStoreError, check_store
 from robot_rl.spaces import ObsSpec, action_dim_of
 from robot_rl.training.agents import build_agent
@@ -48,6 +50,7 @@ def check_run(cfg: TrainConfig) -> None:
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"env.obs_map: {exc}") from None
         _check_agent(cfg, spec, action_dim)
+        _check_replay_memory(cfg, spec, action_dim)
         _check_base_policy(cfg, spec, action_dim, env)
         _check_expert_uses(cfg, has_expert(env))
         _check_demos(cfg, spec, action_dim)
@@ -165,6 +168,24 @@ def _check_robot_success(cfg: TrainConfig, profile: object) -> None:
     if source == "classifier" and not cfg.reward.path:
         raise ConfigError(f"reward.path: profile {profile.name} takes success from the reward classifier "
                           "(success.source: classifier): train one (robot-rl train-reward) and set reward.path")
+
+
+def _check_replay_memory(cfg: TrainConfig, spec: ObsSpec, action_dim: int, available: int | None = None) -> None:
+    """A replay with cameras larger than the RAM: one line with capacities that fit (four fifths of the available
+    RAM, the partitions in their configured proportions), not the learner's MemoryError after the start-up."""
+    available = available_ram() if available is None else available
+    if not spec.cameras or available is None:
+        return
+    capacities = {name: getattr(cfg.replay, f"{name}_capacity") for name in PARTITIONS}
+    row = RingStorage.bytes_needed(spec, action_dim, 1)
+    need = row * sum(capacities.values())
+    if need <= available:
+        return
+    scale = 0.8 * available / need
+    fits = " ".join(f"--replay.{name}-capacity {max(2, int(c * scale) // 1000 * 1000 or int(c * scale))}"
+                    for name, c in capacities.items())
+    raise ConfigError(f"replay: {sum(capacities.values()):,} rows with cameras need {need / 2**30:.1f} GiB but "
+                      f"{available / 2**30:.1f} GiB of RAM is available; capacities that fit: {fits}")
 
 
 def _check_training_env(cfg: TrainConfig) -> None:

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from robot_rl.config import ConfigError
+from robot_rl.policies.base import POLICY_FAILED
 from robot_rl.runtime.checkpoint import has_checkpoint
 from robot_rl.runtime.inprocess import run_inprocess
 from robot_rl.runtime.liveness import Heartbeats, RestartBudget
@@ -176,6 +177,10 @@ class Supervisor:
     def _actor_died(self, index: int, code: int) -> None:
         if code == CONFIG_ERROR:
             raise ConfigError(f"actor {index} refused the run's config (its message is above)")
+        if code == POLICY_FAILED:
+            raise RunAborted(f"actor {index}'s base policy kept failing (its message is above); the run stopped with a "
+                             f"checkpoint: fix the policy or its server, then continue with robot-rl train --resume "
+                             f"{self.run_dir}")
         if code == DISK_FULL:
             raise self._disk_full(f"actor {index}")
         self.launcher.check_actor_death(index, code)

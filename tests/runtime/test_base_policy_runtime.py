@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -76,3 +77,29 @@ def test_base_policy_behind_a_server_with_future_aware_async_execution_at_20hz(v
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     latency = [v for r in rows for k, v in r.items() if k.endswith("/base_inference_ms")]
     assert latency and min(latency) >= 100.0, latency  # the injected 100 ms, measured by the actor's executor
+
+
+@pytest.mark.timeout(600)
+def test_a_base_policy_that_keeps_failing_ends_train_with_one_line(vla, tmp_path):
+    """The policy server goes away mid-run: the actor's executor gives up after its failures in a row, and train
+    ends with exit code 1 and one line naming the base policy, no traceback and no restart spent on it."""
+    with served(vla) as url:
+        proc = subprocess.Popen([*CLI, "train", "--env.id", "robot_rl/PickColor-v0", "--env.kwargs",
+                                 json.dumps(ENV_KWARGS), "--agent.name", "base", "--base-policy.path", url,
+                                 "--total-env-steps", "100000", "--random-steps", "0", "--learning-starts", "0",
+                                 "--eval-every", "0", "--name", "f", "--runs-dir", str(tmp_path / "runs"),
+                                 "--no-progress"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env={**os.environ, "MUJOCO_GL": "egl"})
+        status = tmp_path / "runs" / "f" / "status.json"
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:
+            if status.is_file() and json.loads(status.read_text()).get("env_steps", 0) >= 50:
+                break
+            time.sleep(0.5)
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+    out, err = proc.communicate(timeout=300)  # the server is gone
+    assert proc.returncode == 1, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    last = err.strip().splitlines()[-1]
+    assert "base policy kept failing" in last and "--resume" in last, err[-3000:]
+    assert "restarting" not in err and "replacement" not in err, err[-3000:]

@@ -26,6 +26,8 @@ CLI = [sys.executable, "-m", "robot_rl.cli", "train"]
     (["pendulum", "--base-policy.path", "no_base"], "base_policy.path: 'no_base' does not exist: it is neither"),
     (["pendulum", "--base-policy.path", "no_base", "--base-policy.made-by", "robot-rl train-bc --out no_base"],
      "nor a saved policy folder (policy.json); make it first with: robot-rl train-bc --out no_base"),
+    (["pickcube", "--env.kwargs", '{"image_size": 64}', "--replay.online-capacity", "100000000"],
+     "replay: 100,200,000 rows with cameras need"),
 ])
 def test_config_errors_stop_the_run_before_any_process_starts(tmp_path, args, field) -> None:
     proc = subprocess.run([*CLI, *args, "--runs-dir", str(tmp_path / "runs"), "--name", "x"], cwd=tmp_path,
@@ -71,3 +73,24 @@ def test_a_success_key_the_env_never_reports_is_said_with_the_keys_it_does(caplo
     with caplog.at_level(logging.WARNING, logger="robot_rl"):
         check_run(replace(cfg, {"env.success_key": "is_success"}))
     assert "success_key" not in caplog.text
+
+
+def test_a_replay_larger_than_memory_is_refused_with_capacities_that_fit() -> None:
+    from robot_rl.cli import resolve_config
+    from robot_rl.config import ConfigError, parse
+    from robot_rl.replay.storage import RingStorage
+    from robot_rl.runtime.preflight import _check_replay_memory
+    from robot_rl.spaces import ObsSpec
+    from robot_rl.training.config import TrainConfig
+
+    cfg = parse(TrainConfig, resolve_config("pickcube_pixels"), [])
+    spec = ObsSpec(state_dim=10, cameras={"front": (64, 64, 3), "wrist": (64, 64, 3)})
+    row = RingStorage.bytes_needed(spec, 4, 1)
+    _check_replay_memory(cfg, spec, 4, available=row * 140_000)  # 100k + 20k + 20k rows fit
+    with pytest.raises(ConfigError) as refused:
+        _check_replay_memory(cfg, spec, 4, available=row * 70_000)
+    text = str(refused.value)
+    assert text.startswith("replay: 140,000 rows with cameras need") and "\n" not in text, text
+    assert ("--replay.online-capacity 40000 --replay.demos-capacity 8000 --replay.interventions-capacity 8000"
+            in text), text  # four fifths of the RAM, in the configured proportions
+    _check_replay_memory(cfg, ObsSpec(state_dim=10, cameras={}), 4, available=1)  # state rows: never refused
