@@ -26,6 +26,12 @@ class EncoderConfig:
     """Local safetensors file with conv-encoder weights (see ObservationEncoder.save_pretrained)."""
     freeze_pretrained: bool = True
     """Freeze the loaded pretrained encoder (it is then not trained and not in any optimizer)."""
+    pretrain_steps: int = 0
+    """Before the first RL update, train the encoder this many steps by behaviour cloning on the demos, then freeze
+    its conv layers (robot_rl/agents/encoder_pretraining.py): the RL updates then skip the convolutions' backward
+    pass (docs/benchmarks/pixels.md). 0 = the critics train the whole encoder throughout."""
+    pretrain_lr: float = 1e-3
+    """Adam learning rate of that pre-training."""
     normalize_state: bool = True
     """Standardise the state vector with a mean/std fitted once on the replay when learning starts (demos and
     warm-up data), then frozen and shipped with the policy: raw states mix metres, quaternions and a gripper

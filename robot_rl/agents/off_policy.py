@@ -28,6 +28,7 @@ from torch import nn
 from robot_rl.agents.base import AgentConfig, Batch, Sampling, index_tree, seeded_generator, utd_batch
 from robot_rl.agents.config import ActorCriticConfig, CriticConfig
 from robot_rl.agents.critic import Critic, seen_spec
+from robot_rl.agents.encoder_pretraining import freeze_convs, pretrain_encoder
 from robot_rl.spaces import ObsSpec
 
 if TYPE_CHECKING:
@@ -160,13 +161,23 @@ class OffPolicyAgent(GradientAgent):
         self.critic = Critic(self.cfg, obs_spec, self.action_dim, self.critic_extra_dim(), init=init,
                              generator=self.generator, device=self.device)
         self.encoder = self.critic.encoder  # trained by the critics' loss; an actor reads its output (detached)
+        self._convs_frozen, self.pretraining = False, {}  # encoder.pretrain_steps (prepare)
         self.obs_spec = seen_spec(obs_spec, self.cfg)  # what the agent reads (export takes the same)
         self._losses = self.losses
 
     def prepare(self, replay: ReplayBuffer) -> None:
         """Before the first update: fit the state standardisation on everything in the replay (demos and warm-up
-        data); it is then frozen (and restored from checkpoints, never refitted)."""
+        data); it is then frozen (and restored from checkpoints, never refitted). With ``encoder.pretrain_steps``,
+        pre-train the encoder on the demos and freeze its convolutions (a resumed agent only freezes them)."""
         self.critic.prepare(replay)
+        enc = self.cfg.encoder
+        if enc.pretrain_steps > 0 and self.encoder.has_pixels and not self._convs_frozen:
+            if self.update_step == 0:
+                self.pretraining = pretrain_encoder(self.encoder, replay, self.action_dim, enc.pretrain_steps,
+                                                    self.cfg.batch_size, enc.pretrain_lr, self.generator,
+                                                    self.device, self.autocast)
+            freeze_convs(self.encoder)
+            self._convs_frozen = True
 
     def check_batch(self, batch: Batch) -> Batch:
         self.critic.check_batch(batch, self.name)
