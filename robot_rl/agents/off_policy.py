@@ -28,7 +28,7 @@ from torch import nn
 from robot_rl.agents.base import AgentConfig, Batch, Sampling, index_tree, seeded_generator, utd_batch
 from robot_rl.agents.config import ActorCriticConfig, CriticConfig
 from robot_rl.agents.critic import Critic, seen_spec
-from robot_rl.agents.encoder_pretraining import freeze_convs, pretrain_encoder
+from robot_rl.agents.encoder_pretraining import EncoderPretraining
 from robot_rl.spaces import ObsSpec
 
 if TYPE_CHECKING:
@@ -143,6 +143,7 @@ class OffPolicyAgent(GradientAgent):
     """
 
     cfg: CriticConfig
+    encoder_pretraining: EncoderPretraining | None = None  # encoder.pretrain_steps (built with the critic)
 
     @classmethod
     def check_spaces(cls, obs_spec: ObsSpec, action_dim: int, cfg: Any) -> None:
@@ -161,23 +162,26 @@ class OffPolicyAgent(GradientAgent):
         self.critic = Critic(self.cfg, obs_spec, self.action_dim, self.critic_extra_dim(), init=init,
                              generator=self.generator, device=self.device)
         self.encoder = self.critic.encoder  # trained by the critics' loss; an actor reads its output (detached)
-        self._convs_frozen, self.pretraining = False, {}  # encoder.pretrain_steps (prepare)
+        enc = self.cfg.encoder
+        self.encoder_pretraining = EncoderPretraining(
+            self.encoder, self.action_dim, enc.pretrain_steps, self.cfg.batch_size, enc.pretrain_lr, self.generator,
+            self.device, self.autocast) if enc.pretrain_steps > 0 and self.encoder.has_pixels else None
         self.obs_spec = seen_spec(obs_spec, self.cfg)  # what the agent reads (export takes the same)
         self._losses = self.losses
 
     def prepare(self, replay: ReplayBuffer) -> None:
         """Before the first update: fit the state standardisation on everything in the replay (demos and warm-up
         data); it is then frozen (and restored from checkpoints, never refitted). With ``encoder.pretrain_steps``,
-        pre-train the encoder on the demos and freeze its convolutions (a resumed agent only freezes them)."""
+        the next slice of the encoder's pre-training on the demos (robot_rl/agents/encoder_pretraining.py)."""
         self.critic.prepare(replay)
-        enc = self.cfg.encoder
-        if enc.pretrain_steps > 0 and self.encoder.has_pixels and not self._convs_frozen:
-            if self.update_step == 0:
-                self.pretraining = pretrain_encoder(self.encoder, replay, self.action_dim, enc.pretrain_steps,
-                                                    self.cfg.batch_size, enc.pretrain_lr, self.generator,
-                                                    self.device, self.autocast)
-            freeze_convs(self.encoder)
-            self._convs_frozen = True
+        if self.encoder_pretraining is not None:
+            self.encoder_pretraining.run(replay)
+
+    def update(self, batch: Batch) -> dict[str, float]:
+        """Nothing while the encoder pre-trains (its progress as metrics); then the agent's update."""
+        if self.encoder_pretraining is not None and not self.encoder_pretraining.finished:
+            return self.encoder_pretraining.metrics()
+        return super().update(batch)
 
     def check_batch(self, batch: Batch) -> Batch:
         self.critic.check_batch(batch, self.name)
@@ -231,10 +235,15 @@ class OffPolicyAgent(GradientAgent):
         return metrics
 
     def learned_state(self) -> dict[str, Any]:
-        return self.critic.state_dict()
+        out = self.critic.state_dict()
+        if self.encoder_pretraining is not None:
+            out["encoder_pretrain_steps"] = self.encoder_pretraining.done
+        return out
 
     def load_learned_state(self, state: Mapping[str, Any]) -> None:
         self.critic.load_state_dict(state)
+        if self.encoder_pretraining is not None:  # a checkpoint without the count was taken after RL updates
+            self.encoder_pretraining.done = int(state.get("encoder_pretrain_steps", self.encoder_pretraining.steps))
 
 
 class ActorCriticAgent(OffPolicyAgent):

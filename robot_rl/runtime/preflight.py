@@ -86,6 +86,10 @@ def _check_agent(cfg: TrainConfig, spec: ObsSpec, action_dim: int) -> None:
             raise ConfigError(f"demos: agent {cfg.agent.name!r} learns from the replay's {group!r} data, which this "
                               "run never fills: give demos (e.g. demos: [scripted:20], or a dataset path) or a "
                               "teleop device")
+    encoder = getattr(agent_cfg, "encoder", None)
+    if encoder is not None and encoder.pretrain_steps > 0 and spec.cameras and not cfg.demos:
+        raise ConfigError("agent.encoder.pretrain_steps: the encoder pre-trains on the demos, and this run has none: "
+                          "give demos (e.g. demos: [scripted:20]) or set agent.encoder.pretrain_steps 0")
 
 
 def _check_base_policy(cfg: TrainConfig, spec: ObsSpec, action_dim: int, env: object) -> None:
