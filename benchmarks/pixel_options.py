@@ -7,7 +7,9 @@ interleaved rounds in one process (a busy machine slows every option alike).
 Options: the conv encoder trained by the critics in float32 (the bundled recipe); the same under bfloat16 autocast
 (AMX or AVX-512 BF16 kernels where the CPU has them); the conv encoder frozen (loaded from a weights file, not
 trained: no conv backward); frozen and bfloat16; a smaller strided stem (16 channels, 3 stride-2 layers) trained,
-in float32 and in bfloat16. Each row also gives the share of the update spent in convolutions (torch profiler).
+in float32 and in bfloat16; the small stem with its conv layers frozen after pre-training on the demos
+(``encoder.pretrain_steps``; its projection still trained) in bfloat16. Each row also gives the share of the
+update spent in convolutions (torch profiler).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pixel_speed import batch, pixel_spec
 
 from robot_rl.agents import SACAgent
 from robot_rl.agents.config import SACConfig
+from robot_rl.agents.encoder_pretraining import freeze_convs
 
 
 def options(base: SACConfig, weights: str) -> dict[str, SACConfig]:
@@ -38,6 +41,8 @@ def options(base: SACConfig, weights: str) -> dict[str, SACConfig]:
         "frozen conv, bf16 autocast": dataclasses.replace(base, encoder=frozen, bf16=True),
         "small stem (16 ch, 3 x stride 2), float32": dataclasses.replace(base, encoder=small),
         "small stem, bf16 autocast": dataclasses.replace(base, encoder=small, bf16=True),
+        "small stem, conv layers frozen after pre-training, bf16 autocast":
+            dataclasses.replace(base, encoder=dataclasses.replace(small, pretrain_steps=1), bf16=True),
     }
 
 
@@ -75,6 +80,10 @@ def main() -> None:
         weights = str(Path(tmp) / "encoder.safetensors")
         SACAgent(spec, 4, base).encoder.save_pretrained(weights)
         agents = {name: SACAgent(spec, 4, cfg) for name, cfg in options(base, weights).items()}
+    for agent in agents.values():
+        if agent.encoder_pretraining is not None:  # timed as after its pre-training (speed: any weights)
+            agent.encoder_pretraining.done = agent.encoder_pretraining.steps
+            freeze_convs(agent.encoder)
     rates: dict[str, list[float]] = {name: [] for name in agents}
     for agent in agents.values():  # warm-up: kernels chosen, buffers allocated
         for b in batches:

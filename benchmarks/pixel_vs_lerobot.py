@@ -7,7 +7,8 @@ per update (UTD 1), the same torch threads, timed in interleaved rounds (a busy 
 
 It needs a Python with both robot_rl and ``lerobot`` (0.4.4 for Python 3.11): ``bash scripts/test_lowest.sh`` makes
 ``.venv-lowest`` with both. Rows: robot_rl's ``pickcube_pixels`` (conv encoder trained by the critics, float32) and
-``pickcube_pixels_fast`` (16-channel strided stem under bfloat16 autocast); LeRobot's ``SACPolicy`` with its default
+``pickcube_pixels_fast`` (16-channel strided stem pre-trained on the demos, its conv layers then frozen, under
+bfloat16 autocast: timed after the pre-training); LeRobot's ``SACPolicy`` with its default
 image encoder (4 conv layers of 32 channels, frozen as its config defaults to: its learner feeds the critics from a
 no-grad encoder pass) and the same encoder trained (``freeze_vision_encoder=False``). A LeRobot update is what its
 ``lerobot/rl/learner.py`` does per step: critic loss, backward, gradient clipping, Adam step, target update, then
@@ -29,6 +30,7 @@ from pixel_options import conv_share
 from pixel_speed import batch, pixel_spec, random_obs
 
 from robot_rl.agents import SACAgent
+from robot_rl.agents.encoder_pretraining import freeze_convs
 from robot_rl.spaces import ObsSpec
 
 ACTION_DIM = 4
@@ -44,6 +46,9 @@ def robot_rl_rows(spec: ObsSpec, size: int, rng: np.random.Generator) -> dict[st
     for name in ("pickcube_pixels", "pickcube_pixels_fast"):
         cfg = dataclasses.replace(parse(TrainConfig, resolve_config(name), []).agent, utd=1, batch_size=128)
         agent = SACAgent(spec, ACTION_DIM, cfg)
+        if cfg.encoder.pretrain_steps:  # what the run's updates are after the pre-training (speed: any weights)
+            agent.encoder_pretraining.done = agent.encoder_pretraining.steps
+            freeze_convs(agent.encoder)
         batches = batches or [batch(spec, cfg.batch_size, rng) for _ in range(3)]
         obs = {k: (v[0, 0] if k == "state" else {c: f[0, 0] for c, f in v.items()})
                for k, v in random_obs(spec, (1, 1), rng).items()}

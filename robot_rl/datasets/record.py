@@ -390,6 +390,7 @@ def ensure_demos(env_id: str, n: int, seed: int = 0, root: str | Path = "demos",
         if is_complete(path, n):
             return path
         raise ValueError(f"{path} exists but is not a complete {n}-episode demo dataset; delete it to regenerate")
+    log.info("recording %d scripted demos of %s into %s (first use: later runs reuse them)", n, env_id, path)
     try:
         record_demos(env_id, n, path, noise=DEFAULT_NOISE, seed=seed, env_kwargs=env_kwargs, progress=progress)
     except FileExistsError:

@@ -12,14 +12,13 @@ from __future__ import annotations
 import inspect
 import shutil
 from dataclasses import dataclass
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Annotated
 
 from tyro.conf import Positional, arg
 
 from robot_rl.config import parse_command
-from robot_rl.ros.launch import EXECUTABLES, PACKAGE, executable_path
+from robot_rl.ros.launch import EXECUTABLES, LAUNCH_DIR, PACKAGE, executable_path
 from robot_rl.utils.command import command_error
 
 PACKAGE_XML = """<?xml version="1.0"?>
@@ -39,17 +38,6 @@ PACKAGE_XML = """<?xml version="1.0"?>
   <export><build_type>ament_python</build_type></export>
 </package>
 """
-def launch_dir() -> Path:
-    """The launch files: this checkout's ``launch/``, or where an installed wheel put them (``robot_rl_launch``)."""
-    checkout = Path(__file__).resolve().parents[2] / "launch"
-    if checkout.is_dir():
-        return checkout
-
-    spec = find_spec("robot_rl_launch")  # a folder of data, no __init__.py (a namespace package)
-    return Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else checkout
-
-
-LAUNCH_DIR = launch_dir()
 
 
 def write_index(prefix: str | Path, launch_dir: Path = LAUNCH_DIR) -> Path:

@@ -38,6 +38,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -257,10 +258,21 @@ def stop(children: dict[str, subprocess.Popen], cfg: LaunchConfig) -> dict[str, 
     return codes
 
 
+def launch_dir() -> Path:
+    """The launch files: this checkout's ``launch/``, or where an installed wheel put them (``robot_rl_launch``)."""
+    checkout = Path(__file__).resolve().parents[2] / "launch"
+    if checkout.is_dir():
+        return checkout
+
+    spec = find_spec("robot_rl_launch")  # a folder of data, no __init__.py (a namespace package)
+    return Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else checkout
+
+
+LAUNCH_DIR = launch_dir()
+
+
 def bundled() -> dict[str, str]:
     """The bundled launch files by name (``sim_arm`` for ``sim_arm.launch.yaml``), each with its first comment line."""
-    from robot_rl.ros.ament import LAUNCH_DIR  # deferred: ament imports this module
-
     out = {}
     for path in sorted(LAUNCH_DIR.glob("*.launch.yaml")):
         lines = path.read_text().splitlines()
@@ -274,8 +286,6 @@ def bundled() -> dict[str, str]:
 def resolve(word: str) -> Path:
     """A launch file as given, else the bundled one it names: ``sim_arm``, ``sim_arm.launch.yaml`` or a checkout
     path such as ``launch/sim_arm.launch.yaml`` typed outside a checkout."""
-    from robot_rl.ros.ament import LAUNCH_DIR
-
     path = Path(word)
     if path.is_file():
         return path

@@ -180,7 +180,11 @@ class TrainConfig:
     """Write training scalars every this many env steps."""
     progress: bool = True
     """Show progress: a bar on a terminal; when stderr is not a terminal (nohup, a scheduler, CI logs), a plain log
-    line every ``progress_every_s`` seconds."""
+    line every ``progress_every_s`` seconds. Its fields: env steps done of the total, elapsed and left; ``updates``
+    (learner updates so far, 0 until ``learning_starts``); ``utd W (run R)`` (gradient steps per env step over the
+    last window and over the whole run: the configured ``agent.utd`` when the learner keeps up); ``lag K steps``
+    (env steps between the weights the actor acts with and the learner's newest); ``eval return ... success ...``
+    (the last evaluation)."""
     progress_every_s: float = 15.0
     """Seconds between plain progress lines when stderr is not a terminal."""
     env: EnvConfig = field(default_factory=EnvConfig)

@@ -73,6 +73,9 @@ class Actor:
         self.pace = LearnerPace(cfg, self.run_dir, self.uid)
         self.acting = Acting(cfg, self.env, cfg.warmup_steps(drives_hardware(self.env)),
                              np.random.default_rng(seeds.actor_warmup(index, incarnation)))
+        if index == 0 and incarnation == 0 and self.acting.random_steps > 0:  # what the first minute is
+            log.info("actor 0: %s actions for the first %d env steps (warm-up); the learner updates from env step %d",
+                     cfg.runtime.warmup, self.acting.random_steps, cfg.learning_starts)
         self.episodes = EpisodeNumbers(index, self.n)
         self.steps = 0
         self._periods: deque[float] = deque(maxlen=2000)
