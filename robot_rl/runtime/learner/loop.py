@@ -67,7 +67,7 @@ class Learner:
         self.rate = UpdateRate(cfg, self.counters, self.sampling.utd)
         self.report = Report(cfg, self.run_dir, self.counters, self.rate, self.replay, self.intake)
         self.schedule = Schedule(cfg, self.counters.env_steps, self.intake.spool_mb)
-        self._started = time.perf_counter()
+        self._started, self._eval_seconds = time.perf_counter(), 0.0
         self.last_metrics: dict[str, float] = {}
         self.last_eval: dict[str, float] = {}
         self._eval_agent: Any = None  # the agent, with the base policy when it acts on one (first evaluation)
@@ -156,14 +156,17 @@ class Learner:
     def evaluate(self) -> dict[str, float]:
         if drives_hardware(self.eval_env):
             return self.last_eval  # a robot is driven by its actor only; evaluate it with `robot-rl eval RUN_DIR`
+        t0 = time.perf_counter()
         with self.publisher.keep_alive():
             if self._eval_agent is None:
                 self._eval_agent = evaluation_agent(self.cfg, self.agent, self.eval_env)
             self.last_eval = evaluate(self._eval_agent, self.eval_env, self.cfg.eval_episodes,
                                       seed=Seeds(self.cfg.seed).evaluation())
+        self._eval_seconds += time.perf_counter() - t0
         row = {f"eval/{k}": v for k, v in self.last_eval.items()}
         row["eval/updates"] = self.counters.updates
         row["eval/learner_wall_s"] = time.perf_counter() - self._started  # since this learner process started
+        row["eval/learner_eval_s"] = self._eval_seconds  # of which evaluating (a robot's learner does not)
         self.report.logger.log(row, self.counters.env_steps)
         self.report.logger.plot()
         self.report.status(self.last_eval)
