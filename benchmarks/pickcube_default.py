@@ -61,10 +61,10 @@ def tables(result: dict) -> list[Table]:
                   "steps",
                   ["seed", "eval success at " + " / ".join(str(m) for m in marks) + " env steps",
                    "env steps to >= 90 %", "learner time to >= 90 % (of which evaluating)",
-                   f"whole job ({steps} steps)"], echo=False)
+                   f"whole job ({steps} steps)", "UTD per 250-step window (min-max)"], echo=False)
     for seed, r in result["seeds"].items():
         if "error" in r:
-            table.add(seed, "failed: " + r["error"][-100:], "-", "-", "-")
+            table.add(seed, "failed: " + r["error"][-100:], "-", "-", "-", "-")
             continue
         by_mark = {int(float(k)) // 500 * 500: v for k, v in r["success"].items()}
         line = " / ".join(f"{100 * by_mark[m]:.0f}" if m in by_mark else "-" for m in marks) + " %"
@@ -72,7 +72,8 @@ def tables(result: dict) -> list[Table]:
         table.add(seed, line, "not reached" if t is None else f"{t['env_steps']} ({t['updates']:.0f} updates)",
                   "-" if t is None else f"{t['learner_s']:.0f} s" + (
                       f" ({t['learner_eval_s']:.0f} s)" if t.get("learner_eval_s") is not None else ""),
-                  f"{r['wall_s'] // 60:.0f} min {r['wall_s'] % 60:02.0f} s")
+                  f"{r['wall_s'] // 60:.0f} min {r['wall_s'] % 60:02.0f} s",
+                  f"{min(w):.2f}-{max(w):.2f} ({len(w)})" if (w := r.get("utd_windows")) else "-")
     return [table]
 
 
