@@ -1,5 +1,6 @@
-"""The bundled pixel PickCube config runs end to end with actor and learner processes (small images and budget):
-pixel demos recorded, frames through the shared-memory ring into the replay, conv encoder updates, evaluation."""
+"""The bundled pixel PickCube configs run end to end with actor and learner processes (small images and budget):
+pixel demos recorded, frames through the shared-memory ring into the replay, conv encoder updates (or the encoder
+pre-trained on the demos, then frozen), evaluation."""
 
 from __future__ import annotations
 
@@ -14,20 +15,27 @@ from robot_rl.training.config import TrainConfig
 
 
 @pytest.mark.timeout(300)
-def test_pixel_pickcube_config_trains_with_processes(tmp_path, monkeypatch) -> None:
+@pytest.mark.parametrize("config, flags", [("pickcube_pixels", []),
+                                           ("pickcube_pixels_fast", ["--agent.encoder.pretrain-steps", "60"])])
+def test_pixel_pickcube_config_trains_with_processes(tmp_path, monkeypatch, capfd, config, flags) -> None:
     monkeypatch.chdir(tmp_path)  # demos/ is recorded here
-    cfg = parse(TrainConfig, resolve_config("pickcube_pixels"), [
+    cfg = parse(TrainConfig, resolve_config(config), [
         "--name", "px", "--runs-dir", str(tmp_path), "--no-progress", "--total-env-steps", "300",
         "--random-steps", "100", "--learning-starts", "100", "--eval-every", "0", "--eval-episodes", "2",
         "--checkpoint-every", "0", "--demos", "scripted:2", "--agent.batch-size", "32",
         "--agent.encoder.conv-channels", "8", "8", "--agent.encoder.conv-strides", "2", "2",
-        "--env.kwargs", '{"image_size": 32, "object_state": false}'])
+        "--env.kwargs", '{"image_size": 32, "object_state": false}', *flags])
     assert cfg.runtime.processes and cfg.env.kwargs == {"image_size": 32, "object_state": False}
     run, result = train(cfg)
     counters = json.loads((run / "status.json").read_text())
     assert counters["env_steps"] >= 300 and counters["updates"] >= 200, counters
     assert set(result) >= {"return_mean", "success_rate"}
     assert list((tmp_path / "demos").glob("PickCube-v0-2-seed0-*.zarr")), "pixel demos were not recorded"
+    if flags:  # the encoder pre-trained on the demos in the learner process, before the RL updates
+        err = capfd.readouterr().err
+        assert "encoder pre-trained on the demos: 60 steps" in err, err[-3000:]
+        rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+        assert any("train/critic_loss" in r for r in rows), rows[:3]
 
 
 def test_pixel_config_replay_fits_a_workstation() -> None:
