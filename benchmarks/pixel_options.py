@@ -27,7 +27,6 @@ from pixel_speed import batch, pixel_spec
 
 from robot_rl.agents import SACAgent
 from robot_rl.agents.config import SACConfig
-from robot_rl.agents.encoder_pretraining import freeze_convs
 
 
 def options(base: SACConfig, weights: str) -> dict[str, SACConfig]:
@@ -82,8 +81,7 @@ def main() -> None:
         agents = {name: SACAgent(spec, 4, cfg) for name, cfg in options(base, weights).items()}
     for agent in agents.values():
         if agent.encoder_pretraining is not None:  # timed as after its pre-training (speed: any weights)
-            agent.encoder_pretraining.done = agent.encoder_pretraining.steps
-            freeze_convs(agent.encoder)
+            agent.encoder_pretraining.skip()
     rates: dict[str, list[float]] = {name: [] for name in agents}
     for agent in agents.values():  # warm-up: kernels chosen, buffers allocated
         for b in batches:

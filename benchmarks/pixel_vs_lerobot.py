@@ -30,7 +30,6 @@ from pixel_options import conv_share
 from pixel_speed import batch, pixel_spec, random_obs
 
 from robot_rl.agents import SACAgent
-from robot_rl.agents.encoder_pretraining import freeze_convs
 from robot_rl.spaces import ObsSpec
 
 ACTION_DIM = 4
@@ -47,8 +46,7 @@ def robot_rl_rows(spec: ObsSpec, size: int, rng: np.random.Generator) -> dict[st
         cfg = dataclasses.replace(parse(TrainConfig, resolve_config(name), []).agent, utd=1, batch_size=128)
         agent = SACAgent(spec, ACTION_DIM, cfg)
         if cfg.encoder.pretrain_steps:  # what the run's updates are after the pre-training (speed: any weights)
-            agent.encoder_pretraining.done = agent.encoder_pretraining.steps
-            freeze_convs(agent.encoder)
+            agent.encoder_pretraining.skip()
         batches = batches or [batch(spec, cfg.batch_size, rng) for _ in range(3)]
         obs = {k: (v[0, 0] if k == "state" else {c: f[0, 0] for c, f in v.items()})
                for k, v in random_obs(spec, (1, 1), rng).items()}

@@ -86,6 +86,11 @@ class EncoderPretraining:
                      "layers are frozen from here on", self.done, self.seconds, self.losses[0],
                      self.metrics()["encoder_pretrain_loss"])
 
+    def skip(self) -> None:
+        """Counts the pre-training as done and freezes the conv layers (timing an RL update: any weights do)."""
+        self.done = self.steps
+        freeze_convs(self.encoder)
+
     def metrics(self) -> dict[str, float]:
         recent = self.losses[-20:]
         return {"encoder_pretrain_steps": float(self.done),

@@ -7,7 +7,6 @@ import dataclasses
 import numpy as np
 
 from robot_rl.agents import SACAgent
-from robot_rl.agents.encoder_pretraining import freeze_convs
 from robot_rl.cli import resolve_config
 from robot_rl.config import parse
 from robot_rl.spaces import ObsSpec
@@ -27,8 +26,7 @@ def test_the_fast_pixel_recipe_is_the_pixel_recipe_with_a_pretrained_small_stem_
 
     spec = ObsSpec(12, {"front": (32, 32, 3), "wrist": (32, 32, 3)})  # smaller frames than the recipe's, same path
     agent = SACAgent(spec, 4, dataclasses.replace(fast.agent, batch_size=8))
-    agent.encoder_pretraining.done = agent.encoder_pretraining.steps  # an RL update after the pre-training
-    freeze_convs(agent.encoder)
+    agent.encoder_pretraining.skip()  # an RL update after the pre-training
     rng = np.random.default_rng(0)
 
     def obs() -> dict:
