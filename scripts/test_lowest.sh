@@ -3,23 +3,36 @@
 # LeRobot (the newest release that installs on this Python), in .venv-lowest/ (git-ignored). Runs the LeRobot
 # interop tests (LeRobot's own dataset reader and writer) and the agent and learner tests. Extra arguments go to
 # pytest. The same leg on Python 3.12 with LeRobot 0.6 (not on CI machines, which have Python 3.11 only):
-#   PYTHON=python3.12 TORCH_LOWEST= LEROBOT="lerobot[dataset,diffusion]==0.6.1" VENV=.venv-py312 bash scripts/test_lowest.sh
+#   PYTHON=python3.12 TORCH_LOWEST= TORCHCODEC= LEROBOT="lerobot[dataset,diffusion]==0.6.1" VENV=.venv-py312 \
+#   bash scripts/test_lowest.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TORCH_LOWEST="${TORCH_LOWEST-2.7.1}"     # pyproject.toml: torch>=2.7 (empty: the torch lerobot resolves)
 LEROBOT="${LEROBOT:-lerobot==0.4.4}"     # the newest lerobot for Python 3.11 (0.5+ needs Python >= 3.12)
+# LeRobot's default video decoder: a torchcodec built for this torch (its table: 0.3-0.5 for torch 2.7; LeRobot's
+# range would let pip take 0.10, built for torch 2.10, which fails to load) and FFmpeg's shared libraries
+TORCHCODEC="${TORCHCODEC-torchcodec>=0.3,<0.6}"
+FFMPEG_LIBS=(libavutil57 libavcodec59 libavformat59 libavdevice59 libavfilter8 libswscale6 libswresample4)
 VENV="${VENV:-.venv-lowest}"
 PYTHON="${PYTHON:-python3}"
 bash scripts/setup.sh >/dev/null  # the apt packages (EGL, ...) the tests need
+missing=()
+for p in "${FFMPEG_LIBS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "[test_lowest] apt-get install ${missing[*]} (FFmpeg for LeRobot's default video decoder)"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 stamp="$VENV/.robot_rl-installed"
-want="$(cat pyproject.toml scripts/test_lowest.sh | sha256sum | cut -d' ' -f1) $TORCH_LOWEST $LEROBOT"
+want="$(cat pyproject.toml scripts/test_lowest.sh | sha256sum | cut -d' ' -f1) $TORCH_LOWEST $LEROBOT $TORCHCODEC"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "[test_lowest] installing torch ${TORCH_LOWEST:-as lerobot resolves}, $LEROBOT and robot_rl into $VENV"
   "$VENV/bin/python" -m pip install -q --upgrade pip
   # one pip call, so the resolver has to find one environment for all of them (stable-baselines3, a dev extra
   # for benchmarks, needs torch >= 2.8: not installed here)
-  "$VENV/bin/python" -m pip install -q ${TORCH_LOWEST:+"torch==$TORCH_LOWEST"} "$LEROBOT" \
+  "$VENV/bin/python" -m pip install -q ${TORCH_LOWEST:+"torch==$TORCH_LOWEST"} ${TORCHCODEC:+"$TORCHCODEC"} "$LEROBOT" \
     -e ".[data,export,robots,cameras,view]" "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6" "pandas>=2"
   echo "$want" > "$stamp"
 fi

@@ -47,6 +47,20 @@ def test_lerobots_reader_on_robot_rls_export(demos, tmp_path):
         start += n
 
 
+def test_lerobots_default_video_decoder_reads_the_export(demos, tmp_path):
+    """What a LeRobot user runs without options: its default decoder (torchcodec, on FFmpeg's shared libraries,
+    which scripts/test_lowest.sh installs with a torchcodec built for its torch)."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    export_dataset(demos, tmp_path / "le")
+    ds = LeRobotDataset("local/pick", root=tmp_path / "le")
+    assert ds.video_backend == "torchcodec", ds.video_backend
+    _, _, episodes = read_episodes(demos)
+    first_episode = next(iter(episodes))
+    frame = (ds[0]["observation.images.front"].numpy().transpose(1, 2, 0) * 255).round()
+    assert np.abs(frame - first_episode.observations["pixels/front"][0]).mean() < 8  # AV1 at crf 30
+
+
 def test_a_dataset_written_with_lerobots_api_imports(tmp_path):
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
