@@ -28,6 +28,7 @@ DESIGN_TEMPLATES = TEMPLATES / "design"
 RESULTS = HERE / "results"
 MARKER = re.compile(r"\{\{\s*result\s+([\w.-]+)(?::(\d+))?\s*\}\}")
 COMPARE = re.compile(r"\{\{\s*compare\s+(.+?)\s*\}\}", re.S)
+MACHINES = re.compile(r"\{\{\s*machines\s*\}\}")
 COMPARE_ITEM = re.compile(r"([\w.-]+)(?::(\d+))?(?:=(.+))?", re.S)
 REQUIRED = ("benchmark", "command", "commit", "date", "machine", "figures")
 
@@ -127,6 +128,19 @@ def compare_markdown(spec: str, used: set[str]) -> str:
     return body + '\n\n<p class="bench-source"><small>' + "<br>\n".join(_html(s) for s in sources) + "</small></p>"
 
 
+def machines_markdown() -> str:
+    """Every machine the result files name, with how many results each recorded (the overview's list of machines
+    cannot miss one or name one no result ran on)."""
+    count: dict[tuple[str, ...], int] = {}
+    for path in sorted(RESULTS.glob("*.json")):
+        m = json.loads(path.read_text())["machine"]
+        key = (str(m["cpu"]), str(m["cores"]), str(m.get("gpu") or "-"), ", ".join(m.get("cpu_bf16", [])) or "-")
+        count[key] = count.get(key, 0) + 1
+    lines = ["| CPU | cores | GPU | bfloat16 kernels (recorded) | results |", "|---|---|---|---|---|"]
+    lines += [f"| {' | '.join(k)} | {n} |" for k, n in sorted(count.items(), key=lambda kv: -kv[1])]
+    return "\n".join(lines)
+
+
 def render_template(text: str, used: set[str]) -> str:
     def replace(match: re.Match) -> str:
         name, index = match.group(1), match.group(2)
@@ -136,6 +150,7 @@ def render_template(text: str, used: set[str]) -> str:
         chosen = tables if index is None else [tables[int(index)]]
         return "\n\n".join(table_markdown(t) for t in chosen) + "\n\n" + source_text(record)
 
+    text = MACHINES.sub(lambda _: machines_markdown(), text)
     text = COMPARE.sub(lambda match: compare_markdown(match.group(1), used), text)
     return MARKER.sub(replace, text)
 
