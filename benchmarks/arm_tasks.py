@@ -16,7 +16,6 @@ import time
 os.environ.setdefault("MUJOCO_GL", "egl")
 
 import gymnasium as gym  # noqa: E402
-import numpy as np  # noqa: E402
 from common import Table, write_result  # noqa: E402
 
 import robot_rl_sim  # noqa: E402, F401  (registers the gym ids)
