@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -42,7 +43,7 @@ def run_seed(config: str, seed: int, steps: int, folder: Path, extra: list[str])
         return {"error": proc.stderr[-1500:]}
     rows = [json.loads(line) for line in (folder / name / "metrics.jsonl").read_text().splitlines()]
     evals = [r for r in rows if "eval/success_rate" in r]
-    windows = [r["utd/window"] for r in rows if r.get("utd/window") == r.get("utd/window") and "utd/window" in r]
+    windows = [r["utd/window"] for r in rows if not math.isnan(r.get("utd/window", math.nan))]
     first = next((r for r in evals if r["eval/success_rate"] >= 0.9), None)
     return {"success": {r["step"]: r["eval/success_rate"] for r in evals}, "wall_s": wall, "utd_windows": windows,
             "to_90": None if first is None else {"env_steps": first["step"], "updates": first["eval/updates"],

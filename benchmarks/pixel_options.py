@@ -46,15 +46,18 @@ def options(base: SACConfig, weights: str) -> dict[str, SACConfig]:
 
 
 def conv_share(agent: SACAgent, batches: list[dict]) -> float:
+    return conv_share_of(lambda: [agent.update(b) for b in batches])
+
+
+def conv_share_of(step) -> float:
+    """The share of ``step()``'s CPU time spent in convolution ops (torch profiler)."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for b in batches:
-            agent.update(b)
+        step()
     events = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in events) or 1.0
-    conv = sum(e.self_cpu_time_total for e in events if "conv" in e.key.lower())
-    return conv / total
+    return sum(e.self_cpu_time_total for e in events if "conv" in e.key.lower()) / total
 
 
 def main() -> None:

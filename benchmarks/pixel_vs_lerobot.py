@@ -26,7 +26,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 from common import Table, write_result
-from pixel_options import conv_share
+from pixel_options import conv_share, conv_share_of
 from pixel_speed import batch, pixel_spec, random_obs
 
 from robot_rl.agents import SACAgent
@@ -105,16 +105,6 @@ def lerobot_rows(spec: ObsSpec, rng: np.random.Generator) -> dict[str, tuple[Cal
         rows[name] = (update, (lambda p=policy, x=one: p.select_action(x)),
                       (lambda u=update: conv_share_of(u)))
     return rows
-
-
-def conv_share_of(step: Callable[[], object]) -> float:
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        step()
-    events = prof.key_averages()
-    total = sum(e.self_cpu_time_total for e in events) or 1.0
-    return sum(e.self_cpu_time_total for e in events if "conv" in e.key.lower()) / total
 
 
 def act_ms(act: Callable[[], object], n: int = 200) -> float:

@@ -15,15 +15,7 @@ TORCHCODEC="${TORCHCODEC-torchcodec>=0.3,<0.6}"
 FFMPEG_LIBS=(libavutil57 libavcodec59 libavformat59 libavdevice59 libavfilter8 libswscale6 libswresample4)
 VENV="${VENV:-.venv-lowest}"
 PYTHON="${PYTHON:-python3}"
-bash scripts/setup.sh >/dev/null  # the apt packages (EGL, ...) the tests need
-missing=()
-for p in "${FFMPEG_LIBS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
-if ((${#missing[@]})); then
-  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  echo "[test_lowest] apt-get install ${missing[*]} (FFmpeg for LeRobot's default video decoder)"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+APT_EXTRA="${FFMPEG_LIBS[*]}" bash scripts/setup.sh >/dev/null  # the apt packages (EGL, FFmpeg, ...) the tests need
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 stamp="$VENV/.robot_rl-installed"
 want="$(cat pyproject.toml scripts/test_lowest.sh | sha256sum | cut -d' ' -f1) $TORCH_LOWEST $LEROBOT $TORCHCODEC"

@@ -186,8 +186,11 @@ def _check_replay_memory(cfg: TrainConfig, spec: ObsSpec, action_dim: int, avail
     if need <= available:
         return
     scale = 0.8 * available / need
-    fits = " ".join(f"--replay.{name}-capacity {max(2, int(c * scale) // 1000 * 1000 or int(c * scale))}"
-                    for name, c in capacities.items())
+    def fitting(rows: int) -> int:  # whole thousands where there are thousands
+        fit = int(rows * scale)
+        return fit // 1000 * 1000 if fit >= 1000 else max(2, fit)
+
+    fits = " ".join(f"--replay.{name}-capacity {fitting(c)}" for name, c in capacities.items())
     raise ConfigError(f"replay: {sum(capacities.values()):,} rows with cameras need {need / 2**30:.1f} GiB but "
                       f"{available / 2**30:.1f} GiB of RAM is available; capacities that fit: {fits}")
 
