@@ -11,6 +11,8 @@ case "$MODE" in main|all) ;; *) echo "usage: scripts/setup.sh [main|all]" >&2; e
 # System libraries: MuJoCo offscreen rendering (EGL/OSMesa), RealSense (libusb), HID devices (hidapi); a C
 # toolchain and the Python headers build the ROS interfaces without wheels (scripts/build_ros_msgs.sh).
 APT_PACKAGES=(libegl1 libgl1 libosmesa6 libusb-1.0-0 libhidapi-hidraw0 libhidapi-libusb0 gcc g++ python3-dev ${APT_EXTRA:-})  # APT_EXTRA: more, e.g. test_lowest.sh's FFmpeg libraries
+# The tests render every docs page in headless Chromium (tests/test_docs_render.py): Debian's package.
+if [ "$MODE" = all ]; then APT_PACKAGES+=(chromium); fi
 missing=()
 for p in "${APT_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -51,7 +51,9 @@ from robot_rl.datasets.sources import (
     make_device,
     run_episode,
 )
+from robot_rl.envs.contract import RobotUnavailable
 from robot_rl.envs.make import EnvConfig, make_env
+from robot_rl.envs.robot_wait import reset_when_back
 from robot_rl.replay.store import EpisodeWriter
 from robot_rl.spaces import ObsSpec, action_dim_of
 from robot_rl.teleop.config import TeleopConfig
@@ -300,8 +302,18 @@ def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, An
                         view.begin_episode(f"attempt_{attempts - 1:05d}")
                         show = _shower(view, dev.human, t0, {"attempt": attempts - 1, "kept": len(meta["episodes"]),
                                                              "discarded": discarded})
-                    ep = run_episode(dev, env, reset_seed, 1.0 / rate if rate else 0.0, success_reward, notify,
-                                     start=start if dev.human else 0.0, limit_steps=limit, show=show)
+                    try:
+                        ep = run_episode(dev, env, reset_seed, 1.0 / rate if rate else 0.0, success_reward, notify,
+                                         start=start if dev.human else 0.0, limit_steps=limit, show=show)
+                    except RobotUnavailable as exc:  # a stalled robot graph: this placement is recorded again
+                        if view is not None:
+                            view.end_episode(f"attempt {attempts - 1}: the robot stopped answering")
+                        reset_when_back(env, exc, seed=reset_seed)
+                        discarded += 1
+                        hook("episode_end", {"attempt": attempts - 1, "kept": False, "success": False,
+                                             "discarded": True, "length": 0})
+                        meta.update(attempts=attempts, discarded=discarded)
+                        continue
                     if ep.stopped:
                         if view is not None:
                             view.end_episode("stopped by the operator")
@@ -344,6 +356,11 @@ def _record(dev: ScriptedDevice | HumanDevice, env_id: str, kwargs: dict[str, An
                 if not (dev.human and meta["episodes"]):
                     raise
                 meta["interrupted"] = True  # a person's demos are precious: keep what was recorded
+            except RobotUnavailable as exc:  # it did not come back
+                if not meta["episodes"]:
+                    raise
+                meta["robot_lost"] = str(exc)
+                log.error("the robot is gone (%s); the %d demos so far are kept", exc, len(meta["episodes"]))
         meta["complete"] = True
         _write_meta(tmp, meta)
     finally:

@@ -273,6 +273,8 @@ class RosArmEnv(gym.Env):
             from std_srvs.srv import Trigger  # optional: ros2
 
             self.link.call(Trigger, self.cfg.reset_service)
+            # no target was sent during the call: a controller watchdog may have stopped the arm meanwhile
+            self._move_home()
         self._key.clear()
         self.steps = 0
         if "success" in self.link.streams:  # only a success topic is subscribed

@@ -32,9 +32,14 @@ import zarr
 from robot_rl.datasets.atomic import publish, remove_stale_temps, temp_path
 from robot_rl.datasets.record import episode_seed, resolve_env_id
 from robot_rl.datasets.sources import hold_action
+from robot_rl.envs.contract import RobotUnavailable
 from robot_rl.envs.held import held_step
 from robot_rl.envs.make import EnvConfig, make_env
+from robot_rl.envs.robot_wait import reset_when_back
+from robot_rl.utils.log import get_logger
 from robot_rl.utils.progress import progress_bar
+
+log = get_logger(__name__)
 
 FORMAT, VERSION = "robot_rl.reward_frames", 1
 CHUNK = 64  # frames per zarr chunk: the fastest chunk size to write (PLATFORM.md)
@@ -254,13 +259,15 @@ def record_key_frames(env: Any, device: Any, out: str | Path, max_frames: int = 
 
     The device's action runs while it is ``active``; otherwise (and while disconnected or paused) the robot holds
     still. Stops after ``max_frames`` frames or ``max_episodes`` episodes (0: no limit) or on Ctrl-C, which keeps
-    (publishes) what was recorded. ``on_step(frames, label)`` is called after every step (e.g. to show the label).
+    (publishes) what was recorded. A robot that stops answering is waited for (envs/robot_wait.py) and the episode
+    starts again; one that does not come back ends the recording, keeping what was labelled. ``on_step(frames,
+    label)`` is called after every step (e.g. to show the label).
     """
     start = time.perf_counter()
     obs, info = env.reset()
     writer = FrameWriter(out, _cameras_of(obs), {"mode": "keys", "device": type(device).__name__, **dict(meta or {})},
                          overwrite)
-    label, paused, episode, step = False, False, 0, 0
+    label, paused, episode, step, lost = False, False, 0, 0, ""
     try:
         with progress_bar(progress, info=True) as bar:
             task = bar.add_task("frames (keys)", total=max_frames, info="label: failure")
@@ -284,12 +291,19 @@ def record_key_frames(env: Any, device: Any, out: str | Path, max_frames: int = 
                         action = np.asarray(reading.action, np.float32)
                     else:
                         action = hold_action(env)
-                    if paused or not reading.connected:  # held: not one of the episode's steps (envs/held.py)
-                        obs, _r, info = held_step(env, action)
-                        term = trunc = False
-                    else:
-                        obs, _r, term, trunc, info = env.step(action)
-                        step += 1
+                    try:
+                        if paused or not reading.connected:  # held: not one of the episode's steps (envs/held.py)
+                            obs, _r, info = held_step(env, action)
+                            term = trunc = False
+                        else:
+                            obs, _r, term, trunc, info = env.step(action)
+                            step += 1
+                    except RobotUnavailable as exc:  # a stalled robot graph: the frames so far stay
+                        obs, info = reset_when_back(env, exc)
+                        episode, step, label = episode + 1, 0, False
+                        if hasattr(device, "reset"):
+                            device.reset()
+                        continue
                     if not paused and reading.connected:
                         writer.add(obs["pixels"], label, episode, step, info.get("is_success"))
                         bar.update(task, completed=writer.frames,
@@ -301,7 +315,10 @@ def record_key_frames(env: Any, device: Any, out: str | Path, max_frames: int = 
                         obs, info = env.reset()
             except KeyboardInterrupt:
                 pass  # a person ends the session: keep what was labelled
-        path = writer.publish({"episodes_seen": episode})
+            except RobotUnavailable as exc:  # it did not come back: keep what was labelled, say so
+                lost = str(exc)
+                log.error("the robot is gone (%s); the %d frames so far are kept", exc, writer.frames)
+        path = writer.publish({"episodes_seen": episode, **({"robot_lost": lost} if lost else {})})
     except BaseException:
         writer.discard()
         raise

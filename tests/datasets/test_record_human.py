@@ -160,6 +160,31 @@ def test_ctrl_c_keeps_the_demos_recorded(pty, tmp_path: Path) -> None:
     assert load_transitions(out)[2]["valid"].sum() == meta["episodes"][0]["length"]
 
 
+def test_a_stalled_robot_is_waited_for_and_the_attempt_recorded_again(pty, tmp_path: Path, caplog) -> None:
+    from robot_rl.datasets.record import episode_seed
+    from robot_rl.envs.contract import RobotUnavailable
+
+    master, slave = pty
+    cfg = TeleopConfig(device="keyboard", device_path=os.ttyname(slave), key_hold_s=0.15)
+    hook, thread = typist(master, {0: [b"d"] * 3 + [b"\r"], 2: [b"d"] * 3 + [b"\r"]})
+
+    def stall_second(kind: str, info: dict) -> None:
+        hook(kind, info)
+        if kind == "episode_start" and info["attempt"] == 1:
+            time.sleep(0.5)  # a stall takes seconds (and the keyboard's ready key is released meanwhile)
+            raise RobotUnavailable("no fresh pose within 3.0 s (robot graph stalled?)")  # mid-attempt
+    out = tmp_path / "stalled.zarr"
+    try:
+        stats = record_demos(PICK, 2, out, device="keyboard", teleop=cfg, progress=False, on_event=stall_second)
+    finally:
+        hook.stop()
+        thread.join(5)
+    meta = read_meta(out)
+    assert stats.episodes == 2 and stats.attempts == 3 and stats.discarded == 1 and "robot_lost" not in meta
+    assert [e["reset_seed"] for e in meta["episodes"]] == [episode_seed(0, 0), episode_seed(0, 1)]  # same placement
+    assert "the robot stopped answering" in caplog.text
+
+
 def test_cli_record_from_keyboard(pty, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     master, slave = pty
     config = tmp_path / "teleop.yaml"
