@@ -89,3 +89,16 @@ def test_a_dataset_written_with_lerobots_api_imports(tmp_path):
         np.testing.assert_array_equal(ep.observations["state"], np.stack([f["observation.state"] for f in frames]))
         np.testing.assert_array_equal(ep.observations["pixels/top"],
                                       np.stack([f["observation.images.top"] for f in frames]))  # PNG: lossless
+
+
+def test_no_page_says_lerobot_cannot_be_installed_beside_robot_rl() -> None:
+    """This environment has both (one pip call in scripts/test_lowest.sh): a page saying otherwise is stale."""
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    stale = re.compile(r"LeRobot[^.]{0,80}\b(?:cannot|can't|can not|could not)\b[^.]{0,40}\binstall|"
+                       r"\b(?:cannot|can't|can not|could not)\b[^.]{0,40}\binstall[^.]{0,80}LeRobot", re.I | re.S)
+    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    found = [f"{p.relative_to(root)}: {m.group(0)!r}" for p in pages if "design" not in p.parts
+             for m in stale.finditer(p.read_text())]
+    assert not found, found
