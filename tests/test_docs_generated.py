@@ -103,6 +103,23 @@ def test_a_compare_marker_sets_the_tables_of_several_result_files_side_by_side(m
     assert "[1] Command: <code>python x.py</code>" in text and "[2] Command: <code>python y.py</code>" in text
 
 
+def test_the_readme_results_are_cells_of_the_result_files(monkeypatch, tmp_path):
+    """The README's results table is generated: each ``cell`` marker is one cell of a result table (by column index
+    or name; whole, or its K-th number), and the machines of the cited files are listed."""
+    render = _render_module()
+    record = {"machine": {"cpu": "CPU X", "cores": 2}, "figures": {"tables": [
+        {"columns": ["what", "figure"], "rows": [["speed", "p50 **2.0 ms**, 14,309 /s"]]}]}}
+    monkeypatch.setattr(render, "load_result", {"one": record}.__getitem__)
+    template = tmp_path / "readme_results.md"
+    template.write_text('{{ cited machines }}: {{ cell one:0:0:1:1 }} ms, {{ cell one:0:0:"figure":2 }}, '
+                        '"{{ cell one:0:0:0 }}"\n')
+    monkeypatch.setattr(render, "README_TEMPLATE", template)
+    used: set[str] = set()
+    assert render.render_readme_results(used) == 'CPU X (2 cores): 2.0 ms, 14,309, "speed"' and used == {"one"}
+    with pytest.raises(SystemExit, match="has no number 5"):
+        render.cell_text("one", "0", "0", "1", "5")
+
+
 def test_the_docs_site_builds_strictly(tmp_path):
     """mkdocs build --strict: every page in the nav, no broken link, the API reference rendered."""
     out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path / "site")],
