@@ -4,9 +4,10 @@ cameras), our pixel path vs a naive one, and a profile of one learner update.
     MUJOCO_GL=egl python benchmarks/pixel_speed.py [--sizes 64 128] [--batch 256] [--seconds 6] [--profile] [--bundled]
                                                    [--out RESULT.json]
 
-Ours: uint8 NHWC frames go to the learner as they are stored; conversion to float happens there as one op on a
-channels-last view, random-shift augmentation is one batched gather. Naive (for comparison only, built here by
-swapping those two functions): frames made NCHW-contiguous float first, augmentation one image at a time.
+Ours: uint8 NHWC frames go to the learner as they are stored; random-shift augmentation is one row gather of whole
+uint8 pixels (replicate padding as a clamped index), then conversion to float is one op on a channels-last view.
+Naive (for comparison only, built here by swapping that function): frames made NCHW-contiguous float first,
+augmentation one image at a time.
 Actor inference: one observation, one torch thread (what the actor process uses), median and p99 of 300 calls.
 """
 
@@ -65,6 +66,12 @@ def naive_shift(images: torch.Tensor, pad: int, generator: torch.Generator | Non
     return torch.cat(out)
 
 
+def naive_input(frames: torch.Tensor, pad: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """Frames made NCHW float first, then shifted one image at a time."""
+    x = naive_to_float(frames)
+    return naive_shift(x, pad) if pad else x
+
+
 def updates_per_s(agent: SACAgent, batches: list[dict], seconds: float) -> float:
     for b in batches[:2]:
         agent.update(b)
@@ -119,12 +126,12 @@ def main() -> None:
         agent = SACAgent(spec, 4, cfg)
         batches = [batch(spec, args.batch, rng) for _ in range(3)]
         ours = updates_per_s(agent, batches, args.seconds)
-        saved = encoders.frames_to_float, encoders.random_shift
-        encoders.frames_to_float, encoders.random_shift = naive_to_float, naive_shift
+        saved = encoders.frames_to_input
+        encoders.frames_to_input = naive_input
         try:
             naive = updates_per_s(agent, batches, args.seconds)
         finally:
-            encoders.frames_to_float, encoders.random_shift = saved
+            encoders.frames_to_input = saved
         med, p99 = inference_ms(agent, random_obs(spec, (), rng))
         rows.append((size, ours, naive, med, p99))
         if args.profile and size == args.sizes[0]:

@@ -65,6 +65,28 @@ def random_shift(images: torch.Tensor, pad: int, generator: torch.Generator | No
     return padded.flatten(2).gather(2, flat_index).view(b, c, h, w).contiguous(memory_format=torch.channels_last)
 
 
+def shift_frames(frames: torch.Tensor, pad: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """DrQ random shift on uint8 frames ``[..., H, W, C]`` as stored (flattened to ``[N, H, W, C]``): each frame
+    translated by a random integer offset in ``[-pad, pad]`` per axis, the border replicated. The same images as
+    :func:`random_shift` on their float conversion (replicate padding is a clamped index), at a quarter of the
+    bytes and without building the padded copy: one row gather of whole pixels."""
+    frames = frames.reshape(-1, *frames.shape[-3:])
+    if pad <= 0:
+        return frames
+    n, h, w, c = frames.shape
+    dx = torch.randint(0, 2 * pad + 1, (n, 1, 1), device=frames.device, generator=generator)
+    dy = torch.randint(0, 2 * pad + 1, (n, 1, 1), device=frames.device, generator=generator)
+    rows = (torch.arange(h, device=frames.device).view(1, h, 1) + dy - pad).clamp_(0, h - 1)
+    cols = (torch.arange(w, device=frames.device).view(1, 1, w) + dx - pad).clamp_(0, w - 1)
+    pixel = (torch.arange(n, device=frames.device).view(n, 1, 1) * (h * w) + rows * w + cols).reshape(-1)
+    return frames.reshape(n * h * w, c).index_select(0, pixel).view(n, h, w, c)
+
+
+def frames_to_input(frames: torch.Tensor, pad: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """uint8 frames -> the conv input: random-shifted by up to ``pad`` pixels (0: none), then float."""
+    return frames_to_float(shift_frames(frames, pad, generator))
+
+
 class ObservationEncoder(nn.Module):
     """Encodes a Dict observation ``{"state": [B, D], "pixels": {cam: [B, H, W, 3] uint8}, "instruction": [B, E]}``
     to ``[B, Z]``."""
@@ -103,9 +125,7 @@ class ObservationEncoder(nn.Module):
         state = obs["state"]
         parts = [self.state(self.normalize(state.reshape(-1, state.shape[-1])))]
         for cam in self.cameras:
-            x = frames_to_float(obs["pixels"][cam])
-            if augment:
-                x = random_shift(x, self.cfg.augment_pad, generator)
+            x = frames_to_input(obs["pixels"][cam], self.cfg.augment_pad if augment else 0, generator)
             parts.append(self.convs[cam](x))
         if self.instruction_dim:
             parts.append(obs["instruction"].reshape(-1, self.instruction_dim).float())

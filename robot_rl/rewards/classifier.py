@@ -29,7 +29,7 @@ from safetensors.torch import load_file, save_file
 from torch import nn
 
 from robot_rl.agents.config import EncoderConfig
-from robot_rl.agents.encoders import ObservationEncoder, frames_to_float, random_shift
+from robot_rl.agents.encoders import ObservationEncoder, frames_to_input
 from robot_rl.config import ConfigError, from_dict, to_dict
 from robot_rl.rewards.frames import FrameSet, load_frames
 from robot_rl.rewards.metrics import binary_metrics, calibrate_threshold, near_transition, split_by_group
@@ -131,9 +131,8 @@ class RewardClassifier(nn.Module):
         """uint8 ``{cam: [B, H, W, 3]}`` -> logits ``[B]``."""
         parts = []
         for cam in self.cameras:
-            x = frames_to_float(pixels[cam])
+            x = frames_to_input(pixels[cam], self.cfg.encoder.augment_pad if augment else 0, generator)
             if augment:
-                x = random_shift(x, self.cfg.encoder.augment_pad, generator)
                 x = _color_jitter(x, self.cfg.color_jitter, generator)
             parts.append(self.encoder.convs[cam](x))
         return self.head(torch.cat(parts, dim=-1)).squeeze(-1)

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from robot_rl.agents import EncoderConfig, SACAgent, SACConfig
-from robot_rl.agents.encoders import random_shift
+from robot_rl.agents.encoders import frames_to_float, frames_to_input, random_shift
 from robot_rl.agents.hl_gauss import HLGauss
 from robot_rl.agents.networks import EnsembleCritic
 from robot_rl.spaces import ObsSpec
@@ -182,6 +182,14 @@ def test_random_shift_is_an_integer_translation_of_the_padded_image():
         crops = [padded[i, :, dy:dy + 10, dx:dx + 10] for dy in range(5) for dx in range(5)]
         assert any(torch.equal(out[i], c) for c in crops)
     assert not all(torch.equal(out[i], images[i]) for i in range(6))
+
+
+def test_shifting_the_stored_frames_is_random_shift_of_their_float_conversion():
+    frames = torch.randint(0, 256, (2, 5, 12, 10, 3), dtype=torch.uint8)  # leading dims are flattened
+    shifted = frames_to_input(frames, 3, torch.Generator().manual_seed(7))
+    expected = random_shift(frames_to_float(frames), 3, torch.Generator().manual_seed(7))
+    assert shifted.shape == (10, 3, 12, 10) and torch.equal(shifted, expected)
+    assert torch.equal(frames_to_input(frames, 0), frames_to_float(frames))
 
 
 def test_policy_state_and_full_state_round_trips(tmp_path):
