@@ -62,6 +62,7 @@ from robot_rl_sim.driver_emulation import (
     ServoEmulation,
     TrajectoryEmulation,
 )
+from robot_rl_sim.reality import RealityProfile, load_reality
 from robot_rl_sim.ros_arm_config import ArmHardwareConfig
 from robot_rl_sim.ros_arm_node import ArmHardwareNode
 from robot_rl_sim.ros_controller_manager import serve_list_controllers
@@ -80,7 +81,7 @@ class ArmDriverConfig(ArmHardwareConfig):
     """Parameters of the driver emulation: the sim hardware's plus these."""
 
     startup_only: ClassVar[tuple[str, ...]] = (*ArmHardwareConfig.startup_only, "profile", "inactive_controllers",
-                                               "bare", "scene_dir", "start_joints")
+                                               "bare", "scene_dir", "start_joints", "reality")
 
     profile: str = "ros2_control_joint_position"
     """Robot profile (bundled name or YAML path) whose driver interface is emulated."""
@@ -114,9 +115,14 @@ class ArmDriverConfig(ArmHardwareConfig):
     start_joints: tuple[float, ...] = (0.0,)
     """Arm joint positions at start, in the profile's joint order (one value 0.0 = the sim's home): where a
     restarted driver finds an arm that was moved while it was off."""
+    reality: str = ""
+    """How this robot differs from the training sim (:mod:`robot_rl_sim.reality`): a bundled profile (mild,
+    typical, hard) or a YAML path; latencies, tracking, friction, gripper speed, joint noise and image brightness
+    (added to the ``*_latency`` and ``joint_noise`` parameters). "" = the training sim itself."""
 
     def validate(self) -> None:
         super().validate()
+        load_reality(self.reality)  # a bad name or file fails at start, naming it
         if self.bare and self.task == "PegInsert":
             raise ValueError("bare: PegInsert's peg starts in the hand (a sim convenience); use Reach or PickCube")
         if min(self.joint_omega, self.servo_period, self.servo_timeout, self.gripper_stall_timeout) <= 0:
@@ -133,6 +139,7 @@ class ArmDriverNode(ArmHardwareNode):
     # ------------------------------------------------------------------ interface
     def _make_io(self) -> None:
         cfg, m = self.cfg, self.model
+        self._apply_reality(load_reality(cfg.reality))
         profile = load_profile(cfg.profile, "arm")
         self.profile: ArmProfile = profile
         names = profile.joint_states.names
@@ -199,12 +206,32 @@ class ArmDriverNode(ArmHardwareNode):
             self.data.qpos[self.qadr[self.arm_index]] = cfg.start_joints
             mujoco.mj_forward(m, self.data)
 
+    def _apply_reality(self, reality: RealityProfile) -> None:
+        """The reality profile on this driver's physics and outputs (never on what training sees: the env only
+        reads the topics)."""
+        cfg, m = self.cfg, self.model
+        self.reality = reality
+        cfg.command_latency += reality.command_latency
+        cfg.state_latency += reality.state_latency
+        cfg.joint_noise += reality.joint_noise
+        self.camera_latency = reality.camera_latency
+        self.gripper_speed = reality.gripper_speed
+        self.bandwidth = reality.tracking_bandwidth_scale
+        arm = self.vadr[:len(ARM_JOINTS)]
+        m.dof_frictionloss[arm] += reality.joint_coulomb_friction
+        m.dof_damping[arm] += reality.joint_viscous_friction
+        if reality.brightness_change:
+            b = reality.brightness_change
+            self.image_gain = np.array([1.0 + b, 1.0 + b, 1.0 - b], np.float32)
+        if not reality.nominal:
+            self.get_logger().info(f"reality profile {reality.name}: {reality}")
+
     def _make_command(self, profile: ArmProfile) -> None:
         cfg, m, env = self.cfg, self.model, self.env
         kind, topic = profile.command.interface, profile.command.topic
         site = env.ee_site
-        tracker = JointTracker(m, self.data, site, env.arm_dofs, np.asarray(TORQUE_LIMITS), cfg.joint_omega,
-                               self.arm_index)
+        tracker = JointTracker(m, self.data, site, env.arm_dofs, np.asarray(TORQUE_LIMITS),
+                               cfg.joint_omega * self.bandwidth, self.arm_index)
         frame = profile.command.frame or profile.base_frame
         if kind == "joint_position":
             self.emulation = ForwardPositionEmulation(tracker)
@@ -263,7 +290,8 @@ class ArmDriverNode(ArmHardwareNode):
                     self._queue(lambda twist, now: self.emulation.command(twist, now, stamp), v)
             self._subscribe_command(TwistStamped, topic, on_twist)
         elif kind == "cartesian_pose":
-            gains = ImpedanceGains(kp_pos=cfg.cartesian_stiffness, kp_rot=0.625 * cfg.cartesian_stiffness)
+            stiffness = cfg.cartesian_stiffness * self.bandwidth ** 2
+            gains = ImpedanceGains(kp_pos=stiffness, kp_rot=0.625 * stiffness)
             self.emulation = CartesianMotionEmulation(m, self.data, site, env.arm_dofs, HOME_QPOS, gains)
 
             def on_pose(msg: PoseStamped) -> None:

@@ -26,6 +26,8 @@ command for ``command_timeout`` the arm brakes (gravity compensation + joint dam
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import os
 import threading
 import time
@@ -88,7 +90,16 @@ class ArmHardwareNode(Node):
         """Called at the top of every physics step, before the due inputs are taken (the composed stack reads its
         command topic here)."""
         self._cmd_queue: deque[tuple[float, str, object]] = deque()
-        self._out_queue: deque[tuple[float, object, object]] = deque()
+        # (due time, order, publisher, message): a heap, since images and state go out with different latencies
+        self._out_queue: list[tuple[float, int, object, object]] = []
+        self._out_order = itertools.count()
+        self.camera_latency = 0.0
+        """s by which images and their CameraInfo go out late, instead of ``state_latency`` (a reality profile)."""
+        self.image_gain: np.ndarray | None = None
+        """Per-channel (R, G, B) gain on every image (a reality profile's brightness and white balance)."""
+        self.gripper_speed = 0.0
+        """m/s at which the gripper's opening may change; 0: a command takes effect at once (its own servo)."""
+        self._grip_target: float | None = None
         self.effort = np.zeros(len(ARM_JOINTS))
         self.torque_limits = np.asarray(TORQUE_LIMITS, np.float64)
         self.effort_stamp = None
@@ -200,7 +211,15 @@ class ArmHardwareNode(Node):
             elif kind == "call":  # an in-process input (the composed stack's target), delayed like the others
                 value()
             elif np.isfinite(value):
-                self.data.ctrl[self.env.grip_ctrl] = 0.5 * float(np.clip(value, 0.0, 2 * FINGER_MAX))
+                target = 0.5 * float(np.clip(value, 0.0, 2 * FINGER_MAX))  # each finger's position
+                if self.gripper_speed > 0:
+                    self._grip_target = target
+                else:
+                    self.data.ctrl[self.env.grip_ctrl] = target
+        if self._grip_target is not None:  # a slower gripper: each finger at half the opening's speed
+            ctrl = self.data.ctrl[self.env.grip_ctrl]
+            step = 0.5 * self.gripper_speed * self.dt
+            self.data.ctrl[self.env.grip_ctrl] = ctrl + np.clip(self._grip_target - ctrl, -step, step)
 
     def _take_effort(self, effort: np.ndarray, stamp: object, now: float) -> None:
         """Hardware-side limits: efforts outside the joint torque limits or non-finite are not applied."""
@@ -294,11 +313,15 @@ class ArmHardwareNode(Node):
             self._publish(self.tf.pub, tf)  # with the state's injected latency
 
     def _publish_cameras(self, stamp: float) -> None:
+        latency = self.camera_latency or self.cfg.state_latency
         for cam, (pub, pub_info, frame) in self.pub_cams.items():
-            self._publish(pub, image_msg(self.env.render_camera(cam, self.cfg.image_size), stamp, frame))
+            image = self.env.render_camera(cam, self.cfg.image_size)
+            if self.image_gain is not None:
+                image = np.clip(image * self.image_gain, 0, 255).astype(np.uint8)
+            self._publish(pub, image_msg(image, stamp, frame), latency)
             info = camera_info(self.model, cam, self.cfg.image_size, self.cfg.image_size, frame)
             info.header.stamp = to_stamp(stamp)
-            self._publish(pub_info, info)
+            self._publish(pub_info, info, latency)
 
     def _publish_diag(self, window: float, behind: float) -> None:
         """Effort command rate and largest gap over the last ``window`` s, how far physics is behind real time."""
@@ -316,16 +339,18 @@ class ArmHardwareNode(Node):
         self.pub_diag.publish(msg)
         self.commands_received, self.max_gap = 0, 0.0
 
-    def _publish(self, pub: object, msg: object) -> None:
-        if self.cfg.state_latency > 0:
-            self._out_queue.append((self.now() + self.cfg.state_latency, pub, msg))
+    def _publish(self, pub: object, msg: object, latency: float | None = None) -> None:
+        """Publishes ``msg`` now, or ``latency`` s later (default ``state_latency``)."""
+        latency = self.cfg.state_latency if latency is None else latency
+        if latency > 0:
+            heapq.heappush(self._out_queue, (self.now() + latency, next(self._out_order), pub, msg))
         else:
             pub.publish(msg)
 
     def _flush(self) -> None:
         q, now = self._out_queue, self.now()
         while q and q[0][0] <= now:
-            _, pub, msg = q.popleft()
+            _, _, pub, msg = heapq.heappop(q)
             pub.publish(msg)
 
     def _publish_joints(self, stamp: float) -> None:

@@ -1,0 +1,133 @@
+"""A reality profile makes the emulated driver behave as a real arm does, measured from outside over ROS 2: the same
+driver without and with the bundled ``typical`` robot, each in its own process, the same joint step and gripper
+command. With the profile, joint states and images arrive later by its latencies, the arm starts moving later
+and tracks a step more slowly, and the gripper closes no faster than its speed."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+import yaml
+
+pytestmark = pytest.mark.ros
+
+PROFILE = "ros2_control_joint_position"
+STEP = 0.03
+"""rad: the step joint 1 is commanded to make."""
+
+
+def _profile_with_camera(tmp_path) -> str:
+    from robot_rl.config import to_dict
+    from robot_rl.robots.profile import load_profile, with_overrides
+
+    camera = {"name": "wrist", "source": "ros", "topic": "/wrist_camera/color/image_raw"}
+    path = tmp_path / f"{PROFILE}.yaml"
+    path.write_text(yaml.safe_dump(to_dict(with_overrides(load_profile(PROFILE), {"cameras": [camera]}))))
+    return str(path)
+
+
+def _measure(profile: str) -> dict[str, float]:
+    """Delays of joint states and images, the joint step's first motion and 63 % time, the gripper's fastest
+    closing speed, from a probe node."""
+    from sensor_msgs.msg import Image, JointState
+    from std_msgs.msg import Float64MultiArray
+
+    from robot_rl.robots.profile import load_profile
+    from robot_rl.ros.link import RosLink
+
+    names = load_profile(profile).joint_states.names
+    link = RosLink("reality_probe")
+    joints: list[tuple[float, float, float, float]] = []  # arrival, stamp, joint 1, gripper opening
+    images: list[tuple[float, float]] = []
+    lock = threading.Lock()
+
+    def stamp_of(msg: object) -> float:
+        return msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+
+    def on_joints(msg: JointState) -> None:
+        if list(msg.name[:len(names)]) == list(names) and len(msg.position) >= len(names) + 2:
+            with lock:
+                joints.append((time.time(), stamp_of(msg), msg.position[0], msg.position[-1] + msg.position[-2]))
+
+    def on_image(msg: Image) -> None:
+        with lock:
+            images.append((time.time(), stamp_of(msg)))
+    node = link.node
+    node.create_subscription(JointState, "/joint_states", on_joints, 50)
+    node.create_subscription(Image, "/wrist_camera/color/image_raw", on_image, 10)
+    arm = node.create_publisher(Float64MultiArray, "/forward_position_controller/commands", 10)
+    grip = node.create_publisher(Float64MultiArray, "/gripper_controller/commands", 10)
+    try:
+        deadline = time.monotonic() + 60
+        while len(images) < 20 or arm.get_subscription_count() == 0 or grip.get_subscription_count() == 0:
+            assert time.monotonic() < deadline, "the driver's joint states, images or command topics never came"
+            time.sleep(0.1)
+        with lock:
+            q0 = joints[-1][2]
+            start = len(joints)
+        positions = _arm_positions(link, names)  # the whole arm where it is, joint 1 moved by STEP
+        positions[0] += STEP
+        arm.publish(Float64MultiArray(data=list(map(float, positions))))
+        grip.publish(Float64MultiArray(data=[0.0, 0.0]))  # close
+        sent = time.time()
+        time.sleep(3.0)
+        with lock:
+            after = joints[start:]
+            seen = list(joints), list(images)
+        moved = [(s - sent, q - q0) for _, s, q, _ in after if s >= sent]
+        first = next(t for t, dq in moved if abs(dq) > 0.002)
+        t63 = next(t for t, dq in moved if dq > 0.63 * STEP)
+        opening = np.array([(s, w) for _, s, _, w in after if s >= sent])
+        window = 0.05
+        speeds = [abs(np.interp(t + window, opening[:, 0], opening[:, 1]) - np.interp(t, opening[:, 0], opening[:, 1]))
+                  / window for t in opening[:, 0] if t + window <= opening[-1, 0]]
+        all_joints, all_images = seen
+        return {"state_delay": float(np.median([a - s for a, s, _, _ in all_joints[-200:]])),
+                "image_delay": float(np.median([a - s for a, s in all_images[-20:]])),
+                "first_motion": first, "t63": t63, "gripper_speed": float(max(speeds)),
+                "closed": float(opening[-1, 1])}
+    finally:
+        link.close()
+
+
+def _arm_positions(link: object, names: tuple[str, ...]) -> np.ndarray:
+    """The arm's joint positions now (one joint state message)."""
+    from sensor_msgs.msg import JointState
+
+    got: list[np.ndarray] = []
+    sub = link.node.create_subscription(
+        JointState, "/joint_states",
+        lambda m: got.append(np.asarray(m.position[:len(names)], np.float64)) if not got else None, 10)
+    deadline = time.monotonic() + 10
+    while not got:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    link.node.destroy_subscription(sub)
+    return got[0]
+
+
+@pytest.mark.timeout(240)
+def test_a_typical_reality_profile_delays_softens_and_slows_the_driver(graph, tmp_path) -> None:
+    from robot_rl_sim.reality import load_reality
+
+    profile = _profile_with_camera(tmp_path)
+    found = {}
+    for reality in ("", "typical"):
+        graph.start("arm_driver", "-p", f"profile:={profile}", "-p", "image_size:=16", "-p", f"reality:={reality}")
+        found[reality or "nominal"] = _measure(profile)
+        codes = graph.stop()
+        assert all(c in (0, -2) for c in codes.values()), codes
+        graph.procs.clear()
+    nominal, typical, r = found["nominal"], found["typical"], load_reality("typical")
+    # latencies: what the profile adds, on top of what the same machine's delivery takes without it
+    assert typical["state_delay"] - nominal["state_delay"] > 0.7 * r.state_latency, found
+    assert typical["image_delay"] - nominal["image_delay"] > 0.7 * r.camera_latency, found
+    assert typical["first_motion"] - nominal["first_motion"] > 0.5 * r.command_latency, found
+    # tracking at half the bandwidth, against friction: the step takes longer
+    assert typical["t63"] > 1.5 * nominal["t63"], found
+    # the gripper closes at most at the profile's speed (the sim's own is several times faster)
+    assert typical["gripper_speed"] < 1.3 * r.gripper_speed < nominal["gripper_speed"], found
+    assert typical["closed"] < 0.01 and nominal["closed"] < 0.01, found  # both closed in the end
