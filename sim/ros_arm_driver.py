@@ -118,7 +118,7 @@ class ArmDriverConfig(ArmHardwareConfig):
     reality: str = ""
     """How this robot differs from the training sim (:mod:`robot_rl_sim.reality`): a bundled profile (mild,
     typical, hard) or a YAML path; latencies, tracking, friction, gripper speed, joint noise and image brightness
-    (added to the ``*_latency`` and ``joint_noise`` parameters). "" = the training sim itself."""
+    (added to the ``*_latency`` and ``joint_noise`` parameters). "" or nominal = the training sim itself."""
 
     def validate(self) -> None:
         super().validate()
