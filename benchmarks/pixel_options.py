@@ -1,4 +1,4 @@
-"""The pixel learner's options side by side on this machine: learner updates/s of the bundled ``pickcube_pixels``
+"""The pixel learner's options side by side on this machine: learner updates/s of the bundled ``pickcube_pixels_end_to_end``
 agent (2 x 64² cameras, batch 128, 2 critics, UTD 1) with each way of making a pixel update cheaper, timed in
 interleaved rounds in one process (a busy machine slows every option alike).
 
@@ -72,7 +72,7 @@ def main() -> None:
     from robot_rl.config import parse
     from robot_rl.training.config import TrainConfig
 
-    run = parse(TrainConfig, resolve_config("pickcube_pixels"), [])
+    run = parse(TrainConfig, resolve_config("pickcube_pixels_end_to_end"), [])
     kwargs = dict(run.env.kwargs)
     size = kwargs.pop("image_size")
     spec, base = pixel_spec(size, **kwargs), run.agent
@@ -100,7 +100,7 @@ def main() -> None:
         print(f"round {r + 1}/{args.rounds}: " + ", ".join(f"{rates[k][-1]:.1f}" for k in agents), flush=True)
     shares = {name: conv_share(agent, batches) for name, agent in agents.items()}
     first = next(iter(agents))
-    table = Table(f"Learner updates/s of the pickcube_pixels agent (2 x {size}², batch {base.batch_size}, "
+    table = Table(f"Learner updates/s of the pickcube_pixels_end_to_end agent (2 x {size}², batch {base.batch_size}, "
                   f"{base.num_critics} critics, UTD {base.utd}), {args.threads} torch threads; {args.rounds} "
                   f"interleaved rounds of {slot:.1f} s per option",
                   ["option", "updates/s (median)", "vs bundled (median of per-round ratios)", "convolutions' share"])

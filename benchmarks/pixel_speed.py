@@ -114,7 +114,7 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=6.0)
     p.add_argument("--profile", action="store_true", help="print the top ops of a profiled update (first size)")
     p.add_argument("--bundled", action="store_true",
-                   help="also the agent of robot_rl/configs/pickcube_pixels.yaml (its critics, batch, image size)")
+                   help="also the agent of robot_rl/configs/pickcube_pixels_end_to_end.yaml (its critics, batch, image size)")
     p.add_argument("--out", default=None, help="result file (default: benchmarks/results/pixel_speed.json)")
     args = p.parse_args()
     rng = np.random.default_rng(0)
@@ -155,15 +155,15 @@ def main() -> None:
         from robot_rl.config import parse
         from robot_rl.training.config import TrainConfig
 
-        run = parse(TrainConfig, resolve_config("pickcube_pixels"), [])
+        run = parse(TrainConfig, resolve_config("pickcube_pixels_end_to_end"), [])
         kwargs = dict(run.env.kwargs)
         spec, cfg = pixel_spec(kwargs.pop("image_size"), **kwargs), run.agent
         agent = SACAgent(spec, 4, cfg)
         rate = updates_per_s(agent, [batch(spec, cfg.batch_size, rng) for _ in range(3)], args.seconds)
         med, p99 = inference_ms(agent, random_obs(spec, (), rng))
-        bundled = Table("The bundled pickcube_pixels agent",
+        bundled = Table("The bundled pickcube_pixels_end_to_end agent",
                         ["agent", "learner updates/s", "actor inference median / p99"])
-        bundled.add(f"pickcube_pixels.yaml ({cfg.num_critics} critics, batch {cfg.batch_size}, "
+        bundled.add(f"pickcube_pixels_end_to_end.yaml ({cfg.num_critics} critics, batch {cfg.batch_size}, "
                     f"2x{run.env.kwargs['image_size']}², no object state)", f"{rate:.1f}", f"{med:.2f} / {p99:.2f} ms")
         tables.insert(1, bundled)
         figures["bundled"] = {"num_critics": cfg.num_critics, "batch": cfg.batch_size,

@@ -6,8 +6,8 @@ per update (UTD 1), the same torch threads, timed in interleaved rounds (a busy 
         [--out FILE]
 
 It needs a Python with both robot_rl and ``lerobot`` (0.4.4 for Python 3.11): ``bash scripts/test_lowest.sh`` makes
-``.venv-lowest`` with both. Rows: robot_rl's ``pickcube_pixels`` (conv encoder trained by the critics, float32) and
-``pickcube_pixels_fast`` (16-channel strided stem pre-trained on the demos, its conv layers then frozen, under
+``.venv-lowest`` with both. Rows: robot_rl's ``pickcube_pixels_end_to_end`` (conv encoder trained by the critics, float32) and
+``pickcube_pixels`` (16-channel strided stem pre-trained on the demos, its conv layers then frozen, under
 bfloat16 autocast: timed after the pre-training); LeRobot's ``SACPolicy`` with its default
 image encoder (4 conv layers of 32 channels, frozen as its config defaults to: its learner feeds the critics from a
 no-grad encoder pass) and the same encoder trained (``freeze_vision_encoder=False``). A LeRobot update is what its
@@ -42,7 +42,7 @@ def robot_rl_rows(spec: ObsSpec, size: int, rng: np.random.Generator) -> dict[st
 
     rows = {}
     batches = None
-    for name in ("pickcube_pixels", "pickcube_pixels_fast"):
+    for name in ("pickcube_pixels_end_to_end", "pickcube_pixels"):
         cfg = dataclasses.replace(parse(TrainConfig, resolve_config(name), []).agent, utd=1, batch_size=128)
         agent = SACAgent(spec, ACTION_DIM, cfg)
         if cfg.encoder.pretrain_steps:  # what the run's updates are after the pre-training (speed: any weights)

@@ -30,7 +30,7 @@ from common import Table, write_result  # noqa: E402
 
 from robot_rl.training.config import RuntimeConfig  # noqa: E402
 
-CONFIGS = ("pendulum", "halfcheetah", "pickcube", "pickcube_pixels", "drive", "byo_env")
+CONFIGS = ("pendulum", "halfcheetah", "pickcube", "pickcube_pixels_end_to_end", "drive", "byo_env")
 
 
 def config_path(name: str, folder: Path) -> str:

@@ -14,8 +14,8 @@ from robot_rl.training.config import TrainConfig
 
 
 def test_the_fast_pixel_recipe_is_the_pixel_recipe_with_a_pretrained_small_stem_bf16_and_utd_2() -> None:
-    base = parse(TrainConfig, resolve_config("pickcube_pixels"), [])
-    fast = parse(TrainConfig, resolve_config("pickcube_pixels_fast"), [])
+    base = parse(TrainConfig, resolve_config("pickcube_pixels_end_to_end"), [])
+    fast = parse(TrainConfig, resolve_config("pickcube_pixels"), [])
     assert fast.env == base.env and fast.demos == base.demos and fast.replay == base.replay
     assert fast.agent.encoder.conv_channels == (16, 16, 16) and fast.agent.encoder.conv_strides == (2, 2, 2)
     assert fast.agent.bf16 and fast.agent.utd == 2 and not base.agent.bf16

@@ -15,8 +15,8 @@ from robot_rl.training.config import TrainConfig
 
 
 @pytest.mark.timeout(300)
-@pytest.mark.parametrize("config, flags", [("pickcube_pixels", []),
-                                           ("pickcube_pixels_fast", ["--agent.encoder.pretrain-steps", "60"])])
+@pytest.mark.parametrize("config, flags", [("pickcube_pixels_end_to_end", []),
+                                           ("pickcube_pixels", ["--agent.encoder.pretrain-steps", "60"])])
 def test_pixel_pickcube_config_trains_with_processes(tmp_path, monkeypatch, capfd, config, flags) -> None:
     monkeypatch.chdir(tmp_path)  # demos/ is recorded here
     cfg = parse(TrainConfig, resolve_config(config), [

@@ -26,7 +26,7 @@ CLI = [sys.executable, "-m", "robot_rl.cli", "train"]
     (["pendulum", "--base-policy.path", "no_base"], "base_policy.path: 'no_base' does not exist: it is neither"),
     (["pendulum", "--base-policy.path", "no_base", "--base-policy.made-by", "robot-rl train-bc --out no_base"],
      "nor a saved policy folder (policy.json); make it first with: robot-rl train-bc --out no_base"),
-    (["pickcube_pixels", "--demos", "--agent.encoder.pretrain-steps", "100"],
+    (["pickcube_pixels", "--demos"],
      "agent.encoder.pretrain_steps: the encoder pre-trains on the demos, and this run has none"),
     (["pickcube", "--env.kwargs", '{"image_size": 64}', "--replay.online-capacity", "100000000"],
      "replay: 100,200,000 rows with cameras need"),
