@@ -1,4 +1,4 @@
-"""The pixel learner's options side by side on this machine: learner updates/s of the bundled ``pickcube_pixels_end_to_end``
+"""The pixel learner's options side by side on this machine: learner updates/s of the ``pickcube_pixels_end_to_end``
 agent (2 x 64² cameras, batch 128, 2 critics, UTD 1) with each way of making a pixel update cheaper, timed in
 interleaved rounds in one process (a busy machine slows every option alike).
 
@@ -6,10 +6,10 @@ interleaved rounds in one process (a busy machine slows every option alike).
 
 Options: the conv encoder trained by the critics in float32 (the bundled recipe); the same under bfloat16 autocast
 (AMX or AVX-512 BF16 kernels where the CPU has them); the conv encoder frozen (loaded from a weights file, not
-trained: no conv backward); frozen and bfloat16; a smaller strided stem (16 channels, 3 stride-2 layers) trained,
-in float32 and in bfloat16; the small stem with its conv layers frozen after pre-training on the demos
-(``encoder.pretrain_steps``; its projection still trained) in bfloat16. Each row also gives the share of the
-update spent in convolutions (torch profiler).
+trained: no conv backward); frozen and bfloat16; a smaller strided stem (16 channels, 3 stride-2 layers) trained, in
+float32 and in bfloat16; the small stem with its conv layers frozen after pre-training on the demos
+(``encoder.pretrain_steps``; its projection still trained) in bfloat16. Each row also gives the share of the update
+spent in convolutions (torch profiler).
 """
 
 from __future__ import annotations

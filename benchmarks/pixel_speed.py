@@ -114,7 +114,8 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=6.0)
     p.add_argument("--profile", action="store_true", help="print the top ops of a profiled update (first size)")
     p.add_argument("--bundled", action="store_true",
-                   help="also the agent of robot_rl/configs/pickcube_pixels_end_to_end.yaml (its critics, batch, image size)")
+                   help="also the agent of robot_rl/configs/pickcube_pixels_end_to_end.yaml (its critics, batch, "
+                        "image size)")
     p.add_argument("--out", default=None, help="result file (default: benchmarks/results/pixel_speed.json)")
     args = p.parse_args()
     rng = np.random.default_rng(0)

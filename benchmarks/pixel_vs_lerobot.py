@@ -1,16 +1,16 @@
-"""robot_rl's pixel update beside LeRobot's SAC update, in one process on this machine: the same input (2 x 64²
-cameras and proprioception, 4-D actions), batch 128, 2 critics, one critic step plus one actor and temperature step
-per update (UTD 1), the same torch threads, timed in interleaved rounds (a busy machine slows every row alike).
+"""robot_rl's pixel update beside LeRobot's SAC update, in one process on this machine: the same input (2 x 64² cameras
+and proprioception, 4-D actions), batch 128, 2 critics, one critic step plus one actor and temperature step per
+update (UTD 1), the same torch threads, timed in interleaved rounds (a busy machine slows every row alike).
 
     MUJOCO_GL=egl .venv-lowest/bin/python benchmarks/pixel_vs_lerobot.py [--seconds 48] [--rounds 8] [--threads 2]
         [--out FILE]
 
 It needs a Python with both robot_rl and ``lerobot`` (0.4.4 for Python 3.11): ``bash scripts/test_lowest.sh`` makes
-``.venv-lowest`` with both. Rows: robot_rl's ``pickcube_pixels_end_to_end`` (conv encoder trained by the critics, float32) and
-``pickcube_pixels`` (16-channel strided stem pre-trained on the demos, its conv layers then frozen, under
-bfloat16 autocast: timed after the pre-training); LeRobot's ``SACPolicy`` with its default
-image encoder (4 conv layers of 32 channels, frozen as its config defaults to: its learner feeds the critics from a
-no-grad encoder pass) and the same encoder trained (``freeze_vision_encoder=False``). A LeRobot update is what its
+``.venv-lowest`` with both. Rows: robot_rl's ``pickcube_pixels_end_to_end`` (conv encoder trained by the critics,
+float32) and ``pickcube_pixels`` (16-channel strided stem pre-trained on the demos, its conv layers then frozen,
+under bfloat16 autocast: timed after the pre-training); LeRobot's ``SACPolicy`` with its default image encoder (4
+conv layers of 32 channels, frozen as its config defaults to: its learner feeds the critics from a no-grad encoder
+pass) and the same encoder trained (``freeze_vision_encoder=False``). A LeRobot update is what its
 ``lerobot/rl/learner.py`` does per step: critic loss, backward, gradient clipping, Adam step, target update, then
 actor and temperature. Per row: updates/s, the ratio to each LeRobot row (median of per-round ratios), actor
 inference time for one observation, and the share of an update spent in convolutions (torch profiler).
