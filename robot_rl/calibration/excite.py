@@ -1,0 +1,131 @@
+"""An excitation of the arm for calibration, and ``robot-rl record-excitation``: the arm's joints are moved
+around where they are by a sum of sines (several frequencies per joint, none shared between joints), with holds
+between bursts, the gripper closed and opened, through the profile's joint position controller, while the commands
+and joint states are recorded into a rosbag2 bag (what ``robot-rl calibrate`` reads)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from robot_rl.robots.profile import ArmProfile, load_profile
+from robot_rl.utils.log import get_logger
+
+logger = get_logger(__name__)
+
+
+@dataclass
+class ExcitationConfig:
+    """``robot-rl record-excitation``: how the arm is moved and where the log goes."""
+
+    profile: str = "ros2_control_joint_position"
+    """Robot profile (bundled name or YAML path); it must command joint positions."""
+    out: str = "calibration_log"
+    """Folder the bag is recorded into (one bag: ``episode_000000``); must not exist yet."""
+    seconds: float = 60.0
+    """How long the arm is moved (a few minutes of log calibrate best; 20 s suffice for a rough fit)."""
+    amplitude: float = 0.12
+    """rad: each joint's largest excursion from where it starts."""
+    rate_hz: float = 100.0
+    """Commands per second."""
+    burst: float = 6.0
+    """s of motion between holds."""
+    hold: float = 1.5
+    """s each hold lasts (the arm settles against friction; the joint noise is measured there)."""
+    gripper_every: float = 4.0
+    """s between gripper commands (close, open, ...); 0: the gripper is not moved."""
+    connect_timeout: float = 20.0
+    """s to wait for the driver's joint states and command subscriptions."""
+
+    def validate(self) -> None:
+        if min(self.seconds, self.amplitude, self.rate_hz, self.burst, self.connect_timeout) <= 0 or self.hold < 0:
+            raise ValueError("record-excitation: seconds, amplitude, rate_hz, burst and connect_timeout must be > 0, "
+                             "hold >= 0")
+        if self.amplitude > 0.3:
+            raise ValueError("record-excitation: amplitude > 0.3 rad moves the arm too far for a calibration")
+        if Path(self.out).exists():
+            raise ValueError(f"record-excitation: {self.out} exists (choose a new folder)")
+
+
+FREQUENCIES = np.array([[0.23, 0.91, 1.77], [0.31, 1.07, 2.03], [0.37, 1.19, 1.61], [0.43, 0.83, 2.29],
+                        [0.53, 1.31, 1.93], [0.59, 1.43, 2.17], [0.67, 0.97, 2.41]])
+"""Hz per joint (rows): no frequency shared, so each joint's response is told apart."""
+
+
+def excitation(t: float, q0: np.ndarray, cfg: ExcitationConfig) -> np.ndarray:
+    """The commanded joint positions at ``t`` s: ``q0`` plus the bursts' sum of sines (faded in and out over
+    0.5 s, so every burst starts and ends at ``q0`` at rest), ``q0`` during the holds."""
+    period = cfg.burst + cfg.hold
+    s = t % period
+    if s >= cfg.burst:
+        return q0.copy()
+    fade = min(1.0, s / 0.5, (cfg.burst - s) / 0.5)
+    phase = 2 * np.pi * FREQUENCIES[: len(q0)] * s
+    wave = np.sin(phase).mean(axis=1)
+    return q0 + cfg.amplitude * fade * fade * wave
+
+
+def record_excitation(cfg: ExcitationConfig) -> dict:
+    """Moves the arm by :func:`excitation` through the profile's driver and records its traffic (see the module
+    docstring). Returns a summary (bag folder, seconds, messages)."""
+    from sensor_msgs.msg import JointState  # optional: ros2
+    from std_msgs.msg import Float64MultiArray  # optional: ros2
+
+    from robot_rl.ros.bag import BagRecorder  # optional: ros2 (imports rclpy)
+    from robot_rl.ros.link import RosLink  # optional: ros2
+
+    cfg.validate()
+    profile: ArmProfile = load_profile(cfg.profile, "arm")
+    if profile.command.interface != "joint_position":
+        raise ValueError(f"record-excitation: profile {profile.name} commands {profile.command.interface}; use a "
+                         "joint_position profile of the same arm (its forward position controller)")
+    names = list(profile.joint_states.names)
+    topics = {profile.joint_states.topic: JointState, profile.command.topic: Float64MultiArray}
+    forward_gripper = profile.gripper.interface == "forward" and cfg.gripper_every > 0
+    if forward_gripper:
+        topics[profile.gripper.command] = Float64MultiArray
+    link = RosLink("record_excitation")
+    latest: list[np.ndarray] = []
+
+    def on_state(msg: JointState) -> None:
+        index = {n: i for i, n in enumerate(msg.name)}
+        if all(n in index for n in names):
+            latest[:] = [np.array([msg.position[index[n]] for n in names])]
+    try:
+        node = link.node
+        node.create_subscription(JointState, profile.joint_states.topic, on_state, 10)
+        arm = node.create_publisher(Float64MultiArray, profile.command.topic, 10)
+        grip = node.create_publisher(Float64MultiArray, profile.gripper.command, 10) if forward_gripper else None
+        deadline = time.monotonic() + cfg.connect_timeout
+        while not latest or arm.get_subscription_count() == 0 or (grip and grip.get_subscription_count() == 0):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"record-excitation: no joint states on {profile.joint_states.topic} or nobody "
+                                   f"subscribes to {profile.command.topic} after {cfg.connect_timeout:.0f} s "
+                                   "(is the driver running, its controller active?)")
+            time.sleep(0.05)
+        q0 = latest[0].copy()
+        recorder = BagRecorder(node, topics, cfg.out)
+        recorder.start_episode()
+        time.sleep(0.5)  # the arm at rest before the first command
+        start = time.monotonic()
+        period = 1.0 / cfg.rate_hz
+        k, closed, last_grip = 0, False, -np.inf
+        while (t := time.monotonic() - start) < cfg.seconds:
+            arm.publish(Float64MultiArray(data=[float(v) for v in excitation(t, q0, cfg)]))
+            if grip is not None and t - last_grip >= cfg.gripper_every:
+                closed, last_grip = not closed, t
+                half = 0.0 if closed else 0.04  # each finger's position (m)
+                grip.publish(Float64MultiArray(data=[half, half]))
+            k += 1
+            time.sleep(max(0.0, start + k * period - time.monotonic()))
+        arm.publish(Float64MultiArray(data=[float(v) for v in q0]))
+        time.sleep(0.5)
+        recorder.end_episode(excitation=True)
+        recorder.close()
+        logger.info(f"excitation recorded: {k} commands over {cfg.seconds:.0f} s -> {cfg.out}")
+        return {"bag": str(Path(cfg.out) / "episode_000000"), "seconds": cfg.seconds, "commands": k}
+    finally:
+        link.close()

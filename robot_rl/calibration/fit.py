@@ -1,0 +1,161 @@
+"""The fit: what the log shows directly (state latency, joint noise, gripper speed), then the dynamics
+(command latency, joint loop bandwidth, Coulomb and viscous joint friction) by CMA-ES on the replay's joint
+position error."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from robot_rl.calibration.log import DriverLog, opening_speed
+from robot_rl.calibration.replay import ArmReplay, Dynamics
+from robot_rl.utils.log import get_logger
+
+logger = get_logger(__name__)
+
+BOUNDS = {"command_latency": (0.0, 0.15), "bandwidth_scale": (0.15, 3.0), "coulomb_friction": (0.0, 2.0),
+          "viscous_friction": (0.0, 2.0)}
+"""The search box of each fitted parameter (bandwidth on a log scale)."""
+
+
+@dataclass
+class FitConfig:
+    """How the dynamics are fitted."""
+
+    fit_seconds: float = 30.0
+    """s of the log the dynamics are fitted on (from its start; each evaluation replays them): 30 s of a
+    well-excited arm suffice, more only costs time."""
+    iterations: int = 30
+    """CMA-ES generations."""
+    population: int = 10
+    """Candidates per generation."""
+    seed: int = 0
+    """CMA-ES seed."""
+
+    def validate(self) -> None:
+        if self.fit_seconds <= 0 or self.iterations < 1 or self.population < 4:
+            raise ValueError("calibrate: fit_seconds must be > 0, iterations >= 1, population >= 4")
+
+
+@dataclass
+class Calibration:
+    """What was fitted, and how well the sim then follows the robot."""
+
+    dynamics: Dynamics
+    state_latency: float
+    """s: median of (logged - stamped) over the joint states."""
+    joint_noise: float
+    """rad: std of the joint positions while the arm is held still."""
+    gripper_speed: float
+    """m/s: the fastest change of the gripper's opening over 0.2 s (0: no gripper traffic in the log)."""
+    sim_gripper_speed: float
+    """m/s: the same in the nominal sim (a robot as fast or faster is not limited: gripper_speed 0)."""
+    rms_before: float
+    """rad: joint position RMS error of the nominal sim replaying the log."""
+    rms_after: float
+    """rad: the same with the fitted dynamics."""
+    evaluations: int
+    seconds: float
+    history: list[float] = field(default_factory=list)
+    """The best RMS error after each generation."""
+
+    def reality(self) -> dict[str, float]:
+        """As a reality profile's fields (:class:`robot_rl_sim.reality.RealityProfile`)."""
+        d = self.dynamics
+        limited = 0 < self.gripper_speed < 0.8 * self.sim_gripper_speed
+        return {"command_latency": round(d.command_latency, 4), "state_latency": round(self.state_latency, 4),
+                "tracking_bandwidth_scale": round(d.bandwidth_scale, 3),
+                "joint_coulomb_friction": round(d.coulomb_friction, 3),
+                "joint_viscous_friction": round(d.viscous_friction, 3),
+                "gripper_speed": round(self.gripper_speed, 4) if limited else 0.0,
+                "joint_noise": float(f"{self.joint_noise:.2g}")}
+
+    def summary(self) -> dict:
+        return {**self.reality(), "rms_before_rad": self.rms_before, "rms_after_rad": self.rms_after,
+                "evaluations": self.evaluations, "fit_seconds": round(self.seconds, 1),
+                "dynamics": asdict(self.dynamics)}
+
+
+def state_latency(log: DriverLog) -> float:
+    return float(np.median(log.state_t - log.state_stamp))
+
+
+def holds(log: DriverLog, settle: float = 0.6, least: float = 0.3) -> list[slice]:
+    """Joint state index ranges where the arm is held still: the command unchanged for ``settle`` s before and
+    through the range (``least`` s at least)."""
+    changed = np.r_[True, np.any(np.abs(np.diff(log.command_q, axis=0)) > 1e-9, axis=1)]
+    starts = log.command_t[changed]
+    ends = np.r_[starts[1:], log.command_t[-1]]
+    out = []
+    for a, b in zip(starts, ends, strict=True):
+        if b - a >= settle + least:
+            i, j = np.searchsorted(log.state_stamp, [a + settle, b])
+            if j - i > 10:
+                out.append(slice(int(i), int(j)))
+    return out
+
+
+def joint_noise(log: DriverLog) -> float:
+    """The std of the joint positions around a straight line over each hold (a held arm still creeps a little)."""
+    variances = []
+    for sl in holds(log):
+        t = log.state_stamp[sl] - log.state_stamp[sl][0]
+        for q in log.state_q[sl].T:
+            fit = np.polyval(np.polyfit(t, q, 1), t)
+            variances.append(np.mean((q - fit) ** 2))
+    if not variances:
+        raise ValueError("calibrate: the log has no hold (a command unchanged for 1 s or more); record it with "
+                         "robot-rl record-excitation, which holds between bursts")
+    return float(math.sqrt(np.median(variances)))
+
+
+def _unit_to_dynamics(u: np.ndarray) -> Dynamics:
+    u = np.clip(u, 0.0, 1.0)
+    (l0, l1), (b0, b1), (c0, c1), (v0, v1) = BOUNDS.values()
+    return Dynamics(command_latency=float(l0 + u[0] * (l1 - l0)),
+                    bandwidth_scale=float(math.exp(math.log(b0) + u[1] * (math.log(b1) - math.log(b0)))),
+                    coulomb_friction=float(c0 + u[2] * (c1 - c0)), viscous_friction=float(v0 + u[3] * (v1 - v0)))
+
+
+def _dynamics_to_unit(d: Dynamics) -> np.ndarray:
+    (l0, l1), (b0, b1), (c0, c1), (v0, v1) = BOUNDS.values()
+    return np.array([(d.command_latency - l0) / (l1 - l0),
+                     (math.log(d.bandwidth_scale) - math.log(b0)) / (math.log(b1) - math.log(b0)),
+                     (d.coulomb_friction - c0) / (c1 - c0), (d.viscous_friction - v0) / (v1 - v0)])
+
+
+def rms(replay: ArmReplay, log: DriverLog, dyn: Dynamics) -> float:
+    return float(np.sqrt(np.mean((replay.run(log, dyn) - log.state_q) ** 2)))
+
+
+def fit(log: DriverLog, cfg: FitConfig, replay: ArmReplay | None = None) -> Calibration:
+    """See the module docstring."""
+    import cma  # deferred: only calibration needs it
+
+    cfg.validate()
+    started = time.monotonic()
+    replay = replay or ArmReplay()
+    part = log.window(0.0, cfg.fit_seconds)
+    before = rms(replay, part, Dynamics())
+    options = {"bounds": [0.0, 1.0], "popsize": cfg.population, "seed": cfg.seed + 1, "verbose": -9,
+               "maxiter": cfg.iterations}
+    es = cma.CMAEvolutionStrategy(_dynamics_to_unit(Dynamics(0.01, 1.0, 0.1, 0.1)), 0.3, options)
+    history: list[float] = []
+    evaluations = 0
+    while not es.stop():
+        candidates = es.ask()
+        losses = [rms(replay, part, _unit_to_dynamics(np.asarray(u))) for u in candidates]
+        evaluations += len(candidates)
+        es.tell(candidates, losses)
+        history.append(float(es.result.fbest))
+        logger.info(f"calibrate: generation {len(history)}/{cfg.iterations}: best joint RMS "
+                 f"{1e3 * es.result.fbest:.2f} mrad ({evaluations} replays, {time.monotonic() - started:.0f} s)")
+    best = _unit_to_dynamics(np.asarray(es.result.xbest))
+    speed = opening_speed(log.state_stamp, log.opening) if len(log.gripper_t) else 0.0
+    return Calibration(dynamics=best, state_latency=state_latency(log), joint_noise=joint_noise(log),
+                       gripper_speed=speed, sim_gripper_speed=replay.gripper_speed() if speed else 0.0,
+                       rms_before=before, rms_after=float(es.result.fbest), evaluations=evaluations,
+                       seconds=time.monotonic() - started, history=history)

@@ -1,0 +1,114 @@
+"""What calibration reads of a robot log: the commands sent to the arm's joint position controller and the joint
+states the driver published, each with the time it was logged, from a rosbag2 bag (MCAP or SQLite, read with
+``rosbags``; ``robot-rl record-excitation`` writes one, ``ros2 bag record`` of the same topics does too)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from robot_rl.robots.profile import ArmProfile
+
+
+@dataclass
+class DriverLog:
+    """One bag's arm traffic, times in seconds on the logging machine's clock."""
+
+    command_t: np.ndarray
+    """[N] when each joint position command was logged (the recorder hears it as the driver does)."""
+    command_q: np.ndarray
+    """[N, J] the commanded joint positions, in the profile's joint order."""
+    state_stamp: np.ndarray
+    """[M] each joint state's header stamp (the time of the physics state it describes)."""
+    state_t: np.ndarray
+    """[M] when each joint state was logged."""
+    state_q: np.ndarray
+    """[M, J] arm joint positions."""
+    state_qd: np.ndarray
+    """[M, J] arm joint velocities."""
+    opening: np.ndarray
+    """[M] the gripper's opening (m: the fingers' positions summed; NaN where the state has no fingers)."""
+    gripper_t: np.ndarray
+    """[K] when each gripper command was logged."""
+    gripper_opening: np.ndarray
+    """[K] the commanded opening (m)."""
+
+    @property
+    def seconds(self) -> float:
+        return float(self.state_stamp[-1] - self.state_stamp[0]) if len(self.state_stamp) > 1 else 0.0
+
+    def window(self, start: float, end: float) -> DriverLog:
+        """The part of the log between ``start`` and ``end`` s after its first joint state."""
+        t0 = self.state_stamp[0]
+        s = (self.state_stamp >= t0 + start) & (self.state_stamp < t0 + end)
+        c = (self.command_t >= t0 + start - 1.0) & (self.command_t < t0 + end)
+        g = (self.gripper_t >= t0 + start - 1.0) & (self.gripper_t < t0 + end)
+        return DriverLog(self.command_t[c], self.command_q[c], self.state_stamp[s], self.state_t[s], self.state_q[s],
+                         self.state_qd[s], self.opening[s], self.gripper_t[g], self.gripper_opening[g])
+
+
+def _messages(reader: Any, topic: str) -> list[tuple[int, Any]]:
+    conns = [c for c in reader.connections if c.topic == topic]
+    if not conns:  # rosbags reads every message for an empty connection list
+        return []
+    items = [(t, reader.deserialize(raw, c.msgtype)) for c, t, raw in reader.messages(connections=conns)]
+    return sorted(items, key=lambda x: x[0])
+
+
+def read_bag(folder: str | Path, profile: ArmProfile) -> DriverLog:
+    """The arm traffic of ``profile``'s topics in the bag at ``folder``: its joint position commands (the
+    ``command.topic``; the profile must command joint positions), its joint states and, with a ``forward`` gripper,
+    the gripper commands."""
+    from rosbags.highlevel import AnyReader  # optional: data
+
+    if profile.command.interface != "joint_position":
+        raise ValueError(f"calibrate: profile {profile.name} commands {profile.command.interface}; calibration "
+                         "replays joint position commands (a joint_position profile of the same arm)")
+    folder = Path(folder)
+    if not folder.exists():
+        raise ValueError(f"calibrate: no bag at {folder}")
+    names = list(profile.joint_states.names)
+    fingers = list(profile.gripper.joints)
+    with AnyReader([folder]) as reader:
+        commands = _messages(reader, profile.command.topic)
+        states = _messages(reader, profile.joint_states.topic)
+        grips = _messages(reader, profile.gripper.command) if profile.gripper.interface == "forward" else []
+    if len(commands) < 10 or len(states) < 100:
+        raise ValueError(f"calibrate: {folder} has {len(commands)} messages on {profile.command.topic} and "
+                         f"{len(states)} on {profile.joint_states.topic}; record a few minutes of both")
+    rows = []
+    for t, msg in states:
+        index = {n: i for i, n in enumerate(msg.name)}
+        if not all(n in index for n in names):
+            continue
+        arm = [index[n] for n in names]
+        opening = (sum(msg.position[index[f]] for f in fingers)
+                   if fingers and all(f in index for f in fingers) else np.nan)
+        stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
+        rows.append((stamp, t * 1e-9, np.asarray(msg.position, np.float64)[arm],
+                     np.asarray(msg.velocity, np.float64)[arm] if len(msg.velocity) else np.zeros(len(arm)), opening))
+    if len(rows) < 100:
+        raise ValueError(f"calibrate: the joint states in {folder} do not name the profile's joints {names}")
+    rows.sort(key=lambda r: r[0])
+    return DriverLog(
+        command_t=np.array([t * 1e-9 for t, _ in commands]),
+        command_q=np.array([np.asarray(m.data, np.float64) for _, m in commands]),
+        state_stamp=np.array([r[0] for r in rows]), state_t=np.array([r[1] for r in rows]),
+        state_q=np.array([r[2] for r in rows]), state_qd=np.array([r[3] for r in rows]),
+        opening=np.array([r[4] for r in rows], np.float64),
+        gripper_t=np.array([t * 1e-9 for t, _ in grips]),
+        gripper_opening=np.array([2.0 * float(np.mean(m.data)) for _, m in grips]))  # each finger: half
+
+
+def opening_speed(t: np.ndarray, opening: np.ndarray, window: float = 0.2) -> float:
+    """The fastest change of the opening over ``window`` s (noise averages out over the window)."""
+    ok = np.isfinite(opening)
+    t, w = t[ok], opening[ok]
+    if len(t) < 10 or t[-1] - t[0] <= window:
+        return 0.0
+    later = np.interp(t + window, t, w)
+    keep = t + window <= t[-1]
+    return float(np.max(np.abs(later[keep] - w[keep])) / window)
