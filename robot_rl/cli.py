@@ -29,6 +29,10 @@
     robot-rl ros-index PREFIX   (ament index entries so `ros2 launch robot_rl ...` resolves)
     robot-rl robot list | show PROFILE | check PROFILE [--namespace NS]
         (a robot profile resolved, or checked against the live graph and safety node)
+    robot-rl record-excitation [CONFIG] [--profile P] [--out DIR] [--seconds 60]
+        (moves the arm and records a bag for calibrate)
+    robot-rl calibrate [CONFIG] --bag BAG [--profile P] [--out DIR]
+        (the sim's latency, bandwidth, friction... fitted to a robot log)
 
 Every command takes ``--log-level debug|info|warning|error`` (processes it starts inherit it)
 and ``--help``. CONFIG is a YAML file or the name of a bundled task config
@@ -414,6 +418,24 @@ def cmd_train_bc(argv: list[str]) -> int:
                        "datasets, then evaluate it per task.", argv)
 
 
+def cmd_record_excitation(argv: list[str]) -> int:
+    from robot_rl.calibration.excite import ExcitationConfig, record_excitation  # deferred: loads rclpy
+
+    return _config_job("record-excitation", ExcitationConfig, record_excitation, "Move the arm around where it is "
+                       "(sums of sines with holds, the gripper closed and opened) through the profile's joint "
+                       "position controller and record its commands and joint states into a bag for robot-rl "
+                       "calibrate.", argv)
+
+
+def cmd_calibrate(argv: list[str]) -> int:
+    from robot_rl.calibration.job import CalibrateConfig, calibrate  # deferred: loads MuJoCo
+
+    return _config_job("calibrate", CalibrateConfig, calibrate, "Fit the sim to a robot log: replay its commands in "
+                       "the sim through the driver's joint position path and fit latency, bandwidth and joint "
+                       "friction (CMA-ES), read state latency, joint noise and gripper speed off the log; write a "
+                       "reality profile, randomized env kwargs for training and a report.", argv)
+
+
 def cmd_distill(argv: list[str]) -> int:
     from robot_rl.vla.distill import DistillConfig, distill  # deferred: loads torch; robot-rl --help stays fast
 
@@ -472,7 +494,8 @@ COMMANDS = {"train": cmd_train, "learner": cmd_learner, "actor": cmd_actor, "eva
             "record-demos": cmd_record_demos, "demos": cmd_demos, "datasets": cmd_datasets, "launch": cmd_launch,
             "ros-index": cmd_ros_index, "robot": cmd_robot, "record-frames": cmd_record_frames,
             "train-reward": cmd_train_reward, "train-bc": cmd_train_bc, "serve-policy": cmd_serve_policy,
-            "distill": cmd_distill, "export": cmd_export}
+            "distill": cmd_distill, "export": cmd_export, "record-excitation": cmd_record_excitation,
+            "calibrate": cmd_calibrate}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -107,6 +107,7 @@ class ArmEnv(MujocoTaskEnv):
             cfg.gains = ImpedanceGains(**cfg.gains)
         cfg.validate()
         self._h = None
+        self._nominal_friction: np.ndarray | None = None  # the arm joints' own frictionloss (randomisation adds)
         self.lock_gripper = self.default_lock_gripper if cfg.lock_gripper is None else cfg.lock_gripper
         super().__init__(build_arm_xml(self.objects, cfg.hole_clearance), cfg,
                          7 if cfg.rotation_actions else 4, render_mode)
@@ -171,6 +172,11 @@ class ArmEnv(MujocoTaskEnv):
         k = self.randomizer.stiffness  # drawn by the randomiser's reset, which runs just before
         self.arm.gains = self.cfg.gains if k == 1.0 else dataclasses.replace(
             self.cfg.gains, kp_pos=self.cfg.gains.kp_pos * k, kp_rot=self.cfg.gains.kp_rot * k)
+        m, arm = self.model, self.arm_dofs
+        if self._nominal_friction is None:
+            self._nominal_friction = m.dof_frictionloss[arm].copy()
+        m.dof_frictionloss[arm] = self._nominal_friction + self.randomizer.joint_friction
+        m.dof_damping[arm] += self.randomizer.joint_damping  # on the randomiser's damping of this reset
         d.qpos[self.arm_qpos] = HOME_QPOS
         d.qpos[self.finger_qpos] = FINGER_MAX
         d.ctrl[self.grip_ctrl] = 0.0 if self.lock_gripper else FINGER_MAX

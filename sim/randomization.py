@@ -36,6 +36,11 @@ class RandomizationConfig:
     """Uniform range of the factor applied to the arm controller's stiffness (``kp_pos`` and ``kp_rot``; the damping
     follows, critically damped): a policy that must run on drivers tracking more stiffly or softly than the sim's
     impedance controller (a position-controlled arm through a robot profile)."""
+    joint_friction: tuple[float, float] = (0.0, 0.0)
+    """Uniform range of the dry friction (N m) added to every arm joint: a robot's joint friction, which the nominal
+    sim lacks (``robot-rl calibrate`` fits it from robot logs)."""
+    joint_damping: tuple[float, float] = (0.0, 0.0)
+    """Uniform range of the viscous friction (N m s/rad) added to every arm joint's damping."""
     obs_noise_std: float = 0.0
     """Std of Gaussian noise added to the state observation."""
 
@@ -44,6 +49,10 @@ class RandomizationConfig:
             lo, hi = getattr(self, name)
             if not 0 < lo <= hi:
                 raise ValueError(f"randomization.{name} must satisfy 0 < low <= high, got {(lo, hi)}")
+        for name in ("joint_friction", "joint_damping"):
+            lo, hi = getattr(self, name)
+            if not 0 <= lo <= hi:
+                raise ValueError(f"randomization.{name} must satisfy 0 <= low <= high, got {(lo, hi)}")
         for name in ("camera_pos_noise", "light_noise", "obs_noise_std"):
             if getattr(self, name) < 0:
                 raise ValueError(f"randomization.{name} must be >= 0")
@@ -69,6 +78,8 @@ class DomainRandomizer:
         self.latency = cfg.action_latency_steps
         self.stiffness = 1.0
         """The controller stiffness factor drawn at the last reset (the arm tasks apply it to their gains)."""
+        self.joint_friction = self.joint_damping = 0.0
+        """The arm joints' added dry and viscous friction drawn at the last reset (the arm tasks apply them)."""
 
     def reset(self, model: mujoco.MjModel, rng: np.random.Generator) -> None:
         cfg, nom = self.cfg, self.nominal
@@ -85,6 +96,8 @@ class DomainRandomizer:
         self.latency = cfg.action_latency_steps + (int(rng.integers(0, cfg.action_latency_jitter + 1))
                                                    if cfg.action_latency_jitter else 0)
         self.stiffness = float(rng.uniform(*cfg.stiffness_scale)) if cfg.stiffness_scale != (1.0, 1.0) else 1.0
+        self.joint_friction = float(rng.uniform(*cfg.joint_friction)) if cfg.joint_friction != (0.0, 0.0) else 0.0
+        self.joint_damping = float(rng.uniform(*cfg.joint_damping)) if cfg.joint_damping != (0.0, 0.0) else 0.0
 
     def delay(self, action: np.ndarray, hold: Callable[[], np.ndarray]) -> np.ndarray:
         """Returns the action to apply now; ``hold()`` (the task's keep-still action) until the line is full."""

@@ -5,7 +5,10 @@ position error."""
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -16,11 +19,9 @@ from robot_rl.utils.log import get_logger
 
 logger = get_logger(__name__)
 
-BOUNDS = {"command_latency": (0.0, 0.15), "bandwidth_scale": (0.15, 3.0), "coulomb_friction": (0.0, 2.0),
-          "viscous_friction": (0.0, 2.0)}
+BOUNDS = {"command_latency": (0.0, 0.12), "bandwidth_scale": (0.2, 2.0), "coulomb_friction": (0.0, 1.0),
+          "viscous_friction": (0.0, 1.0)}
 """The search box of each fitted parameter (bandwidth on a log scale)."""
-
-
 @dataclass
 class FitConfig:
     """How the dynamics are fitted."""
@@ -32,12 +33,18 @@ class FitConfig:
     """CMA-ES generations."""
     population: int = 10
     """Candidates per generation."""
+    sigma: float = 0.3
+    """CMA-ES's initial step, as a share of each parameter's search box."""
+    workers: int = 0
+    """Processes replaying a generation's candidates (0: one per CPU core, at most the population)."""
     seed: int = 0
     """CMA-ES seed."""
 
     def validate(self) -> None:
-        if self.fit_seconds <= 0 or self.iterations < 1 or self.population < 4:
-            raise ValueError("calibrate: fit_seconds must be > 0, iterations >= 1, population >= 4")
+        if (self.fit_seconds <= 0 or self.iterations < 1 or self.population < 4 or not 0 < self.sigma <= 0.5
+                or self.workers < 0):
+            raise ValueError("calibrate: fit_seconds must be > 0, iterations >= 1, population >= 4, sigma in "
+                             "(0, 0.5], workers >= 0")
 
 
 @dataclass
@@ -59,6 +66,9 @@ class Calibration:
     """rad: the same with the fitted dynamics."""
     evaluations: int
     seconds: float
+    """s the fit took."""
+    window: float
+    """s of log the dynamics were fitted on."""
     history: list[float] = field(default_factory=list)
     """The best RMS error after each generation."""
 
@@ -127,8 +137,45 @@ def _dynamics_to_unit(d: Dynamics) -> np.ndarray:
                      (d.coulomb_friction - c0) / (c1 - c0), (d.viscous_friction - v0) / (v1 - v0)])
 
 
+MOVING = 0.05
+"""rad/s: joint samples slower than this are left out of the fit: where friction holds a joint, the position it
+stops at within its dead band (up to friction / stiffness, mrad on light joints) hangs on the slightest difference,
+which makes the error rugged for the search; while the joint moves, friction slows it by its own amount."""
+
+
 def rms(replay: ArmReplay, log: DriverLog, dyn: Dynamics) -> float:
-    return float(np.sqrt(np.mean((replay.run(log, dyn) - log.state_q) ** 2)))
+    """The sim's joint position error replaying ``log`` with ``dyn`` (rad RMS over the moving samples)."""
+    moving = np.abs(log.state_qd) > MOVING
+    return float(np.sqrt(np.mean((replay.run(log, dyn) - log.state_q)[moving] ** 2)))
+
+
+_JOB: tuple[ArmReplay, DriverLog] | None = None  # a worker's replay and log (inherited through fork)
+
+
+def _rms_of(u: np.ndarray) -> float:
+    replay, part = _JOB
+    return rms(replay, part, _unit_to_dynamics(np.asarray(u)))
+
+
+class _Evaluator:
+    """Replays a generation's candidates, on ``workers`` forked processes when more than one."""
+
+    def __init__(self, replay: ArmReplay, part: DriverLog, workers: int) -> None:
+        self.replay, self.part, self.workers, self.pool = replay, part, workers, None
+
+    def __enter__(self) -> Callable[[list], list[float]]:
+        global _JOB
+        _JOB = (self.replay, self.part)
+        if self.workers > 1:
+            self.pool = multiprocessing.get_context("fork").Pool(self.workers)
+        return lambda candidates: (self.pool.map(_rms_of, candidates) if self.pool
+                                   else [_rms_of(u) for u in candidates])
+
+    def __exit__(self, *exc: object) -> None:
+        global _JOB
+        if self.pool is not None:
+            self.pool.terminate()
+        _JOB = None
 
 
 def fit(log: DriverLog, cfg: FitConfig, replay: ArmReplay | None = None) -> Calibration:
@@ -142,20 +189,22 @@ def fit(log: DriverLog, cfg: FitConfig, replay: ArmReplay | None = None) -> Cali
     before = rms(replay, part, Dynamics())
     options = {"bounds": [0.0, 1.0], "popsize": cfg.population, "seed": cfg.seed + 1, "verbose": -9,
                "maxiter": cfg.iterations}
-    es = cma.CMAEvolutionStrategy(_dynamics_to_unit(Dynamics(0.01, 1.0, 0.1, 0.1)), 0.3, options)
+    es = cma.CMAEvolutionStrategy(_dynamics_to_unit(Dynamics(0.01, 1.0, 0.1, 0.1)), cfg.sigma, options)
     history: list[float] = []
     evaluations = 0
-    while not es.stop():
-        candidates = es.ask()
-        losses = [rms(replay, part, _unit_to_dynamics(np.asarray(u))) for u in candidates]
-        evaluations += len(candidates)
-        es.tell(candidates, losses)
-        history.append(float(es.result.fbest))
-        logger.info(f"calibrate: generation {len(history)}/{cfg.iterations}: best joint RMS "
-                 f"{1e3 * es.result.fbest:.2f} mrad ({evaluations} replays, {time.monotonic() - started:.0f} s)")
-    best = _unit_to_dynamics(np.asarray(es.result.xbest))
+    workers = cfg.workers or min(os.cpu_count() or 1, cfg.population)
+    with _Evaluator(replay, part, workers) as evaluate:
+        while not es.stop():
+            candidates = es.ask()
+            es.tell(candidates, evaluate(candidates))
+            evaluations += len(candidates)
+            history.append(float(es.result.fbest))
+            logger.info(f"calibrate: generation {len(history)}/{cfg.iterations}: best joint RMS "
+                        f"{1e3 * es.result.fbest:.2f} mrad ({evaluations} replays, {time.monotonic() - started:.0f} s)")
+    x = es.result.xbest
+    best = _unit_to_dynamics(np.asarray(x))
     speed = opening_speed(log.state_stamp, log.opening) if len(log.gripper_t) else 0.0
     return Calibration(dynamics=best, state_latency=state_latency(log), joint_noise=joint_noise(log),
                        gripper_speed=speed, sim_gripper_speed=replay.gripper_speed() if speed else 0.0,
                        rms_before=before, rms_after=float(es.result.fbest), evaluations=evaluations,
-                       seconds=time.monotonic() - started, history=history)
+                       seconds=time.monotonic() - started, window=part.seconds, history=history)

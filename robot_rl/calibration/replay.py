@@ -76,7 +76,14 @@ class ArmReplay:
             for j in range(steps):
                 now = float(log.state_stamp[i]) - (steps - 1 - j) * self.dt
                 while k < len(due) and due[k] <= now:
-                    control.command(log.command_q[k], now)
+                    # taken at the step, as by the driver, but timed from its due time and interpolated until
+                    # the next one is due: the replay then varies smoothly with the parameters. (The driver
+                    # interpolates over its running mean of the gaps, so a command arriving late leaves it still
+                    # for a step: kicks whose timing the log cannot pin down to the step.)
+                    control.command(log.command_q[k], float(due[k]))
+                    if k + 1 < len(due) and due[k + 1] - due[k] < 0.1:
+                        control.period = float(np.clip(due[k + 1] - due[k], 0.002, 0.05))
+                        control.segment = (*control.segment[:1], control.period, *control.segment[2:])
                     k += 1
                 d.ctrl[env.arm_ctrl] = control.efforts(now)
                 mujoco.mj_step(m, d)

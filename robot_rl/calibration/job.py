@@ -1,0 +1,47 @@
+"""``robot-rl calibrate``: a robot log in, a calibrated sim out (:mod:`robot_rl.calibration.report`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from robot_rl.calibration.fit import FitConfig, fit
+from robot_rl.calibration.log import read_bag
+from robot_rl.calibration.replay import ArmReplay
+from robot_rl.calibration.report import write_report
+from robot_rl.robots.profile import load_profile
+
+
+@dataclass
+class CalibrateConfig:
+    """``robot-rl calibrate``: what is read, fitted and written."""
+
+    bag: str = ""
+    """The robot's rosbag2 bag (a folder): joint position commands and joint states on the profile's topics, the
+    arm excited and held (``robot-rl record-excitation`` records one)."""
+    profile: str = "ros2_control_joint_position"
+    """Robot profile (bundled name or YAML path) naming the bag's topics and joints; it commands joint positions."""
+    out: str = "calibration"
+    """Folder for reality.yaml, env_kwargs.json, calibration.json, report.md and joints.png."""
+    task: str = "PickCube"
+    """The sim arm task whose scene the log is replayed in (the arm is the same in every task)."""
+    control_hz: float = 20.0
+    """The training env's control rate (turns the fitted latency into control steps of delay)."""
+    randomization_width: float = 0.3
+    """Domain randomization ranges in env_kwargs.json: the fit times 1 ± this."""
+    fit: FitConfig = field(default_factory=FitConfig)
+    """How the dynamics are fitted."""
+
+    def validate(self) -> None:
+        if not self.bag:
+            raise ValueError("calibrate: --bag: the robot's bag (record one with robot-rl record-excitation)")
+        if not 0 <= self.randomization_width < 1 or self.control_hz <= 0:
+            raise ValueError("calibrate: randomization_width must be in [0, 1), control_hz > 0")
+        self.fit.validate()
+
+
+def calibrate(cfg: CalibrateConfig) -> dict:
+    """Reads the bag, fits, writes the report; returns the figures."""
+    log = read_bag(cfg.bag, load_profile(cfg.profile, "arm"))
+    replay = ArmReplay(cfg.task)
+    result = fit(log, cfg.fit, replay)
+    return write_report(cfg.out, result, log, cfg.bag, replay, cfg.control_hz, cfg.randomization_width)
