@@ -1,0 +1,55 @@
+"""Calibration recovers the robot from its log: the emulated driver runs the bundled ``typical`` reality profile
+(hidden from calibration) in its own process; ``robot-rl record-excitation`` moves the arm and records a bag over
+ROS 2; ``robot-rl calibrate`` reads only the bag and must find the profile's latencies, joint noise, gripper speed
+and bandwidth, and a sim that follows the robot ten times more closely than the nominal one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.ros
+
+CLI = [sys.executable, "-m", "robot_rl.cli"]
+
+
+@pytest.mark.timeout(420)
+def test_calibration_finds_a_hidden_reality_profile_from_20_s_of_log(graph, tmp_path) -> None:
+    from robot_rl.calibration.excite import ExcitationConfig, record_excitation
+    from robot_rl_sim.reality import load_reality
+
+    graph.start("arm_driver", "-p", "profile:=ros2_control_joint_position", "-p", "reality:=typical")
+    bag = record_excitation(ExcitationConfig(out=str(tmp_path / "log"), seconds=22.0))["bag"]
+    codes = graph.stop()
+    assert all(c in (0, -2) for c in codes.values()), codes
+    out = tmp_path / "calibration"
+    done = subprocess.run([*CLI, "calibrate", "--bag", bag, "--out", str(out), "--fit.fit-seconds", "20",
+                           "--fit.iterations", "25", "--fit.population", "10"], capture_output=True, text=True,
+                          timeout=360)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads((out / "calibration.json").read_text())
+    truth = load_reality("typical")
+    print({k: found[k] for k in ("command_latency", "state_latency", "tracking_bandwidth_scale",
+                                 "joint_coulomb_friction", "joint_viscous_friction", "gripper_speed",
+                                 "joint_noise", "rms_before_rad", "rms_after_rad")})
+    # latencies within a fraction of a 20 Hz control period (DDS delivery adds about a millisecond to each)
+    assert abs(found["command_latency"] - truth.command_latency) < 0.005, found
+    assert abs(found["state_latency"] - truth.state_latency) < 0.005, found
+    for key in ("gripper_speed", "joint_noise"):  # read off the log
+        assert abs(found[key] / getattr(truth, key) - 1) <= 0.15, (key, found)
+    # fitted: the bandwidth within 30 % (0.49-0.60 where the profile has 0.5 over several 20 s logs); dry and
+    # viscous friction trade off against each other at these speeds and are not asserted (issue #60 notes)
+    assert abs(found["tracking_bandwidth_scale"] / truth.tracking_bandwidth_scale - 1) <= 0.3, found
+    assert found["rms_after_rad"] < found["rms_before_rad"] / 10, found
+    # what it wrote: a reality profile the driver loads, env kwargs around the fit, a report with its picture
+    fitted = load_reality(str(out / "reality.yaml"))
+    assert fitted.tracking_bandwidth_scale == found["tracking_bandwidth_scale"]
+    kwargs = json.loads((out / "env_kwargs.json").read_text())["randomization"]
+    low, high = kwargs["stiffness_scale"]
+    assert low < truth.tracking_bandwidth_scale ** 2 < high, kwargs
+    assert (out / "joints.png").stat().st_size > 10_000 and "calibrated" in (out / "report.md").read_text()
+    assert yaml.safe_load((out / "reality.yaml").read_text())["sources"]
