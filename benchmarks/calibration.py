@@ -1,0 +1,89 @@
+"""Calibration against a hidden robot: the emulated arm driver runs a reality profile in its own process (ROS 2,
+Fast DDS), ``robot-rl record-excitation`` records its log, ``robot-rl calibrate`` fits the sim to the log alone;
+each of the profile's values beside what calibration found, and the sim's joint error replaying the log before
+and after.
+
+    MUJOCO_GL=egl .venv/bin/python benchmarks/calibration.py [--realities typical] [--seconds 120]
+        [--fit-seconds 40] [--iterations 30] [--population 10] [--out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from common import Table, write_result
+
+FIELDS = (("command_latency", "command latency (s)"), ("state_latency", "state latency (s)"),
+          ("tracking_bandwidth_scale", "joint loop bandwidth (x sim)"),
+          ("joint_coulomb_friction", "dry friction (N m)"), ("joint_viscous_friction", "viscous friction (N m s/rad)"),
+          ("gripper_speed", "gripper speed (m/s)"), ("joint_noise", "joint noise (rad)"))
+
+
+def calibrate_against(reality: str, args: argparse.Namespace, folder: Path) -> dict:
+    from robot_rl.calibration.excite import ExcitationConfig, record_excitation
+    from robot_rl.calibration.fit import FitConfig
+    from robot_rl.calibration.job import CalibrateConfig, calibrate
+
+    env = dict(os.environ, ROS_DOMAIN_ID=str(args.domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    os.environ.update(ROS_DOMAIN_ID=env["ROS_DOMAIN_ID"], ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
+    driver = subprocess.Popen([sys.executable, "-c", "import sys; from robot_rl_sim.ros_arm_driver import main; "
+                               "sys.exit(main())", "--ros-args", "-p", f"profile:={args.profile}",
+                               "-p", f"reality:={reality}"], env=env, stdout=subprocess.DEVNULL)
+    try:
+        bag = record_excitation(ExcitationConfig(profile=args.profile, out=str(folder / f"log-{reality}"),
+                                                 seconds=args.seconds))["bag"]
+    finally:
+        driver.send_signal(signal.SIGINT)
+        driver.wait(30)
+    started = time.monotonic()
+    found = calibrate(CalibrateConfig(bag=bag, profile=args.profile, out=str(folder / f"calibration-{reality}"),
+                                      fit=FitConfig(fit_seconds=args.fit_seconds, iterations=args.iterations,
+                                                    population=args.population)))
+    return {**found, "wall_s": round(time.monotonic() - started, 1)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--realities", nargs="+", default=["typical"])
+    p.add_argument("--profile", default="ros2_control_joint_position")
+    p.add_argument("--seconds", type=float, default=120.0, help="s of excitation recorded")
+    p.add_argument("--fit-seconds", type=float, default=40.0)
+    p.add_argument("--iterations", type=int, default=30)
+    p.add_argument("--population", type=int, default=10)
+    p.add_argument("--domain", type=int, default=91)
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    from robot_rl_sim.reality import load_reality
+
+    figures: dict = {"realities": {}}
+    tables = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for reality in args.realities:
+            truth = load_reality(reality)
+            found = calibrate_against(reality, args, Path(tmp))
+            figures["realities"][reality] = found
+            table = Table(f"Reality profile {reality}: hidden in the driver, found from {args.seconds:.0f} s of log "
+                          f"(dynamics fitted on {args.fit_seconds:.0f} s, {found['evaluations']} replays, "
+                          f"{found['wall_s']:.0f} s)", ["parameter", "hidden", "found", "error"])
+            for key, label in FIELDS:
+                hidden, got = getattr(truth, key), found[key]
+                if key.endswith("latency"):
+                    error = f"{1e3 * (got - hidden):+.1f} ms"
+                else:
+                    error = f"{100 * (got / hidden - 1):+.0f} %" if hidden else "-"
+                table.add(label, hidden, got, error)
+            table.add("joint RMS error replaying the log (mrad)", f"{1e3 * found['rms_before_rad']:.2f} (nominal sim)",
+                      f"{1e3 * found['rms_after_rad']:.2f}", "")
+            tables.append(table)
+    print(f"results: {write_result('calibration', figures, args.out, tables=tables)}")
+
+
+if __name__ == "__main__":
+    main()
