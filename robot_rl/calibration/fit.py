@@ -21,7 +21,10 @@ logger = get_logger(__name__)
 
 BOUNDS = {"command_latency": (0.0, 0.12), "bandwidth_scale": (0.2, 2.0), "coulomb_friction": (0.0, 1.0),
           "viscous_friction": (0.0, 1.0)}
-"""The search box of each fitted parameter (bandwidth on a log scale)."""
+"""The search box of each fitted parameter (bandwidth on a log scale): a robot's values lie well inside (the
+bundled ``hard`` reality has 60 ms, 0.3 of the bandwidth, 0.6 N m)."""
+
+
 @dataclass
 class FitConfig:
     """How the dynamics are fitted."""
@@ -52,6 +55,7 @@ class Calibration:
     """What was fitted, and how well the sim then follows the robot."""
 
     dynamics: Dynamics
+    """The fitted command latency, bandwidth and joint friction."""
     state_latency: float
     """s: median of (logged - stamped) over the joint states."""
     joint_noise: float
@@ -65,6 +69,7 @@ class Calibration:
     rms_after: float
     """rad: the same with the fitted dynamics."""
     evaluations: int
+    """Replays of the log the fit made."""
     seconds: float
     """s the fit took."""
     window: float
