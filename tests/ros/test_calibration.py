@@ -36,9 +36,10 @@ def test_calibration_finds_a_hidden_reality_profile_from_20_s_of_log(graph, tmp_
     print({k: found[k] for k in ("command_latency", "state_latency", "tracking_bandwidth_scale",
                                  "joint_coulomb_friction", "joint_viscous_friction", "gripper_speed",
                                  "joint_noise", "rms_before_rad", "rms_after_rad")})
-    # latencies within a fifth of a 20 Hz control period (DDS delivery adds about a millisecond to each)
-    assert abs(found["command_latency"] - truth.command_latency) < 0.01, found
-    assert abs(found["state_latency"] - truth.state_latency) < 0.01, found
+    # latencies well within a 20 Hz control period: the state latency is read off the log (DDS delivery adds about a
+    # millisecond), the command latency is fitted (a fit stopped short in the friction valley was 6.4 ms off)
+    assert abs(found["command_latency"] - truth.command_latency) < 0.02, found
+    assert abs(found["state_latency"] - truth.state_latency) < 0.005, found
     for key in ("gripper_speed", "joint_noise"):  # read off the log
         assert abs(found[key] / getattr(truth, key) - 1) <= 0.15, (key, found)
     # fitted: bandwidth and joint friction are not yet found reliably from 20 s (issue #60 notes; the figures at
