@@ -80,13 +80,16 @@ class ForwardPositionEmulation:
         self.period = 0.01
         self.last_command = -np.inf
 
-    def command(self, positions: np.ndarray, now: float) -> None:
+    def command(self, positions: np.ndarray, now: float, duration: float | None = None) -> None:
+        """A new target at ``now``, reached over the stream's running period, or over ``duration`` s when given (a
+        replay that knows when the next command comes: :mod:`robot_rl.calibration.replay`)."""
         gap = now - self.last_command
         if 0.0 < gap < 0.1:
             self.period = float(np.clip(0.8 * self.period + 0.2 * gap, 0.002, 0.05))
         self.last_command = now
         start = self._desired(now)[0] if self.segment is not None else self.tracker.command()
-        self.segment = (now, self.period, start, np.asarray(positions, np.float64))
+        span = self.period if duration is None else float(np.clip(duration, 0.002, 0.05))
+        self.segment = (now, span, start, np.asarray(positions, np.float64))
 
     def _desired(self, now: float) -> tuple[np.ndarray, np.ndarray]:
         t0, duration, q0, q1 = self.segment

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
+from robot_rl.datasets.bag_demos import topic_series
 from robot_rl.robots.profile import ArmProfile
 
 
@@ -50,14 +50,6 @@ class DriverLog:
                          self.state_qd[s], self.opening[s], self.gripper_t[g], self.gripper_opening[g])
 
 
-def _messages(reader: Any, topic: str) -> list[tuple[int, Any]]:
-    conns = [c for c in reader.connections if c.topic == topic]
-    if not conns:  # rosbags reads every message for an empty connection list
-        return []
-    items = [(t, reader.deserialize(raw, c.msgtype)) for c, t, raw in reader.messages(connections=conns)]
-    return sorted(items, key=lambda x: x[0])
-
-
 def read_bag(folder: str | Path, profile: ArmProfile) -> DriverLog:
     """The arm traffic of ``profile``'s topics in the bag at ``folder``: its joint position commands (the
     ``command.topic``; the profile must command joint positions), its joint states and, with a ``forward`` gripper,
@@ -73,14 +65,15 @@ def read_bag(folder: str | Path, profile: ArmProfile) -> DriverLog:
     names = list(profile.joint_states.names)
     fingers = list(profile.gripper.joints)
     with AnyReader([folder]) as reader:
-        commands = _messages(reader, profile.command.topic)
-        states = _messages(reader, profile.joint_states.topic)
-        grips = _messages(reader, profile.gripper.command) if profile.gripper.interface == "forward" else []
+        command_t, commands = topic_series(reader, profile.command.topic)
+        state_t, states = topic_series(reader, profile.joint_states.topic)
+        grip_t, grips = (topic_series(reader, profile.gripper.command) if profile.gripper.interface == "forward"
+                         else (np.zeros(0, np.int64), []))
     if len(commands) < 10 or len(states) < 100:
         raise ValueError(f"calibrate: {folder} has {len(commands)} messages on {profile.command.topic} and "
                          f"{len(states)} on {profile.joint_states.topic}; record a few minutes of both")
     rows = []
-    for t, msg in states:
+    for t, msg in zip(state_t, states, strict=True):
         index = {n: i for i, n in enumerate(msg.name)}
         if not all(n in index for n in names):
             continue
@@ -94,13 +87,12 @@ def read_bag(folder: str | Path, profile: ArmProfile) -> DriverLog:
         raise ValueError(f"calibrate: the joint states in {folder} do not name the profile's joints {names}")
     rows.sort(key=lambda r: r[0])
     return DriverLog(
-        command_t=np.array([t * 1e-9 for t, _ in commands]),
-        command_q=np.array([np.asarray(m.data, np.float64) for _, m in commands]),
+        command_t=command_t * 1e-9, command_q=np.array([np.asarray(m.data, np.float64) for m in commands]),
         state_stamp=np.array([r[0] for r in rows]), state_t=np.array([r[1] for r in rows]),
         state_q=np.array([r[2] for r in rows]), state_qd=np.array([r[3] for r in rows]),
         opening=np.array([r[4] for r in rows], np.float64),
-        gripper_t=np.array([t * 1e-9 for t, _ in grips]),
-        gripper_opening=np.array([2.0 * float(np.mean(m.data)) for _, m in grips]))  # each finger: half
+        gripper_t=grip_t * 1e-9,
+        gripper_opening=np.array([2.0 * float(np.mean(m.data)) for m in grips]))  # each finger: half
 
 
 def opening_speed(t: np.ndarray, opening: np.ndarray, window: float = 0.2) -> float:

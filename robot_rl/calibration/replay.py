@@ -10,7 +10,7 @@ import mujoco
 import numpy as np
 
 from robot_rl.calibration.log import DriverLog, opening_speed
-from robot_rl_controllers.arm_model import ARM_JOINTS, FINGER_JOINTS, FINGER_MAX, TORQUE_LIMITS
+from robot_rl_controllers.arm_model import FINGER_MAX, TORQUE_LIMITS
 from robot_rl_sim import arm_tasks
 from robot_rl_sim.driver_emulation import ForwardPositionEmulation, JointTracker
 
@@ -43,7 +43,7 @@ class ArmReplay:
         self.arm_dofs = np.asarray(self.env.arm_dofs)
         self.nominal_friction = m.dof_frictionloss[self.arm_dofs].copy()
         self.nominal_damping = m.dof_damping[self.arm_dofs].copy()
-        self.qpos = np.array([m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j)] for j in ARM_JOINTS])
+        self.qpos = self.env.arm_qpos
 
     def run(self, log: DriverLog, dyn: Dynamics) -> np.ndarray:
         """The arm's joint positions [M, 7] at the log's joint state stamps, from its first state (position and
@@ -55,6 +55,14 @@ class ArmReplay:
         d.qvel[self.arm_dofs] = log.state_qd[0]
         m.dof_frictionloss[self.arm_dofs] = self.nominal_friction + dyn.coulomb_friction
         m.dof_damping[self.arm_dofs] = self.nominal_damping + dyn.viscous_friction
+        try:
+            return self._replay(log, dyn, d)
+        finally:  # the model is the nominal one again, whatever happened
+            m.dof_frictionloss[self.arm_dofs] = self.nominal_friction
+            m.dof_damping[self.arm_dofs] = self.nominal_damping
+
+    def _replay(self, log: DriverLog, dyn: Dynamics, d: mujoco.MjData) -> np.ndarray:
+        env, m = self.env, self.env.model
         mujoco.mj_forward(m, d)
         tracker = JointTracker(m, d, env.ee_site, env.arm_dofs, np.asarray(TORQUE_LIMITS),
                                NOMINAL_OMEGA * dyn.bandwidth_scale)
@@ -80,16 +88,12 @@ class ArmReplay:
                     # the next one is due: the replay then varies smoothly with the parameters. (The driver
                     # interpolates over its running mean of the gaps, so a command arriving late leaves it still
                     # for a step: kicks whose timing the log cannot pin down to the step.)
-                    control.command(log.command_q[k], float(due[k]))
-                    if k + 1 < len(due) and due[k + 1] - due[k] < 0.1:
-                        control.period = float(np.clip(due[k + 1] - due[k], 0.002, 0.05))
-                        control.segment = (*control.segment[:1], control.period, *control.segment[2:])
+                    gap = float(due[k + 1] - due[k]) if k + 1 < len(due) else 0.1
+                    control.command(log.command_q[k], float(due[k]), gap if gap < 0.1 else None)
                     k += 1
                 d.ctrl[env.arm_ctrl] = control.efforts(now)
                 mujoco.mj_step(m, d)
             out[i] = d.qpos[self.qpos]
-        m.dof_frictionloss[self.arm_dofs] = self.nominal_friction
-        m.dof_damping[self.arm_dofs] = self.nominal_damping
         return out
 
     def gripper_speed(self) -> float:
@@ -97,7 +101,7 @@ class ArmReplay:
         env, m = self.env, self.env.model
         d = mujoco.MjData(m)
         d.qpos[:] = env.data.qpos
-        fingers = [m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j)] for j in FINGER_JOINTS]
+        fingers = env.finger_qpos
         hold = JointTracker(m, d, env.ee_site, env.arm_dofs, np.asarray(TORQUE_LIMITS), NOMINAL_OMEGA)
         t, opening = [], []
         for k in range(int(1.5 / self.dt)):

@@ -30,7 +30,9 @@ from robot_rl.spaces import ObsSpec
 FINGERS = ("finger_left", "finger_right")
 
 
-def _series(reader: Any, topic: str) -> tuple[np.ndarray, list[Any]]:
+def topic_series(reader: Any, topic: str) -> tuple[np.ndarray, list[Any]]:
+    """A bag's messages on ``topic`` (or on it under a namespace), deserialised, with their log times (ns), in
+    log-time order (``reader``: an open rosbags ``AnyReader``)."""
     conns = [c for c in reader.connections if c.topic.rstrip("/").endswith("/" + topic) or c.topic == topic]
     if not conns:  # rosbags reads every message for an empty connection list: a topic not in the bag has none
         return np.zeros(0, np.int64), []
@@ -76,15 +78,16 @@ def bag_episode(folder: str | Path, limits: ArmLimits | None = None, object_stat
     lim = limits or ArmLimits()
     home = np.asarray(lim.home_quat)
     with AnyReader([Path(folder)], default_typestore=get_typestore(Stores.ROS2_JAZZY)) as reader:
-        cmd_t, cmds = _series(reader, "policy/target_pose")
-        grip_t, grips = _series(reader, "policy/gripper")
-        state = {k: _series(reader, k) for k in ("ee_pose", "ee_twist", "gripper/joint_states")}
+        cmd_t, cmds = topic_series(reader, "policy/target_pose")
+        grip_t, grips = topic_series(reader, "policy/gripper")
+        state = {k: topic_series(reader, k) for k in ("ee_pose", "ee_twist", "gripper/joint_states")}
         if object_state:
-            state["object_pose"] = _series(reader, "object_pose")
-        cams = {c: _series(reader, f"camera/{c}/image_raw") for c in cameras}
-        cams = {c: v if len(v[0]) else _series(reader, f"camera/{c}/image_raw/compressed") for c, v in cams.items()}
-        succ_t, succ = _series(reader, "success")
-        notes = _series(reader, OBSERVATION_TOPIC)[1]
+            state["object_pose"] = topic_series(reader, "object_pose")
+        cams = {c: topic_series(reader, f"camera/{c}/image_raw") for c in cameras}
+        cams = {c: v if len(v[0]) else topic_series(reader, f"camera/{c}/image_raw/compressed")
+                for c, v in cams.items()}
+        succ_t, succ = topic_series(reader, "success")
+        notes = topic_series(reader, OBSERVATION_TOPIC)[1]
     if len(cmds) == 0:
         raise ValueError(f"{folder}: no policy/target_pose messages")
     for k, (times, _) in {**state, **{f"camera/{c}": v for c, v in cams.items()}}.items():

@@ -140,7 +140,7 @@ def test_camera_frames_recorded_as_jpeg_decode_within_tolerance(domain, tmp_path
     from rclpy.node import Node
     from sensor_msgs.msg import Image
 
-    from robot_rl.datasets.bag_demos import _image, _series
+    from robot_rl.datasets.bag_demos import _image, topic_series
     from robot_rl.ros.bag import BagRecorder
     from robot_rl.ros.msgs import image_msg
 
@@ -172,7 +172,7 @@ def test_camera_frames_recorded_as_jpeg_decode_within_tolerance(domain, tmp_path
 
     with AnyReader([tmp_path / "bags/episode_000000"], default_typestore=get_typestore(Stores.ROS2_JAZZY)) as reader:
         assert [c.msgtype for c in reader.connections] == ["sensor_msgs/msg/CompressedImage"]
-        _, msgs = _series(reader, "camera/front/image_raw/compressed")
+        _, msgs = topic_series(reader, "camera/front/image_raw/compressed")
     assert len(msgs) == len(frames)
     for msg, frame in zip(msgs, frames):
         assert msg.header.frame_id == "front_camera" and "jpeg" in msg.format

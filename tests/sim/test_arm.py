@@ -226,3 +226,26 @@ def test_start_offset_starts_at_rest_inside_the_box_with_the_same_placements():
     assert np.ptp(np.array(starts), axis=0).min() > 0.02  # they differ
     with pytest.raises(ValueError, match="start_offset"):
         PickCubeEnv(start_offset=(0.1, -0.1, 0.0))
+
+
+def test_joint_friction_randomization_slows_the_arm_and_is_drawn_afresh_each_reset():
+    """randomization.joint_friction / joint_damping (what robot-rl calibrate writes): added to every arm joint on
+    each reset, never accumulating, and the same action then moves the end effector less far in a control step
+    (the impedance law hides small amounts: the large ones here show it)."""
+    def reach(env: PickCubeEnv, seed: int) -> float:
+        env.reset(seed=seed)
+        start = env.ee_pos.copy()
+        env.step(np.array([1.0, 0.0, 0.0, 1.0]))
+        return float(np.linalg.norm(env.ee_pos - start))
+
+    nominal = PickCubeEnv(image_size=0)
+    rough = PickCubeEnv(image_size=0, randomization={"joint_friction": (2.0, 2.0), "joint_damping": (5.0, 5.0)})
+    arm = list(rough.arm_dofs)
+    free = reach(nominal, 0)
+    for seed in (0, 1):  # a second reset draws again from the nominal values, it does not add to the last draw
+        slowed = reach(rough, seed)
+        assert np.allclose(rough.model.dof_frictionloss[arm], nominal.model.dof_frictionloss[arm] + 2.0)
+        assert np.allclose(rough.model.dof_damping[arm], nominal.model.dof_damping[arm] + 5.0)
+    assert slowed < 0.9 * free, (slowed, free)
+    with pytest.raises(ValueError, match="joint_friction"):
+        RandomizationConfig(joint_friction=(0.5, 0.1)).validate()
