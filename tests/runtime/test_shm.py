@@ -72,3 +72,22 @@ def test_a_new_run_in_a_deleted_runs_folder_starts_without_its_shared_memory(tmp
     ring.close()
     assert prepare_run(cfg, None) == run
     assert shm.unlink_run_shm(run_key(run)) == []  # nothing left to remove
+
+
+def test_a_segment_caught_between_creation_and_sizing_reads_as_not_there_yet():
+    """shm_open creates a segment empty and sizes it a moment later: a supervisor peeking at the learner's board
+    in between (a resumed run, right after start) saw 'cannot mmap an empty file' and exited with a traceback."""
+    import _posixshmem
+
+    name = f"rrl_test_{os.getpid()}_empty"
+    fd = _posixshmem.shm_open("/" + name, os.O_CREAT | os.O_EXCL | os.O_RDWR, mode=0o600)
+    os.close(fd)
+    try:
+        assert shm.peek_learner_status(name) is None
+        with pytest.raises(FileNotFoundError):
+            shm.WeightBoard(name, {"w": torch.zeros(2)})  # an actor retries, as while no board exists
+        with pytest.raises(FileNotFoundError):
+            shm.ChunkRing(name, {})
+    finally:
+        shm.unlink_shm(name)  # a creator killed in between leaves it empty: it can still be removed
+    assert not os.path.exists(f"/dev/shm/{name}")

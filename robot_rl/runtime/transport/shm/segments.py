@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _posixshmem
 from multiprocessing import resource_tracker, shared_memory
 from pathlib import Path
 
@@ -20,7 +21,12 @@ def open_shm(name: str, size: int = 0, create: bool = False) -> shared_memory.Sh
             old.unlink()
         except FileNotFoundError:
             pass
-    shm = shared_memory.SharedMemory(name=name, create=create, size=size)
+    try:
+        shm = shared_memory.SharedMemory(name=name, create=create, size=size)
+    except ValueError:  # "cannot mmap an empty file": its creator has made it and not yet sized it
+        if create:
+            raise
+        raise FileNotFoundError(f"shared-memory segment {name} is being created") from None
     try:
         resource_tracker.unregister(shm._name, "shared_memory")  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001 - tracker absent or already unregistered
@@ -32,6 +38,12 @@ def unlink_shm(name: str) -> None:
     try:
         shm = shared_memory.SharedMemory(name=name)
     except FileNotFoundError:
+        return
+    except ValueError:  # an empty segment (its creator died between making and sizing it) cannot be mapped
+        try:
+            _posixshmem.shm_unlink("/" + name)
+        except FileNotFoundError:
+            pass
         return
     shm.close()
     shm.unlink()  # also drops the registration that attaching made
