@@ -218,7 +218,13 @@ class ArmEnv(MujocoTaskEnv):
         if cfg.rotation_actions:
             self._rotate_target(action[3:6].astype(np.float64) * cfg.max_rot_step)
         if not self.lock_gripper:
-            d.ctrl[self.grip_ctrl] = FINGER_MAX * 0.5 * (1.0 - float(action[-1]))
+            finger = FINGER_MAX * 0.5 * (1.0 - float(action[-1]))
+            speed = self.randomizer.gripper_speed
+            if speed > 0:  # a slower gripper: each finger's target moves at half the opening's speed
+                step = 0.5 * speed * self.n_substeps * self.model.opt.timestep
+                now = float(np.ravel(d.ctrl[self.grip_ctrl])[0])
+                finger = now + float(np.clip(finger - now, -step, step))
+            d.ctrl[self.grip_ctrl] = finger
         self._simulate(self.n_substeps)
 
     def _hold_action(self) -> np.ndarray:

@@ -41,6 +41,9 @@ class RandomizationConfig:
     sim lacks (``robot-rl calibrate`` fits it from robot logs)."""
     joint_damping: tuple[float, float] = (0.0, 0.0)
     """Uniform range of the viscous friction (N m s/rad) added to every arm joint's damping."""
+    gripper_speed: tuple[float, float] = (0.0, 0.0)
+    """Uniform range of the gripper's opening speed (m/s; (0, 0): the sim's own, about 0.4 m/s): a real gripper is
+    often far slower (the Franka Hand's default 0.1 m/s; ``robot-rl calibrate`` reads it off robot logs)."""
     obs_noise_std: float = 0.0
     """Std of Gaussian noise added to the state observation."""
 
@@ -49,7 +52,7 @@ class RandomizationConfig:
             lo, hi = getattr(self, name)
             if not 0 < lo <= hi:
                 raise ValueError(f"randomization.{name} must satisfy 0 < low <= high, got {(lo, hi)}")
-        for name in ("joint_friction", "joint_damping"):
+        for name in ("joint_friction", "joint_damping", "gripper_speed"):
             lo, hi = getattr(self, name)
             if not 0 <= lo <= hi:
                 raise ValueError(f"randomization.{name} must satisfy 0 <= low <= high, got {(lo, hi)}")
@@ -80,6 +83,8 @@ class DomainRandomizer:
         """The controller stiffness factor drawn at the last reset (the arm tasks apply it to their gains)."""
         self.joint_friction = self.joint_damping = 0.0
         """The arm joints' added dry and viscous friction drawn at the last reset (the arm tasks apply them)."""
+        self.gripper_speed = 0.0
+        """m/s of opening drawn at the last reset (0: the sim's own; the arm tasks apply it)."""
 
     def reset(self, model: mujoco.MjModel, rng: np.random.Generator) -> None:
         cfg, nom = self.cfg, self.nominal
@@ -98,6 +103,7 @@ class DomainRandomizer:
         self.stiffness = float(rng.uniform(*cfg.stiffness_scale)) if cfg.stiffness_scale != (1.0, 1.0) else 1.0
         self.joint_friction = float(rng.uniform(*cfg.joint_friction)) if cfg.joint_friction != (0.0, 0.0) else 0.0
         self.joint_damping = float(rng.uniform(*cfg.joint_damping)) if cfg.joint_damping != (0.0, 0.0) else 0.0
+        self.gripper_speed = float(rng.uniform(*cfg.gripper_speed)) if cfg.gripper_speed != (0.0, 0.0) else 0.0
 
     def delay(self, action: np.ndarray, hold: Callable[[], np.ndarray]) -> np.ndarray:
         """Returns the action to apply now; ``hold()`` (the task's keep-still action) until the line is full."""

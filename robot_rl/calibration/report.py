@@ -17,18 +17,20 @@ from robot_rl.calibration.replay import ArmReplay, Dynamics
 
 def env_kwargs(cal: Calibration, control_hz: float = 20.0, width: float = 0.3) -> dict:
     """The arm task's kwargs for training in the calibrated sim: the fit ± ``width`` (a fraction) as randomization
-    ranges. The sim's impedance stiffness scales with the square of the fitted bandwidth; the latencies
+    ranges (the gripper's speed too, where the robot's is slower than the sim's). The sim's impedance stiffness scales with the square of the fitted bandwidth; the latencies
     (command + state) become whole control steps of delay, one more step of jitter when they fall between."""
     d = cal.dynamics
     k = d.bandwidth_scale ** 2
     steps = (d.command_latency + cal.state_latency) * control_hz
     lo, hi = 1.0 - width, 1.0 + width
+    grip = cal.reality()["gripper_speed"]  # 0: as fast as the sim's, which then stays as it is
     return {"randomization": {
         "stiffness_scale": [round(k * lo, 3), round(k * hi, 3)],
         "joint_friction": [round(d.coulomb_friction * lo, 3), round(d.coulomb_friction * hi, 3)],
         "joint_damping": [round(d.viscous_friction * lo, 3), round(d.viscous_friction * hi, 3)],
         "action_latency_steps": int(np.floor(steps)),
         "action_latency_jitter": int(steps - np.floor(steps) > 0.2),
+        "gripper_speed": [round(grip * lo, 4), round(grip * hi, 4)],
         "obs_noise_std": float(f"{cal.joint_noise:.2g}")}}
 
 

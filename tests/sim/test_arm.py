@@ -249,3 +249,25 @@ def test_joint_friction_randomization_slows_the_arm_and_is_drawn_afresh_each_res
     assert slowed < 0.9 * free, (slowed, free)
     with pytest.raises(ValueError, match="joint_friction"):
         RandomizationConfig(joint_friction=(0.5, 0.1)).validate()
+
+
+def test_a_slower_gripper_closes_at_its_speed_and_the_expert_still_picks():
+    """randomization.gripper_speed (what robot-rl calibrate writes for a gripper slower than the sim's): the
+    opening closes at about that speed, where the sim's own gripper closes in a step or two; the scripted
+    expert, which waits for the grasp, still lifts the cube."""
+    def closed_after(env: PickCubeEnv, steps: int) -> float:
+        env.reset(seed=0)
+        opening = env.gripper_opening()
+        for _ in range(steps):
+            env.step(np.array([0.0, 0.0, 0.0, 1.0], np.float32))
+        return opening - env.gripper_opening()
+
+    slow = PickCubeEnv(image_size=0, randomization={"gripper_speed": (0.05, 0.05)})
+    period = slow.n_substeps * slow.model.opt.timestep
+    assert closed_after(PickCubeEnv(image_size=0), 2) > 0.05  # the sim's own: nearly shut in 0.1 s
+    moved = closed_after(slow, 10)
+    assert moved == pytest.approx(0.05 * 10 * period, rel=0.25), moved
+    success, _ = _rollout(slow, slow.expert_action, 0)
+    assert success
+    with pytest.raises(ValueError, match="gripper_speed"):
+        RandomizationConfig(gripper_speed=(0.1, 0.05)).validate()

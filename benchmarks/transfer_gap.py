@@ -1,0 +1,81 @@
+"""The transfer gap: PickCube (state) policies in pure sim and through the rehearsal driver running a reality profile
+(the emulated robot that differs from the training sim as a real arm does: latency, a slower joint loop, friction,
+a slow gripper, noise), on the same object placements.
+
+    MUJOCO_GL=egl .venv/bin/python benchmarks/transfer_gap.py --runs nominal=runs/pc_state_s0
+        calibrated=runs/pc_cal_s0 [--realities typical] [--episodes 50] [--out RESULT.json]
+
+Each run's latest policy, deterministic: in pure sim (the nominal sim, the hardware's placements replayed), then
+through ``ros2_control_joint_position`` with the emulated driver (``reality:=NAME``) and the safety node in
+processes of their own, over Fast DDS. The gap is pure sim minus the rehearsal, in points.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("MUJOCO_GL", "egl")
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from common import Table, write_result  # noqa: E402
+from robot_profiles import policy_success  # noqa: E402
+
+from tests.ros.graph import Graph, ros_env  # noqa: E402
+from tests.ros.test_profiles import profile_file, start_profile_graph, wait_kinematics  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", nargs="+", required=True, help="NAME=RUN_DIR: PickCube (state) runs")
+    parser.add_argument("--realities", nargs="+", default=["typical"], help="bundled names or reality YAML paths")
+    parser.add_argument("--profile", default="ros2_control_joint_position")
+    parser.add_argument("--episodes", type=int, default=50)
+    parser.add_argument("--domain", type=int, default=207)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    runs = dict(r.split("=", 1) for r in args.runs)
+    os.environ.update(ros_env(args.domain))
+    path = profile_file(args.profile, Path(tempfile.mkdtemp(prefix="transfer_gap_")))
+    result: dict = {"runs": {name: {"run_dir": run, "pure_sim": policy_success(run, None, args.episodes)}
+                             for name, run in runs.items()}}
+    for reality in args.realities:
+        graph = Graph(args.domain, Path(path).parent)
+        start_profile_graph(graph, path, "-p", f"reality:={reality}")
+        try:
+            wait_kinematics(graph)
+            for name, run in runs.items():
+                try:
+                    got = policy_success(run, path, args.episodes)
+                except (TimeoutError, RuntimeError) as exc:  # recorded; the other runs still go
+                    got = {"error": f"{type(exc).__name__}: {exc}"}
+                result["runs"][name][reality] = got
+                print(name, reality, got, flush=True)
+        finally:
+            graph.stop()
+    result["setup"] = {"episodes": args.episodes, "profile": args.profile, "realities": args.realities}
+    print(f"results: {write_result('transfer_gap', result, args.out, tables=tables(result))}")
+
+
+def tables(result: dict) -> list[Table]:
+    n, realities = result["setup"]["episodes"], result["setup"]["realities"]
+    table = Table(f"PickCube (state), deterministic, the same {n} placements: pure sim and through "
+                  f"{result['setup']['profile']} with each reality profile hidden in the driver",
+                  ["policy", "run", "pure sim", *[f"{r} (gap)" for r in realities]], echo=False)
+    for name, r in result["runs"].items():
+        sim = r["pure_sim"]["success"]
+        cells = []
+        for reality in realities:
+            got = r.get(reality, {})
+            cells.append(got["error"][:80] if "error" in got else
+                         f"{round(got['success'] * n)}/{n} ({100 * (sim - got['success']):.0f} points)")
+        table.add(name, r["run_dir"], f"{round(sim * n)}/{n}", *cells)
+    return [table]
+
+
+if __name__ == "__main__":
+    main()
