@@ -17,8 +17,9 @@ from robot_rl.calibration.replay import ArmReplay, Dynamics
 
 def env_kwargs(cal: Calibration, control_hz: float = 20.0, width: float = 0.3) -> dict:
     """The arm task's kwargs for training in the calibrated sim: the fit ± ``width`` (a fraction) as randomization
-    ranges (the gripper's speed too, where the robot's is slower than the sim's). The sim's impedance stiffness scales with the square of the fitted bandwidth; the latencies
-    (command + state) become whole control steps of delay, one more step of jitter when they fall between."""
+    ranges (the gripper's speed too, where the robot's is slower than the sim's). The sim's impedance stiffness
+    scales with the square of the fitted bandwidth; the latencies (command + state) become whole control steps of
+    delay, one more step of jitter when they fall between."""
     d = cal.dynamics
     k = d.bandwidth_scale ** 2
     steps = (d.command_latency + cal.state_latency) * control_hz
