@@ -1,6 +1,11 @@
 """The fit: what the log shows directly (state latency, joint noise, gripper speed), then the dynamics
 (command latency, joint loop bandwidth, Coulomb and viscous joint friction) by CMA-ES on the replay's joint
-position error."""
+position error, polished by least squares from CMA-ES's best.
+
+Why two optimizers: the error has a long, narrow valley (a joint lags as much with a little more dry friction as
+with a little more viscous friction at the excitation's speeds). CMA-ES finds the valley from anywhere in the
+box but, with a few hundred replays, stops short along it; a trust-region least-squares step (scipy), which sees
+the error's joint-by-joint residuals and their derivatives, follows the valley's floor down in a few iterations."""
 
 from __future__ import annotations
 
@@ -38,6 +43,9 @@ class FitConfig:
     """Candidates per generation."""
     sigma: float = 0.3
     """CMA-ES's initial step, as a share of each parameter's search box."""
+    polish_iterations: int = 12
+    """Least-squares iterations after CMA-ES, from its best point (each replays the log 1 + 4 times: the point and
+    its finite-difference derivatives); 0: CMA-ES alone."""
     workers: int = 0
     """Processes replaying a generation's candidates (0: one per CPU core, at most the population)."""
     seed: int = 0
@@ -45,9 +53,9 @@ class FitConfig:
 
     def validate(self) -> None:
         if (self.fit_seconds <= 0 or self.iterations < 1 or self.population < 4 or not 0 < self.sigma <= 0.5
-                or self.workers < 0):
+                or self.workers < 0 or self.polish_iterations < 0):
             raise ValueError("calibrate: fit_seconds must be > 0, iterations >= 1, population >= 4, sigma in "
-                             "(0, 0.5], workers >= 0")
+                             "(0, 0.5], workers >= 0, polish_iterations >= 0")
 
 
 @dataclass
@@ -148,10 +156,14 @@ stops at within its dead band (up to friction / stiffness, mrad on light joints)
 which makes the error rugged for the search; while the joint moves, friction slows it by its own amount."""
 
 
+def residuals(replay: ArmReplay, log: DriverLog, dyn: Dynamics) -> np.ndarray:
+    """The sim's joint position errors (rad) replaying ``log`` with ``dyn``, at the moving samples."""
+    return (replay.run(log, dyn) - log.state_q)[np.abs(log.state_qd) > MOVING]
+
+
 def rms(replay: ArmReplay, log: DriverLog, dyn: Dynamics) -> float:
     """The sim's joint position error replaying ``log`` with ``dyn`` (rad RMS over the moving samples)."""
-    moving = np.abs(log.state_qd) > MOVING
-    return float(np.sqrt(np.mean((replay.run(log, dyn) - log.state_q)[moving] ** 2)))
+    return float(np.sqrt(np.mean(residuals(replay, log, dyn) ** 2)))
 
 
 _JOB: tuple[ArmReplay, DriverLog] | None = None  # a worker's replay and log (inherited through fork)
@@ -162,25 +174,62 @@ def _rms_of(u: np.ndarray) -> float:
     return rms(replay, part, _unit_to_dynamics(np.asarray(u)))
 
 
+def _residuals_of(u: np.ndarray) -> np.ndarray:
+    replay, part = _JOB
+    return residuals(replay, part, _unit_to_dynamics(np.asarray(u))).astype(np.float32)  # half the bytes back
+
+
 class _Evaluator:
     """Replays a generation's candidates, on ``workers`` forked processes when more than one."""
 
     def __init__(self, replay: ArmReplay, part: DriverLog, workers: int) -> None:
         self.replay, self.part, self.workers, self.pool = replay, part, workers, None
 
-    def __enter__(self) -> Callable[[list], list[float]]:
+    def __enter__(self) -> _Evaluator:
         global _JOB
         _JOB = (self.replay, self.part)
         if self.workers > 1:
             self.pool = multiprocessing.get_context("fork").Pool(self.workers)
-        return lambda candidates: (self.pool.map(_rms_of, candidates) if self.pool
-                                   else [_rms_of(u) for u in candidates])
+        return self
+
+    def map(self, job: Callable, points: list) -> list:
+        return self.pool.map(job, points) if self.pool else [job(u) for u in points]
 
     def __exit__(self, *exc: object) -> None:
         global _JOB
         if self.pool is not None:
             self.pool.terminate()
         _JOB = None
+
+
+STEP = 1e-3
+"""Finite-difference step of the polish's derivatives, as a share of each parameter's search box (0.12 ms of
+latency): large enough that the replay's discrete physics steps do not show in it."""
+
+
+def _polish(x: np.ndarray, evaluator: _Evaluator, iterations: int) -> tuple[np.ndarray, float, int]:
+    """scipy's trust-region reflective least squares from ``x`` (unit box), the derivatives' replays in parallel.
+    Returns the best point, its RMS error and the replays made."""
+    from scipy.optimize import least_squares  # deferred: only calibration needs it
+
+    seen: dict[bytes, np.ndarray] = {}
+
+    def at(points: list[np.ndarray]) -> list[np.ndarray]:
+        todo = [u for u in points if u.tobytes() not in seen]
+        for u, r in zip(todo, evaluator.map(_residuals_of, todo), strict=True):
+            seen[u.tobytes()] = r.astype(np.float64)
+        return [seen[u.tobytes()] for u in points]
+
+    def jacobian(u: np.ndarray) -> np.ndarray:
+        steps = [STEP if u[i] + STEP <= 1.0 else -STEP for i in range(len(u))]  # inside the box
+        shifted = [u + np.eye(len(u))[i] * steps[i] for i in range(len(u))]
+        base, *moved = at([u, *shifted])
+        return np.stack([(r - base) / h for r, h in zip(moved, steps, strict=True)], axis=1)
+
+    least_squares(lambda u: at([u])[0], np.clip(x, 0.0, 1.0), jac=jacobian, bounds=(0.0, 1.0),
+                  method="trf", x_scale=1.0, max_nfev=iterations)
+    best = min(seen, key=lambda k: float(np.mean(seen[k] ** 2)))  # the least error replayed, wherever it was
+    return np.frombuffer(best), float(np.sqrt(np.mean(seen[best] ** 2))), len(seen)
 
 
 def fit(log: DriverLog, cfg: FitConfig, replay: ArmReplay | None = None) -> Calibration:
@@ -198,18 +247,24 @@ def fit(log: DriverLog, cfg: FitConfig, replay: ArmReplay | None = None) -> Cali
     history: list[float] = []
     evaluations = 0
     workers = cfg.workers or min(os.cpu_count() or 1, cfg.population)
-    with _Evaluator(replay, part, workers) as evaluate:
+    with _Evaluator(replay, part, workers) as evaluator:
         while not es.stop():
             candidates = es.ask()
-            es.tell(candidates, evaluate(candidates))
+            es.tell(candidates, evaluator.map(_rms_of, candidates))
             evaluations += len(candidates)
             history.append(float(es.result.fbest))
             logger.info(f"calibrate: generation {len(history)}/{cfg.iterations}: best joint RMS "
                         f"{1e3 * es.result.fbest:.2f} mrad ({evaluations} replays, {time.monotonic() - started:.0f} s)")
-    x = es.result.xbest
-    best = _unit_to_dynamics(np.asarray(x))
+        x, error = np.asarray(es.result.xbest), float(es.result.fbest)
+        if cfg.polish_iterations:
+            x, error, replays = _polish(x, evaluator, cfg.polish_iterations)
+            evaluations += replays
+            history.append(error)
+            logger.info(f"calibrate: least-squares polish: joint RMS {1e3 * error:.2f} mrad ({evaluations} replays, "
+                        f"{time.monotonic() - started:.0f} s)")
+    best = _unit_to_dynamics(x)
     speed = opening_speed(log.state_stamp, log.opening) if len(log.gripper_t) else 0.0
     return Calibration(dynamics=best, state_latency=state_latency(log), joint_noise=joint_noise(log),
                        gripper_speed=speed, sim_gripper_speed=replay.gripper_speed() if speed else 0.0,
-                       rms_before=before, rms_after=float(es.result.fbest), evaluations=evaluations,
+                       rms_before=before, rms_after=error, evaluations=evaluations,
                        seconds=time.monotonic() - started, window=part.seconds, history=history)
