@@ -4,7 +4,7 @@ each of the profile's values beside what calibration found, and the sim's joint 
 and after.
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/calibration.py [--realities typical] [--seconds 120]
-        [--fit-seconds 40] [--iterations 30] [--population 10] [--out FILE]
+        [--fit-seconds 40] [--iterations 15] [--population 10] [--out FILE]
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def main() -> None:
     p.add_argument("--profile", default="ros2_control_joint_position")
     p.add_argument("--seconds", type=float, default=120.0, help="s of excitation recorded")
     p.add_argument("--fit-seconds", type=float, default=40.0)
-    p.add_argument("--iterations", type=int, default=30)
+    p.add_argument("--iterations", type=int, default=15)
     p.add_argument("--population", type=int, default=10)
     p.add_argument("--domain", type=int, default=91)
     p.add_argument("--out", default=None)

@@ -183,9 +183,11 @@ def hardware_placements(episodes: int, seed: int = 0) -> list[np.ndarray]:
     return out
 
 
-def policy_successes(run_dir: str, episodes: int, env: object | None = None) -> np.ndarray:
+def policy_successes(run_dir: str, episodes: int, env: object | None = None,
+                     sim_kwargs: dict | None = None) -> np.ndarray:
     """A trained PickCube run's latest policy (deterministic), per episode success: on ``env`` (a robot env), or
-    with ``env=None`` in pure sim on the PickCube hardware's first ``episodes`` placements, replayed."""
+    with ``env=None`` in pure sim on the PickCube hardware's first ``episodes`` placements, replayed (the sim task
+    made with ``sim_kwargs``: the nominal sim when None)."""
     from robot_rl.agents.sac import SACAgent
     from robot_rl.config import load_yaml
     from robot_rl.envs.make import EnvConfig, make_env
@@ -195,7 +197,7 @@ def policy_successes(run_dir: str, episodes: int, env: object | None = None) -> 
     from robot_rl.training.evaluation import rollout
 
     cfg = load_yaml(TrainConfig, Path(run_dir) / "config.yaml")
-    sim = make_env(EnvConfig(id="robot_rl/PickCube-v0"))
+    sim = make_env(EnvConfig(id="robot_rl/PickCube-v0", kwargs=dict(sim_kwargs or {})))
     agent = SACAgent(ObsSpec.from_space(sim.observation_space), action_dim_of(sim.action_space), cfg.agent)
     agent.load_policy(latest_checkpoint(run_dir) / "policy.safetensors")
     if env is None:

@@ -12,16 +12,24 @@ import yaml
 
 from robot_rl.calibration.fit import Calibration
 from robot_rl.calibration.log import DriverLog
-from robot_rl.calibration.replay import ArmReplay, Dynamics
+from robot_rl.calibration.replay import NOMINAL_OMEGA, ArmReplay, Dynamics
+from robot_rl_controllers.impedance import ImpedanceGains
 
 
 def env_kwargs(cal: Calibration, control_hz: float = 20.0, width: float = 0.3) -> dict:
     """The arm task's kwargs for training in the calibrated sim: the fit ± ``width`` (a fraction) as randomization
-    ranges (the gripper's speed too, where the robot's is slower than the sim's). The sim's impedance stiffness
-    scales with the square of the fitted bandwidth; the latencies (command + state) become whole control steps of
-    delay, one more step of jitter when they fall between."""
+    ranges (the gripper's speed too, where the robot's is slower than the sim's). The latencies (command + state)
+    become whole control steps of delay, one more step of jitter when they fall between.
+
+    The stiffness: the training sim's arm follows its target through an impedance law of bandwidth
+    sqrt(kp_pos) (20 rad/s), which stands for the whole nominal robot path, joint loop (``NOMINAL_OMEGA``) included.
+    A robot whose joint loop is slower adds that loop's extra lag, 1/omega_robot - 1/omega_nominal, to the sim's
+    1/omega_sim; the stiffness scales with the square of the bandwidth that leaves. (Scaling it by the joint loop's
+    own bandwidth squared made the sim arm far slower than the robot: 0.25 for a loop at half speed.)"""
     d = cal.dynamics
-    k = d.bandwidth_scale ** 2
+    sim_omega = float(np.sqrt(ImpedanceGains().kp_pos))
+    extra_lag = 1.0 / (NOMINAL_OMEGA * d.bandwidth_scale) - 1.0 / NOMINAL_OMEGA
+    k = (1.0 / (1.0 + sim_omega * extra_lag)) ** 2
     steps = (d.command_latency + cal.state_latency) * control_hz
     lo, hi = 1.0 - width, 1.0 + width
     grip = cal.reality()["gripper_speed"]  # 0: as fast as the sim's, which then stays as it is

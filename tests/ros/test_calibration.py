@@ -1,7 +1,8 @@
 """Calibration recovers the robot from its log: the emulated driver runs the bundled ``typical`` reality profile
 (hidden from calibration) in its own process; ``robot-rl record-excitation`` moves the arm and records a bag over
-ROS 2; ``robot-rl calibrate`` reads only the bag and must find the profile's latencies, joint noise and gripper speed,
-and a sim that follows the robot five times more closely than the nominal one."""
+ROS 2; ``robot-rl calibrate`` reads only the bag and must find the profile's latencies, joint loop bandwidth, joint
+friction, joint noise and gripper speed, and a sim that follows the robot five times more closely than the nominal
+one."""
 
 from __future__ import annotations
 
@@ -18,17 +19,17 @@ CLI = [sys.executable, "-m", "robot_rl.cli"]
 
 
 @pytest.mark.timeout(420)
-def test_calibration_finds_a_hidden_reality_profile_from_20_s_of_log(graph, tmp_path) -> None:
+def test_calibration_finds_a_hidden_reality_profile_from_40_s_of_log(graph, tmp_path) -> None:
     from robot_rl.calibration.excite import ExcitationConfig, record_excitation
     from robot_rl_sim.reality import load_reality
 
     graph.start("arm_driver", "-p", "profile:=ros2_control_joint_position", "-p", "reality:=typical")
-    bag = record_excitation(ExcitationConfig(out=str(tmp_path / "log"), seconds=22.0))["bag"]
+    bag = record_excitation(ExcitationConfig(out=str(tmp_path / "log"), seconds=42.0))["bag"]
     codes = graph.stop()
     assert all(c in (0, -2) for c in codes.values()), codes
     out = tmp_path / "calibration"
-    done = subprocess.run([*CLI, "calibrate", "--bag", bag, "--out", str(out), "--fit.fit-seconds", "20",
-                           "--fit.iterations", "25", "--fit.population", "10"], capture_output=True, text=True,
+    done = subprocess.run([*CLI, "calibrate", "--bag", bag, "--out", str(out), "--fit.fit-seconds", "40",
+                           "--fit.iterations", "12", "--fit.population", "10"], capture_output=True, text=True,
                           timeout=360)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads((out / "calibration.json").read_text())
@@ -37,19 +38,26 @@ def test_calibration_finds_a_hidden_reality_profile_from_20_s_of_log(graph, tmp_
                                  "joint_coulomb_friction", "joint_viscous_friction", "gripper_speed",
                                  "joint_noise", "rms_before_rad", "rms_after_rad")})
     # latencies well within a 20 Hz control period: the state latency is read off the log (DDS delivery adds about a
-    # millisecond), the command latency is fitted (a fit stopped short in the friction valley was 6.4 ms off)
-    assert abs(found["command_latency"] - truth.command_latency) < 0.02, found
+    # millisecond), the command latency is fitted (DDS delivery and the driver's step add one or two)
+    assert abs(found["command_latency"] - truth.command_latency) < 0.01, found
     assert abs(found["state_latency"] - truth.state_latency) < 0.005, found
     for key in ("gripper_speed", "joint_noise"):  # read off the log
         assert abs(found[key] / getattr(truth, key) - 1) <= 0.15, (key, found)
-    # fitted: bandwidth and joint friction are not yet found reliably from 20 s (issue #60 notes; the figures at
-    # full size are on docs/benchmarks/sim-to-real.md), but the calibrated sim follows the robot more closely
+    # fitted: the joint loop's bandwidth and dry friction within 15 %. Viscous friction is the weakest term at the
+    # excitation's speeds: timing jitter of a busy machine's log moves it (40 s logs recorded beside a training run:
+    # -4 % and -67 %; on an idle machine at full size within 15 %, docs/benchmarks/sim-to-real.md); here only no
+    # gross miss (CMA-ES alone put it at 0.003 or 0.88)
+    for key in ("tracking_bandwidth_scale", "joint_coulomb_friction"):
+        assert abs(found[key] / getattr(truth, key) - 1) <= 0.15, (key, found)
+    assert abs(found["joint_viscous_friction"] / truth.joint_viscous_friction - 1) <= 0.7, found
     assert found["rms_after_rad"] < found["rms_before_rad"] / 5, found
     # what it wrote: a reality profile the driver loads, env kwargs around the fit, a report with its picture
     fitted = load_reality(str(out / "reality.yaml"))
     assert fitted.tracking_bandwidth_scale == found["tracking_bandwidth_scale"]
     kwargs = json.loads((out / "env_kwargs.json").read_text())["randomization"]
     low, high = kwargs["stiffness_scale"]
-    assert low < found["tracking_bandwidth_scale"] ** 2 < high, kwargs
+    assert 0.3 < low < high < 0.8, kwargs  # a joint loop at half speed: a sim arm slower, not four times slower
+    slow, fast = kwargs["gripper_speed"]  # the robot's gripper is slower than the sim's: trained around its speed
+    assert slow < found["gripper_speed"] < fast, kwargs
     assert (out / "joints.png").stat().st_size > 10_000 and "calibrated" in (out / "report.md").read_text()
     assert yaml.safe_load((out / "reality.yaml").read_text())["sources"]
