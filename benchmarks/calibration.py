@@ -4,7 +4,7 @@ each of the profile's values beside what calibration found, and the sim's joint 
 and after.
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/calibration.py [--realities typical] [--seconds 120]
-        [--fit-seconds 40] [--iterations 15] [--population 10] [--out FILE]
+        [--fit-seconds 40] [--iterations 15] [--population 10] [--out FILE] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -59,12 +59,15 @@ def main() -> None:
     p.add_argument("--population", type=int, default=10)
     p.add_argument("--domain", type=int, default=91)
     p.add_argument("--out", default=None)
+    p.add_argument("--keep", default=None, help="folder to keep the logs and calibrations in (default: a temporary "
+                                                 "folder, removed)")
     args = p.parse_args()
     from robot_rl_sim.reality import load_reality
 
     figures: dict = {"realities": {}}
     tables = []
     with tempfile.TemporaryDirectory() as tmp:
+        tmp = args.keep or tmp
         for reality in args.realities:
             truth = load_reality(reality)
             found = calibrate_against(reality, args, Path(tmp))
