@@ -35,8 +35,8 @@ class FitConfig:
     """How the dynamics are fitted."""
 
     fit_seconds: float = 40.0
-    """s of the log the dynamics are fitted on (from its start; each evaluation replays them): 40 s of
-    ``record-excitation`` find viscous friction within 15 % (20 s: 18 % low to 47 % high); more only costs time."""
+    """s of the log the dynamics are fitted on (from its start; each evaluation replays them): in 20 s the
+    excitation moves too little for viscous friction (18 % low to 47 % high on one log); more costs time."""
     iterations: int = 15
     """CMA-ES generations (it finds the error's valley; the least-squares polish follows it down)."""
     population: int = 10
