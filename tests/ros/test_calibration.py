@@ -1,8 +1,7 @@
 """Calibration recovers the robot from its log: the emulated driver runs the bundled ``typical`` reality profile
 (hidden from calibration) in its own process; ``robot-rl record-excitation`` moves the arm and records a bag over
-ROS 2; ``robot-rl calibrate`` reads only the bag and must find the profile's latencies, joint loop bandwidth, joint
-friction, joint noise and gripper speed, and a sim that follows the robot five times more closely than the nominal
-one."""
+ROS 2; ``robot-rl calibrate`` reads only the bag and must find the profile's latencies, joint noise and gripper speed,
+and a sim that follows the robot five times more closely than the nominal one."""
 
 from __future__ import annotations
 
