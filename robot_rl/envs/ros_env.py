@@ -13,10 +13,10 @@ action, actions are clipped to [-1, 1], the target pose is clipped to ``max_targ
 next period boundary and returns the newest synchronised observation (every state topic and camera frame picked
 by nearest stamp to the reference stream once each has reached its stamp; ``info["obs_skew"]`` is the largest
 stamp difference). ``reset`` opens the gripper, moves the arm home through the controller (in steps the safety
-limits allow), waits until it has settled, and calls ``reset_service`` if set (the sim hardware re-places the
-objects). Success comes from the ``success`` topic (``success_source="topic"``), a key press (``"key"``: Enter on
-stdin; with a teleop device on the terminal, its Enter) or nowhere (``"none"``: a profile's ``teleop`` and
-``classifier`` sources are wrappers around the env, :data:`ENV_SUCCESS`).
+limits allow), waits until it has settled and the gripper has opened, and calls ``reset_service`` if set (the sim
+hardware re-places the objects). Success comes from the ``success`` topic (``success_source="topic"``), a key
+press (``"key"``: Enter on stdin; with a teleop device on the terminal, its Enter) or nowhere (``"none"``: a
+profile's ``teleop`` and ``classifier`` sources are wrappers around the env, :data:`ENV_SUCCESS`).
 
 The ROS 2 connection is made on the first ``reset``: building the env only to read its spaces (as the learner
 does) touches no robot. Make it by config: ``env.id: robot_rl.envs.ros_env:robot_rl/RosArm-v0``.
@@ -41,6 +41,7 @@ from robot_rl.cameras.rig import CameraRig, pixels_space
 from robot_rl.config import from_dict
 from robot_rl.envs.contract import PAUSED, RobotUnavailable
 from robot_rl.envs.estop import EstopLatch
+from robot_rl.envs.gripper_settle import GripperSettle
 from robot_rl.envs.ros_env_config import FINGER_JOINTS, HOME_POS, RosArmEnvConfig  # noqa: F401  (re-exported)
 from robot_rl.robots.future import roll_ee_target
 from robot_rl.robots.profile import load_profile, with_overrides
@@ -300,13 +301,18 @@ class RosArmEnv(gym.Env):
         self.gripper = -1.0
         deadline = time.monotonic() + self.cfg.reset_timeout
         tick = self.clock.now()
+        gripper = GripperSettle(lim.max_opening, self.cfg.settle_gripper, self.cfg.gripper_stall)
         while True:
             pos, _, vel = self.ee()
-            if np.linalg.norm(pos - home) < self.cfg.settle_tolerance and np.linalg.norm(vel) < self.cfg.settle_speed:
+            opening = self.link.streams["gripper"].latest() if "gripper" in self.link.streams else None
+            gripper_open = gripper.settled(time.monotonic(), None if opening is None else opening[1])
+            if np.linalg.norm(pos - home) < self.cfg.settle_tolerance and \
+                    np.linalg.norm(vel) < self.cfg.settle_speed and gripper_open:
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reset: arm did not settle at home within {self.cfg.reset_timeout} s "
-                                   f"(at {np.round(pos, 3)}; safety state {self.safety_state()})")
+                                   f"(at {np.round(pos, 3)}, gripper {gripper.last}; safety state "
+                                   f"{self.safety_state()})")
             step = np.clip(home - self.target_pos, -lim.max_step, lim.max_step)
             self.target_pos = np.clip(self.target_pos + step, pos - lim.max_target_lead, pos + lim.max_target_lead)
             self._publish()

@@ -57,6 +57,13 @@ class RosArmEnvConfig:
     exactly at home and at rest, is sensitive to the start: at 1 cm / 2 cm/s a PickCube policy lost 1-3 of 40)"""
     settle_speed: float = 0.005
     """... and slower than this (m/s)."""
+    settle_gripper: float = 0.002
+    """... and the gripper (when the robot reports one) open to within this of the commanded opening (m), or
+    stopped short of it for ``gripper_stall`` s. A sim episode starts with the gripper open: a slow real gripper
+    (0.02-0.1 m/s) still closing on the last episode's cube would start the next one half closed."""
+    gripper_stall: float = 0.5
+    """Seconds without gripper motion (under ``settle_gripper``) that also count as settled: a gripper that
+    stops short of the commanded opening (a blocked finger, a different stroke) does not stall every reset."""
     reset_timeout: float = 15.0
     """Longest reset (s) before an error."""
     estop_wait: float = 600.0
