@@ -31,7 +31,9 @@
         (a robot profile resolved, or checked against the live graph and safety node)
     robot-rl record-excitation [CONFIG] [--profile P] [--out DIR] [--seconds 60]
         (moves the arm and records a bag for calibrate)
-    robot-rl calibrate [CONFIG] --bag BAG [--profile P] [--out DIR]
+    robot-rl record-response [CONFIG] [--profile P] [--out FILE]
+        (the end effector's path under a probe of the policy's actions, for calibrate --response)
+    robot-rl calibrate [CONFIG] --bag BAG [--response FILE] [--profile P] [--out DIR]
         (the sim's latency, bandwidth, friction... fitted to a robot log)
 
 Every command takes ``--log-level debug|info|warning|error`` (processes it starts inherit it)
@@ -427,12 +429,21 @@ def cmd_record_excitation(argv: list[str]) -> int:
                        "calibrate.", argv)
 
 
+def cmd_record_response(argv: list[str]) -> int:
+    from robot_rl.calibration.response import ResponseConfig, record_response  # deferred: loads rclpy
+
+    return _config_job("record-response", ResponseConfig, record_response, "Run a probe of the policy's actions "
+                       "(a push along x, a hold, a push down, a hold) through the robot env from a reset, a few "
+                       "times, and write the end effector's mean path for robot-rl calibrate --response.", argv)
+
+
 def cmd_calibrate(argv: list[str]) -> int:
     from robot_rl.calibration.job import CalibrateConfig, calibrate  # deferred: loads MuJoCo
 
     return _config_job("calibrate", CalibrateConfig, calibrate, "Fit the sim to a robot log: replay its commands in "
                        "the sim through the driver's joint position path and fit latency, bandwidth and joint "
-                       "friction (CMA-ES), read state latency, joint noise and gripper speed off the log; write a "
+                       "friction (CMA-ES), read state latency, joint noise and gripper speed off the log; with "
+                       "--response, fit the sim's stiffness and delay to the robot's probe response; write a "
                        "reality profile, randomized env kwargs for training and a report.", argv)
 
 
@@ -495,7 +506,7 @@ COMMANDS = {"train": cmd_train, "learner": cmd_learner, "actor": cmd_actor, "eva
             "ros-index": cmd_ros_index, "robot": cmd_robot, "record-frames": cmd_record_frames,
             "train-reward": cmd_train_reward, "train-bc": cmd_train_bc, "serve-policy": cmd_serve_policy,
             "distill": cmd_distill, "export": cmd_export, "record-excitation": cmd_record_excitation,
-            "calibrate": cmd_calibrate}
+            "record-response": cmd_record_response, "calibrate": cmd_calibrate}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from robot_rl.calibration.fit import FitConfig, fit
 from robot_rl.calibration.log import read_bag
 from robot_rl.calibration.replay import ArmReplay
-from robot_rl.calibration.report import write_report
+from robot_rl.calibration.report import env_kwargs, write_report
+from robot_rl.calibration.response import fit_response, read_response
 from robot_rl.robots.profile import load_profile
 
 
@@ -26,6 +28,10 @@ class CalibrateConfig:
     """The sim arm task whose scene the log is replayed in (the arm is the same in every task)."""
     control_hz: float = 20.0
     """The training env's control rate (turns the fitted latency into control steps of delay)."""
+    response: str = ""
+    """A probe response of the robot (``robot-rl record-response`` writes one): the training sim's stiffness and
+    steps of delay are fitted to move its end effector as the robot's moved under the same actions ("" = they are
+    estimated from the joint fit, less closely)."""
     randomization_width: float = 0.3
     """Domain randomization ranges in env_kwargs.json: the fit times 1 ± this."""
     fit: FitConfig = field(default_factory=FitConfig)
@@ -34,6 +40,9 @@ class CalibrateConfig:
     def validate(self) -> None:
         if not self.bag:
             raise ValueError("calibrate: --bag: the robot's bag (record one with robot-rl record-excitation)")
+        if self.response and not Path(self.response).is_file():
+            raise ValueError(f"calibrate: --response {self.response}: no such file (robot-rl record-response "
+                             "writes one)")
         if not 0 <= self.randomization_width < 1 or self.control_hz <= 0:
             raise ValueError("calibrate: randomization_width must be in [0, 1), control_hz > 0")
         self.fit.validate()
@@ -44,4 +53,9 @@ def calibrate(cfg: CalibrateConfig) -> dict:
     log = read_bag(cfg.bag, load_profile(cfg.profile, "arm"))
     replay = ArmReplay(cfg.task)
     result = fit(log, cfg.fit, replay)
-    return write_report(cfg.out, result, log, cfg.bag, replay, cfg.control_hz, cfg.randomization_width)
+    response = None
+    if cfg.response:
+        center = env_kwargs(result, cfg.control_hz, width=0.0)  # the joint fit's friction and gripper, as fitted
+        center["randomization"].pop("obs_noise_std", None)
+        response = fit_response(read_response(cfg.response), cfg.task, center)
+    return write_report(cfg.out, result, log, cfg.bag, replay, cfg.control_hz, cfg.randomization_width, response)

@@ -16,10 +16,14 @@ from robot_rl.calibration.replay import NOMINAL_OMEGA, ArmReplay, Dynamics
 from robot_rl_controllers.impedance import ImpedanceGains
 
 
-def env_kwargs(cal: Calibration, control_hz: float = 20.0, width: float = 0.3) -> dict:
+def env_kwargs(cal: Calibration, control_hz: float = 20.0, width: float = 0.3, response: dict | None = None) -> dict:
     """The arm task's kwargs for training in the calibrated sim: the fit ± ``width`` (a fraction) as randomization
     ranges (the gripper's speed too, where the robot's is slower than the sim's). The latencies (command + state)
     become whole control steps of delay, one more step of jitter when they fall between.
+
+    With a probe ``response`` fitted (:func:`robot_rl.calibration.response.fit_response`: the robot's end effector
+    under the policy's own actions), the stiffness and the steps of delay are its pick, which the sim's arm then
+    follows as the robot's does; without one, they come from the joint fit as below (an estimate).
 
     The stiffness: the training sim's arm follows its target through an impedance law of bandwidth
     sqrt(kp_pos) (20 rad/s), which stands for the whole nominal robot path, joint loop (``NOMINAL_OMEGA``) included.
@@ -31,14 +35,17 @@ def env_kwargs(cal: Calibration, control_hz: float = 20.0, width: float = 0.3) -
     extra_lag = 1.0 / (NOMINAL_OMEGA * d.bandwidth_scale) - 1.0 / NOMINAL_OMEGA
     k = (1.0 / (1.0 + sim_omega * extra_lag)) ** 2
     steps = (d.command_latency + cal.state_latency) * control_hz
+    delay, jitter = int(np.floor(steps)), int(steps - np.floor(steps) > 0.2)
+    if response is not None:
+        k, delay, jitter = response["stiffness_scale"], response["action_latency_steps"], 0
     lo, hi = 1.0 - width, 1.0 + width
     grip = cal.reality()["gripper_speed"]  # 0: as fast as the sim's, which then stays as it is
     return {"randomization": {
         "stiffness_scale": [round(k * lo, 3), round(k * hi, 3)],
         "joint_friction": [round(d.coulomb_friction * lo, 3), round(d.coulomb_friction * hi, 3)],
         "joint_damping": [round(d.viscous_friction * lo, 3), round(d.viscous_friction * hi, 3)],
-        "action_latency_steps": int(np.floor(steps)),
-        "action_latency_jitter": int(steps - np.floor(steps) > 0.2),
+        "action_latency_steps": delay,
+        "action_latency_jitter": jitter,
         "gripper_speed": [round(grip * lo, 4), round(grip * hi, 4)],
         "obs_noise_std": float(f"{cal.joint_noise:.2g}")}}
 
@@ -66,8 +73,9 @@ def _plot(path: Path, log: DriverLog, before: np.ndarray, after: np.ndarray, sec
 
 
 def write_report(out: str | Path, cal: Calibration, log: DriverLog, source: str, replay: ArmReplay,
-                 control_hz: float = 20.0, width: float = 0.3) -> dict:
-    """Writes the four files into ``out``; returns the figures."""
+                 control_hz: float = 20.0, width: float = 0.3, response: dict | None = None) -> dict:
+    """Writes the five files into ``out``; returns the figures. ``response``: a probe response's fit, whose
+    stiffness and delay env_kwargs.json takes (see :func:`env_kwargs`)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     reality = cal.reality()
@@ -75,9 +83,11 @@ def write_report(out: str | Path, cal: Calibration, log: DriverLog, source: str,
     (out / "reality.yaml").write_text(
         "# The robot as calibrated from its log (robot_rl_sim.reality fields): the rehearsal driver runs it with\n"
         f"# reality:={out / 'reality.yaml'}\n" + yaml.safe_dump({**reality, "sources": sources}, sort_keys=False))
-    kwargs = env_kwargs(cal, control_hz, width)
+    kwargs = env_kwargs(cal, control_hz, width, response)
     (out / "env_kwargs.json").write_text(json.dumps(kwargs, indent=1) + "\n")
     figures = {**cal.summary(), "log_seconds": round(log.seconds, 1), "env_kwargs": kwargs}
+    if response is not None:
+        figures["response_fit"] = {k: v for k, v in response.items() if k != "candidates"}
     (out / "calibration.json").write_text(json.dumps(figures, indent=1, default=float) + "\n")
     part = log.window(0.0, 10.0)
     _plot(out / "joints.png", part, replay.run(part, Dynamics()), replay.run(part, cal.dynamics))
@@ -88,6 +98,10 @@ def write_report(out: str | Path, cal: Calibration, log: DriverLog, source: str,
             ("joint viscous friction (N m s/rad)", "0", reality["joint_viscous_friction"]),
             ("gripper speed (m/s; 0: the sim's own)", f"0 ({cal.sim_gripper_speed:.2f})", reality["gripper_speed"]),
             ("joint noise (rad)", "0", reality["joint_noise"])]
+    if response is not None:
+        rows += [("sim stiffness x, steps of delay (probe response)", "1, 0",
+                  f"{response['stiffness_scale']}, {response['action_latency_steps']} "
+                  f"({response['rms_mm']} mm RMS)")]
     table = "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
     (out / "report.md").write_text(f"""# Calibration of the sim from {source}
 

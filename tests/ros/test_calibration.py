@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import yaml
 
@@ -56,3 +57,23 @@ def test_calibration_finds_a_hidden_reality_profile_from_40_s_of_log(graph, tmp_
     assert slow < found["gripper_speed"] < fast, kwargs
     assert (out / "joints.png").stat().st_size > 10_000 and "calibrated" in (out / "report.md").read_text()
     assert yaml.safe_load((out / "reality.yaml").read_text())["sources"]
+
+
+@pytest.mark.timeout(180)
+def test_a_probe_response_through_the_typical_robot_fits_a_stiff_delayed_sim_arm(graph, tmp_path) -> None:
+    """``robot-rl record-response`` through the robot env and the safety node, the driver running ``typical``:
+    the training sim that moves as that robot does is stiffer than the nominal one, one control step behind."""
+    from robot_rl.calibration.response import ResponseConfig, fit_response, read_response, record_response
+    from tests.ros.test_profiles import profile_file, start_profile_graph, wait_kinematics
+
+    profile = profile_file("ros2_control_joint_position", tmp_path)
+    start_profile_graph(graph, profile, "-p", "reality:=typical")
+    wait_kinematics(graph)
+    out = tmp_path / "response.json"
+    record_response(ResponseConfig(profile=profile, out=str(out), repeats=1, reset_service="arm_driver/reset"))
+    path = read_response(out)
+    assert 0.05 < path[7, 0] < 0.07 and path[-1, 2] < -0.05, path  # the probe moved the arm: 6 cm along x, down
+    assert np.linalg.norm(path[0]) < 0.003, path  # the first action shows a step later: latency and a slower loop
+    got = fit_response(path, base_kwargs={"randomization": {"joint_friction": [0.3, 0.3]}})
+    print({k: v for k, v in got.items() if k != "candidates"})
+    assert got["action_latency_steps"] == 1 and got["stiffness_scale"] >= 2.0, got
