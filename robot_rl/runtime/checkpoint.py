@@ -117,6 +117,19 @@ def resume_point(run_dir: str | Path) -> Path | None:
     return path
 
 
+def load_agent_from(run_dir: str | Path, agent: Agent) -> Path:
+    """``agent`` (networks, optimizers, temperature) as another run's newest intact checkpoint left it, nothing
+    else of that run (``init_from``: a policy trained elsewhere fine-tuned here). Returns the checkpoint."""
+    path = latest_checkpoint(run_dir)
+    try:
+        agent.load_state_dict(load_state(path / "agent.safetensors"))
+    except (RuntimeError, KeyError, ValueError) as exc:  # another agent, other sizes: the state does not fit
+        raise ValueError(f"init_from: {path} holds another agent than this run builds (agent and observation "
+                         f"settings must match): {str(exc).splitlines()[0][:300]}") from None
+    log.info("agent initialised from %s", path)
+    return path
+
+
 def load_checkpoint(path: str | Path, agent: Agent, replay_cfg: ReplayConfig | None, spec: ObsSpec,
                     action_dim: int) -> tuple[ReplayBuffer | None, dict[str, Any]]:
     """Restores ``agent`` in place; returns the replay (if saved) and the counters."""

@@ -17,6 +17,7 @@ from robot_rl.rewards.classifier import check_saved
 from robot_rl.rewards.wrapper import ClassifierRewardConfig
 from robot_rl.teleop.config import TeleopConfig
 from robot_rl.utils.imports import load_imports
+from robot_rl.utils.run_dir import latest_checkpoint
 from robot_rl.view.config import ViewConfig
 
 SIM_RANDOM_STEPS = 1_000
@@ -151,6 +152,10 @@ class TrainConfig:
     """Warm-up: uniformly random actions for the run's first this many env steps (with a base policy: the base's
     rollouts), counted over the whole run (a resumed run never repeats them); -1 = 1,000 in a sim, 0 on a robot (an
     env that drives hardware: random actions on a robot are asked for explicitly)."""
+    init_from: str = ""
+    """A run folder whose newest checkpoint's agent (networks, optimizers, temperature) this run starts from, none
+    of its replay or counters: a policy trained elsewhere (the calibrated sim) fine-tuned here (the robot). The
+    agent and observation settings must match that run's. With it, ``random_steps: -1`` means none."""
     warmup_random_share: float = 0.0
     """With a base policy: the share of warm-up steps whose action is uniformly random instead of the base's
     proposal (each step drawn alone; the proposal is still recorded), so the critics see actions away from the
@@ -213,10 +218,11 @@ class TrainConfig:
     ground truth in sim."""
 
     def warmup_steps(self, drives_hardware: bool) -> int:
-        """The warm-up in force: ``random_steps``, or with -1 1,000 env steps in a sim and none on a robot."""
+        """The warm-up in force: ``random_steps``, or with -1 1,000 env steps in a sim and none on a robot or from
+        a trained agent (``init_from``)."""
         if self.random_steps >= 0:
             return self.random_steps
-        return 0 if drives_hardware else SIM_RANDOM_STEPS
+        return 0 if drives_hardware or self.init_from else SIM_RANDOM_STEPS
 
     def agent_config(self) -> AgentConfig:
         """The agent's config as this run builds its agent: an agent that fine-tunes the base's weights (it declares
@@ -254,6 +260,11 @@ class TrainConfig:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         if not self.progress_every_s > 0:
             raise ValueError(f"progress_every_s must be > 0, got {self.progress_every_s}")
+        if self.init_from:
+            try:
+                latest_checkpoint(self.init_from)
+            except (FileNotFoundError, ValueError, OSError) as exc:
+                raise ValueError(f"init_from: {self.init_from} holds no intact checkpoint ({exc})") from None
         if not 0.0 <= self.warmup_random_share <= 1.0:
             raise ValueError(f"warmup_random_share must be in [0, 1], got {self.warmup_random_share}")
         self.env.validate()

@@ -23,7 +23,7 @@ from typing import Any
 
 from robot_rl.envs.contract import drives_hardware
 from robot_rl.envs.make import make_env
-from robot_rl.runtime.checkpoint import oldest_kept_counters, resume_point, save_checkpoint
+from robot_rl.runtime.checkpoint import load_agent_from, oldest_kept_counters, resume_point, save_checkpoint
 from robot_rl.runtime.learner.intake import Intake
 from robot_rl.runtime.learner.publisher import Publisher
 from robot_rl.runtime.learner.rate import UpdateRate
@@ -58,6 +58,8 @@ class Learner:
         if resume and start is None:
             log.info("no checkpoint yet: the agent starts fresh; the actors' spools rebuild the replay")
         self.replay, self.counters = learner_replay(cfg, start, self.agent, self.spec, self.action_dim, seeds.replay())
+        if cfg.init_from and start is None:  # a resume has its own checkpoint: the agent fine-tuned so far
+            load_agent_from(cfg.init_from, self.agent)
         self.replay.with_base = bool(cfg.base_policy.path)
         self.replay.set_n_step(self.sampling.n_step, self.sampling.discount)
         self.replay.with_pixels = self.sampling.pixels
