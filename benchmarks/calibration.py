@@ -4,7 +4,10 @@ each of the profile's values beside what calibration found, and the sim's joint 
 and after.
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/calibration.py [--realities typical] [--seconds 120]
-        [--fit-seconds 40] [--iterations 15] [--population 10] [--out FILE] [--keep DIR]
+        [--fit-seconds 40] [--iterations 15] [--population 10] [--out FILE] [--keep DIR] [--no-response]
+
+Then ``robot-rl record-response`` probes the same robot through the robot env and the safety node, and calibrate
+fits the training sim's stiffness and delay to it (``--response``).
 """
 
 from __future__ import annotations
@@ -20,10 +23,30 @@ from pathlib import Path
 
 from common import Table, write_result
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.ros: the rehearsal graph
+
 FIELDS = (("command_latency", "command latency (s)"), ("state_latency", "state latency (s)"),
           ("tracking_bandwidth_scale", "joint loop bandwidth (x sim)"),
           ("joint_coulomb_friction", "dry friction (N m)"), ("joint_viscous_friction", "viscous friction (N m s/rad)"),
           ("gripper_speed", "gripper speed (m/s)"), ("joint_noise", "joint noise (rad)"))
+
+
+def probe_through(reality: str, args: argparse.Namespace, folder: Path) -> str:
+    """``robot-rl record-response`` through the robot env and the safety node, the driver running ``reality``."""
+    from robot_rl.calibration.response import ResponseConfig, record_response
+    from tests.ros.graph import Graph
+    from tests.ros.test_profiles import profile_file, start_profile_graph, wait_kinematics
+
+    path = profile_file(args.profile, folder)
+    graph = Graph(args.domain, folder)
+    start_profile_graph(graph, path, "-p", f"reality:={reality}")
+    try:
+        wait_kinematics(graph)
+        out = str(folder / f"response-{reality}.json")
+        record_response(ResponseConfig(profile=path, out=out, reset_service="arm_driver/reset"))
+        return out
+    finally:
+        graph.stop()
 
 
 def calibrate_against(reality: str, args: argparse.Namespace, folder: Path) -> dict:
@@ -42,8 +65,10 @@ def calibrate_against(reality: str, args: argparse.Namespace, folder: Path) -> d
     finally:
         driver.send_signal(signal.SIGINT)
         driver.wait(30)
+    response = probe_through(reality, args, folder) if args.response else ""
     started = time.monotonic()
     found = calibrate(CalibrateConfig(bag=bag, profile=args.profile, out=str(folder / f"calibration-{reality}"),
+                                      response=response,
                                       fit=FitConfig(fit_seconds=args.fit_seconds, iterations=args.iterations,
                                                     population=args.population)))
     return {**found, "wall_s": round(time.monotonic() - started, 1)}
@@ -58,6 +83,9 @@ def main() -> None:
     p.add_argument("--iterations", type=int, default=15)
     p.add_argument("--population", type=int, default=10)
     p.add_argument("--domain", type=int, default=91)
+    p.add_argument("--no-response", dest="response", action="store_false",
+                   help="skip robot-rl record-response (the training sim's stiffness and delay then come from the "
+                        "joint fit's estimate)")
     p.add_argument("--out", default=None)
     p.add_argument("--keep", default=None, help="folder to keep the logs and calibrations in (default: a temporary "
                                                  "folder, removed)")
@@ -84,6 +112,10 @@ def main() -> None:
                 table.add(label, hidden, got, error)
             table.add("joint RMS error replaying the log (mrad)", f"{1e3 * found['rms_before_rad']:.2f} (nominal sim)",
                       f"{1e3 * found['rms_after_rad']:.2f}", "")
+            if "response_fit" in found:
+                r = found["response_fit"]
+                table.add("training sim: stiffness x, steps of delay (probe response)", "-",
+                          f"{r['stiffness_scale']}, {r['action_latency_steps']}", f"{r['rms_mm']} mm RMS")
             tables.append(table)
     print(f"results: {write_result('calibration', figures, args.out, tables=tables)}")
 

@@ -184,10 +184,10 @@ def hardware_placements(episodes: int, seed: int = 0) -> list[np.ndarray]:
 
 
 def policy_successes(run_dir: str, episodes: int, env: object | None = None,
-                     sim_kwargs: dict | None = None) -> np.ndarray:
-    """A trained PickCube run's latest policy (deterministic), per episode success: on ``env`` (a robot env), or
-    with ``env=None`` in pure sim on the PickCube hardware's first ``episodes`` placements, replayed (the sim task
-    made with ``sim_kwargs``: the nominal sim when None)."""
+                     sim_kwargs: dict | None = None, policy_file: str | Path | None = None) -> np.ndarray:
+    """A trained PickCube run's latest policy (or ``policy_file``, e.g. one a checkpoint kept), deterministic, per
+    episode success: on ``env`` (a robot env), or with ``env=None`` in pure sim on the PickCube hardware's first
+    ``episodes`` placements, replayed (the sim task made with ``sim_kwargs``: the nominal sim when None)."""
     from robot_rl.agents.sac import SACAgent
     from robot_rl.config import load_yaml
     from robot_rl.envs.make import EnvConfig, make_env
@@ -199,7 +199,7 @@ def policy_successes(run_dir: str, episodes: int, env: object | None = None,
     cfg = load_yaml(TrainConfig, Path(run_dir) / "config.yaml")
     sim = make_env(EnvConfig(id="robot_rl/PickCube-v0", kwargs=dict(sim_kwargs or {})))
     agent = SACAgent(ObsSpec.from_space(sim.observation_space), action_dim_of(sim.action_space), cfg.agent)
-    agent.load_policy(latest_checkpoint(run_dir) / "policy.safetensors")
+    agent.load_policy(policy_file or latest_checkpoint(run_dir) / "policy.safetensors")
     if env is None:
         placements = iter(hardware_placements(episodes))
         task = sim.unwrapped

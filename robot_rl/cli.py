@@ -32,7 +32,7 @@
     robot-rl record-excitation [CONFIG] [--profile P] [--out DIR] [--seconds 60]
         (moves the arm and records a bag for calibrate)
     robot-rl record-response [CONFIG] [--profile P] [--out FILE]
-        (the end effector's path under a probe of the policy's actions, for calibrate --response)
+        (the end effector's path under a probe of the actions, for calibrate --response)
     robot-rl calibrate [CONFIG] --bag BAG [--response FILE] [--profile P] [--out DIR]
         (the sim's latency, bandwidth, friction... fitted to a robot log)
 
