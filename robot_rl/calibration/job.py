@@ -57,5 +57,5 @@ def calibrate(cfg: CalibrateConfig) -> dict:
     if cfg.response:
         center = env_kwargs(result, cfg.control_hz, width=0.0)  # the joint fit's friction and gripper, as fitted
         center["randomization"].pop("obs_noise_std", None)
-        response = fit_response(read_response(cfg.response), cfg.task, center)
+        response = fit_response(read_response(cfg.response, cfg.control_hz), cfg.task, center)
     return write_report(cfg.out, result, log, cfg.bag, replay, cfg.control_hz, cfg.randomization_width, response)

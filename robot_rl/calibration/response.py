@@ -122,10 +122,15 @@ def record_response(cfg: ResponseConfig) -> dict:
     return {"out": cfg.out, "repeats": cfg.repeats, "reach_m": np.round(path[-1], 4).tolist()}
 
 
-def read_response(path: str | Path) -> np.ndarray:
-    """A response file's mean path; refuses one recorded with another probe."""
+def read_response(path: str | Path, control_hz: float | None = None) -> np.ndarray:
+    """A response file's mean path; refuses one recorded with another probe, or (``control_hz`` given) at another
+    control rate than the training env's (its steps of delay and path per step would not be the sim's)."""
     got = json.loads(Path(path).read_text())
     if np.asarray(got.get("probe")).shape != PROBE.shape or not np.allclose(got["probe"], PROBE):
         raise ValueError(f"calibrate: {path} was recorded with another probe (record it again with robot-rl "
                          "record-response)")
+    period = got.get("control_period_s")
+    if control_hz is not None and period is not None and abs(period * control_hz - 1.0) > 0.01:
+        raise ValueError(f"calibrate: {path} was recorded at {1 / period:.1f} Hz, the training env runs at "
+                         f"{control_hz:g} Hz (--control-hz, or record it again at the env's rate)")
     return np.asarray(got["path_m"], np.float64)

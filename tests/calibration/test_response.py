@@ -42,6 +42,11 @@ def test_a_response_of_another_probe_or_shape_is_refused(tmp_path) -> None:
         read_response(path)
     with pytest.raises(ValueError, match="shape"):
         fit_response(np.zeros((4, 3)))
+    path.write_text(json.dumps({"probe": PROBE.tolist(), "path_m": np.zeros((len(PROBE), 3)).tolist(),
+                                "control_period_s": 0.1}))
+    assert read_response(path).shape == (len(PROBE), 3)
+    with pytest.raises(ValueError, match="10.0 Hz"):
+        read_response(path, control_hz=20.0)
 
 
 def test_env_kwargs_take_the_response_fit() -> None:

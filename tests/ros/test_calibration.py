@@ -77,3 +77,16 @@ def test_a_probe_response_through_the_typical_robot_fits_a_stiff_delayed_sim_arm
     got = fit_response(path, base_kwargs={"randomization": {"joint_friction": [0.3, 0.3]}})
     print({k: v for k, v in got.items() if k != "candidates"})
     assert got["action_latency_steps"] == 1 and got["stiffness_scale"] >= 2.0, got
+    # typical's gripper closes at 0.05 m/s: the next reset waits until it has opened again, as a sim episode starts
+    from robot_rl.envs.ros_env import RosArmEnv
+
+    env = RosArmEnv(profile=profile, reset_service="arm_driver/reset", connect_timeout=60.0)
+    try:
+        env.reset(seed=0)
+        for _ in range(10):  # 0.5 s closing: about 25 mm
+            obs, *_ = env.step(np.array([0, 0, 0, 1], np.float32))
+        assert obs["state"][10] < 0.065, obs["state"]
+        obs, _ = env.reset(seed=1)
+        assert obs["state"][10] > 0.078, obs["state"]  # without the wait: about 0.06 (the arm is home at once)
+    finally:
+        env.close()
