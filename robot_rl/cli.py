@@ -100,6 +100,22 @@ def fail(command: str, message: object) -> int:
     return command_error(f"robot-rl {command}", message)
 
 
+def resumed_agent(cfg: Any, resume: str) -> Any:
+    """The config a resume checks: ``init_from`` is read only while the run has no checkpoint of its own (after
+    one, a resume loads the agent fine-tuned so far), so a base run moved or deleted since does not stop it."""
+    from dataclasses import replace as with_fields
+
+    from robot_rl.utils.run_dir import latest_checkpoint
+
+    if not cfg.init_from:
+        return cfg
+    try:
+        latest_checkpoint(resume)
+    except (FileNotFoundError, ValueError, OSError):
+        return cfg
+    return with_fields(cfg, init_from="")
+
+
 def cmd_train(argv: list[str]) -> int:
     from robot_rl.training.config import TrainConfig  # deferred: loads torch; robot-rl --help stays fast
 
@@ -130,7 +146,7 @@ def cmd_train(argv: list[str]) -> int:
 
             check_run(cfg)
         else:
-            cfg.validate()
+            resumed_agent(cfg, resume).validate()
     except (ConfigError, ValueError) as exc:
         return fail("train", exc)
     from robot_rl.runtime.supervisor import RunAborted, train  # deferred: loads torch; robot-rl --help stays fast

@@ -42,8 +42,9 @@ class RandomizationConfig:
     joint_damping: tuple[float, float] = (0.0, 0.0)
     """Uniform range of the viscous friction (N m s/rad) added to every arm joint's damping."""
     gripper_speed: tuple[float, float] = (0.0, 0.0)
-    """Uniform range of the gripper's opening speed (m/s; (0, 0): the sim's own, about 0.4 m/s): a real gripper is
-    often far slower (the Franka Hand's default 0.1 m/s; ``robot-rl calibrate`` reads it off robot logs)."""
+    """Uniform range of the gripper's opening speed (m/s; (0, 0): the sim's own, about 2 m/s: it closes in 40 ms): a
+    real gripper is often far slower (the Franka Hand's default 0.1 m/s; ``robot-rl calibrate`` reads it off robot
+    logs)."""
     obs_noise_std: float = 0.0
     """Std of Gaussian noise added to the state observation."""
 

@@ -95,12 +95,21 @@ def read_bag(folder: str | Path, profile: ArmProfile) -> DriverLog:
         gripper_opening=np.array([2.0 * float(np.mean(m.data)) for m in grips]))  # each finger: half
 
 
-def opening_speed(t: np.ndarray, opening: np.ndarray, window: float = 0.2) -> float:
-    """The fastest change of the opening over ``window`` s (noise averages out over the window)."""
+def opening_speed(t: np.ndarray, opening: np.ndarray, command_t: np.ndarray, least: float = 0.01) -> float:
+    """The gripper's speed (m/s of opening): the median over its commands (at ``command_t``) of how fast the opening
+    crossed the middle 60 % of its change until the next command (changes under ``least`` m are left out). The middle
+    of each stroke only: a single sample's stamp jitter or the fingers shaken by the arm do not count, as they did in
+    the fastest change over a window (0.069 m/s on one log of a 0.05 m/s gripper)."""
     ok = np.isfinite(opening)
     t, w = t[ok], opening[ok]
-    if len(t) < 10 or t[-1] - t[0] <= window:
-        return 0.0
-    later = np.interp(t + window, t, w)
-    keep = t + window <= t[-1]
-    return float(np.max(np.abs(later[keep] - w[keep])) / window)
+    ends = np.r_[np.asarray(command_t, dtype=float)[1:], np.inf]
+    speeds = []
+    for start, end in zip(command_t, ends, strict=True):
+        s = (t >= start) & (t < end)
+        if s.sum() < 10 or abs(w[s][-1] - w[s][0]) < least:
+            continue
+        ts, share = t[s], (w[s] - w[s][0]) / (w[s][-1] - w[s][0])
+        t20, t80 = ts[np.argmax(share >= 0.2)], ts[np.argmax(share >= 0.8)]
+        if t80 > t20:
+            speeds.append(0.6 * abs(w[s][-1] - w[s][0]) / (t80 - t20))
+    return float(np.median(speeds)) if speeds else 0.0

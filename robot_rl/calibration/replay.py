@@ -97,7 +97,7 @@ class ArmReplay:
         return out
 
     def gripper_speed(self) -> float:
-        """The nominal sim gripper's fastest closing (m/s of opening, as :func:`opening_speed` measures a log)."""
+        """The nominal sim gripper's closing speed (m/s of opening, as :func:`opening_speed` measures a log)."""
         env, m = self.env, self.env.model
         d = mujoco.MjData(m)
         d.qpos[:] = env.data.qpos
@@ -110,4 +110,4 @@ class ArmReplay:
             mujoco.mj_step(m, d)
             t.append(k * self.dt)
             opening.append(float(d.qpos[fingers].sum()))
-        return opening_speed(np.array(t), np.array(opening))
+        return opening_speed(np.array(t), np.array(opening), np.array([0.0, 0.5]))

@@ -56,6 +56,23 @@ def test_a_mismatched_agent_or_a_folder_without_checkpoint_is_refused(sim_run, t
         small_config(tmp_path / "x", init_from=str(tmp_path / "nothing")).validate()
 
 
+@pytest.mark.timeout(120)
+def test_a_resume_after_its_first_checkpoint_needs_no_base_run(sim_run, tmp_path) -> None:
+    """The base run moved or deleted overnight: a resume loads its own agent, so only a run still without a
+    checkpoint of its own needs the base."""
+    import shutil
+
+    from robot_rl.cli import resumed_agent
+
+    base = tmp_path / "base"
+    shutil.copytree(sim_run, base)
+    cfg = small_config(tmp_path / "robot", init_from=str(base))
+    shutil.rmtree(base)
+    with pytest.raises(ValueError, match="no intact checkpoint"):  # nothing of its own yet: the base is needed
+        resumed_agent(cfg, str(_mkdir(tmp_path / "robot" / "t"))).validate()
+    resumed_agent(cfg, sim_run).validate()  # a run with a checkpoint: its own agent is loaded
+
+
 def _mkdir(path):
     path.mkdir(parents=True)
     return path
