@@ -57,6 +57,7 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass, field
+from dataclasses import replace as with_fields
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -70,7 +71,7 @@ from robot_rl.utils.disk import DISK_FULL, describe, disk_full_error
 from robot_rl.utils.imports import absolute_imports
 from robot_rl.utils.log import get_logger, pop_log_level, setup_logging
 from robot_rl.utils.process import die_with_parent, exit_on_signal, ignore_stop_signals, on_stop_signals
-from robot_rl.utils.run_dir import NoCompleteCheckpoint
+from robot_rl.utils.run_dir import NoCompleteCheckpoint, latest_checkpoint
 from robot_rl.view.config import ViewConfig
 
 log = get_logger("robot_rl.cli")
@@ -103,10 +104,6 @@ def fail(command: str, message: object) -> int:
 def resumed_agent(cfg: Any, resume: str) -> Any:
     """The config a resume checks: ``init_from`` is read only while the run has no checkpoint of its own (after
     one, a resume loads the agent fine-tuned so far), so a base run moved or deleted since does not stop it."""
-    from dataclasses import replace as with_fields
-
-    from robot_rl.utils.run_dir import latest_checkpoint
-
     if not cfg.init_from:
         return cfg
     try:

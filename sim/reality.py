@@ -43,6 +43,15 @@ class RealityProfile:
     brightness_change: float = 0.0
     """Fractional change of the images' brightness (a gain of 1 + x on every channel, the blue one 1 - x: a
     warmer white balance than the sim's)."""
+    camera_position_error: float = 0.0
+    """m the cameras sit from where their frames say (hand-eye calibration error): along the optical frame's (1, 1,
+    1) diagonal. Their TF frames stay where the robot's description puts them."""
+    camera_rotation_error: float = 0.0
+    """Degrees the cameras are panned (about the image's vertical axis) from where their frames say: the image moves
+    sideways by f tan(angle) pixels."""
+    camera_focal_error: float = 0.0
+    """Fractional error of the focal length that CameraInfo reports: the lens's true focal length is 1 + x times it
+    (images more zoomed in than the intrinsics say)."""
     sources: dict[str, str] = field(default_factory=dict)
     """Where each value comes from (field -> source), as stated facts."""
 

@@ -53,6 +53,8 @@ from robot_rl.ros.params import declare_config  # noqa: E402
 from robot_rl.ros.tf import MujocoFrames, TfPublisher, camera_info  # noqa: E402
 from robot_rl_controllers.arm_model import ARM_JOINTS, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, TORQUE_LIMITS  # noqa: E402
 from robot_rl_sim import arm_tasks  # noqa: E402
+from robot_rl_sim.camera_error import camera_error  # noqa: E402
+from robot_rl_sim.reality import RealityProfile  # noqa: E402
 from robot_rl_sim.ros_arm_config import TASKS, ArmHardwareConfig  # noqa: E402, F401  (re-exported)
 
 
@@ -97,6 +99,9 @@ class ArmHardwareNode(Node):
         """s by which images and their CameraInfo go out late, instead of ``state_latency`` (a reality profile)."""
         self.image_gain: np.ndarray | None = None
         """Per-channel (R, G, B) gain on every image (a reality profile's brightness and white balance)."""
+        self.camera_reality: RealityProfile | None = None
+        """A reality profile whose camera errors the images are rendered with (TF and CameraInfo stay as
+        described)."""
         self.gripper_speed = 0.0
         """m/s at which the gripper's opening may change; 0: a command takes effect at once (its own servo)."""
         self._grip_target: float | None = None
@@ -315,7 +320,11 @@ class ArmHardwareNode(Node):
     def _publish_cameras(self, stamp: float) -> None:
         latency = self.camera_latency or self.cfg.state_latency
         for cam, (pub, pub_info, frame) in self.pub_cams.items():
-            image = self.env.render_camera(cam, self.cfg.image_size)
+            if self.camera_reality is None:
+                image = self.env.render_camera(cam, self.cfg.image_size)
+            else:
+                with camera_error(self.model, self.data, cam, self.camera_reality):
+                    image = self.env.render_camera(cam, self.cfg.image_size)
             if self.image_gain is not None:
                 image = np.clip(image * self.image_gain, 0, 255).astype(np.uint8)
             self._publish(pub, image_msg(image, stamp, frame), latency)
