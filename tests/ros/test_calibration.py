@@ -30,7 +30,7 @@ def test_calibration_finds_a_hidden_reality_profile_from_40_s_of_log(graph, tmp_
     assert all(c in (0, -2) for c in codes.values()), codes
     out = tmp_path / "calibration"
     done = subprocess.run([*CLI, "calibrate", "--bag", bag, "--out", str(out), "--fit.fit-seconds", "40",
-                           "--fit.iterations", "12", "--fit.population", "10"], capture_output=True, text=True,
+                           "--fit.iterations", "10", "--fit.population", "10"], capture_output=True, text=True,
                           timeout=360)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads((out / "calibration.json").read_text())
