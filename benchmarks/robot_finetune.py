@@ -5,7 +5,7 @@ pace (the actor never blocked mid-episode, the learner catching up between episo
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/robot_finetune.py --base runs/pc_cal3_s0 [--reality typical]
         [--steps 2000] [--eval-every 500] [--episodes 20] [--scratch-steps 4000] [--demos ZARR ...]
-        [--set KEY=VALUE ...] [--out FILE]
+        [--finetune-flags 'FLAGS'] [--out FILE]
 
 ``finetune`` starts from the base run's agent (``init_from``: networks, optimizers, temperature; no random
 warm-up). ``scratch`` starts fresh (500 random steps, then SAC with the same settings). ``--demos``: prior data in
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -40,9 +41,9 @@ from tests.ros.test_profiles import profile_file, start_profile_graph, wait_kine
 
 
 def train_on_robot(name: str, base: str, profile: str, steps: int, every: int, folder: Path, domain: int,
-                   init: bool, demos: list[str], overrides: list[str] = ()) -> Path:
-    """``robot-rl train`` through the robot env; returns the run folder. ``overrides``: ``KEY=VALUE`` (dotted
-    keys, YAML values) on the fine-tuning run's config."""
+                   init: bool, demos: list[str], flags: list[str] = ()) -> Path:
+    """``robot-rl train`` through the robot env; returns the run folder. ``flags``: more ``robot-rl train`` flags
+    (overriding the config written here)."""
     agent = yaml.safe_load((Path(base) / "config.yaml").read_text())["agent"]
     cfg = {"name": name, "runs_dir": str(folder), "progress": False, "seed": 0,
            "env": {"id": "robot_rl.envs.ros_env:robot_rl/RosArm-v0",
@@ -53,26 +54,13 @@ def train_on_robot(name: str, base: str, profile: str, steps: int, every: int, f
            "demos": [str(Path(d).resolve()) for d in demos], "agent": agent}
     if init:
         cfg.update(init_from=str(Path(base).resolve()), learning_starts=256)
-        for item in overrides:
-            key, _, value = item.partition("=")
-            *parents, leaf = key.split(".")
-            node = cfg
-            for part in parents:
-                node = node.setdefault(part, {})
-            parsed = yaml.safe_load(value)
-            if isinstance(parsed, str):  # YAML 1.1 reads 3e-5 as a string
-                try:
-                    parsed = float(parsed)
-                except ValueError:
-                    pass
-            node[leaf] = parsed
     else:
         cfg.update(random_steps=500, learning_starts=500)
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(cfg))
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "train", str(path)], env=ros_env(domain), cwd=ROOT,
-                          capture_output=True, text=True, timeout=6 * steps + 600)
+    done = subprocess.run([sys.executable, "-m", "robot_rl.cli", "train", str(path), *flags], env=ros_env(domain),
+                          cwd=ROOT, capture_output=True, text=True, timeout=6 * steps + 600)
     if done.returncode != 0:
         raise RuntimeError(f"{name}: train exited {done.returncode}: {done.stderr[-2000:]}")
     print(f"{name}: {steps} robot steps in {time.monotonic() - started:.0f} s", flush=True)
@@ -110,8 +98,8 @@ def main() -> None:
     parser.add_argument("--eval-every", type=int, default=500)
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--demos", nargs="*", default=[], help="demo datasets (zarr) in every batch of both runs")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="overrides of the fine-tuning run's config, e.g. learning_starts=1000 agent.actor_lr=3e-5")
+    parser.add_argument("--finetune-flags", default="", help="more robot-rl train flags for the fine-tuning run, "
+                        "e.g. '--learning-starts 1000 --agent.actor-lr 3e-5'")
     parser.add_argument("--domain", type=int, default=213)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
@@ -127,7 +115,7 @@ def main() -> None:
         for name, steps, init in arms:
             started = time.monotonic()
             run = train_on_robot(name, args.base, path, steps, args.eval_every, folder, args.domain, init, args.demos,
-                                 args.set if init else [])
+                                 shlex.split(args.finetune_flags) if init else [])
             wall = time.monotonic() - started
             evals = evaluate(run, args.base if init else "", path, args.episodes, None if init else 0.95)
             reached = next((e["robot_steps"] for e in evals if e["success"] >= 0.95), None)
@@ -136,7 +124,7 @@ def main() -> None:
     finally:
         graph.stop()
     result["setup"] = {"base": args.base, "reality": args.reality, "episodes": args.episodes,
-                       "eval_every": args.eval_every, "demos": args.demos, "finetune_overrides": args.set}
+                       "eval_every": args.eval_every, "demos": args.demos, "finetune_flags": args.finetune_flags}
     print(json.dumps(result["arms"]))
     print(f"results: {write_result('robot_finetune', result, args.out, tables=tables(result))}")
 

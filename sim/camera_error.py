@@ -14,10 +14,6 @@ import numpy as np
 from robot_rl_sim.reality import RealityProfile
 
 
-def has_camera_error(reality: RealityProfile) -> bool:
-    return bool(reality.camera_position_error or reality.camera_rotation_error or reality.camera_focal_error)
-
-
 def true_fovy(fovy_deg: float, focal_error: float) -> float:
     """The vertical field of view (degrees) of a lens whose focal length is ``1 + focal_error`` times the one
     ``fovy_deg`` implies."""
@@ -40,7 +36,10 @@ def camera_error(model: mujoco.MjModel, data: mujoco.MjData, camera: str,
                  reality: RealityProfile) -> Iterator[None]:
     """Within: ``camera`` renders from its true pose and lens (set on ``data`` and ``model``); after: as described.
     ``data``'s camera pose is recomputed by the next forward pass anyway; it is put back so that nothing read
-    before then sees the true one."""
+    before then sees the true one. A profile without camera errors changes nothing."""
+    if not (reality.camera_position_error or reality.camera_rotation_error or reality.camera_focal_error):
+        yield
+        return
     cid = model.camera(camera).id
     pos, mat, fovy = data.cam_xpos[cid].copy(), data.cam_xmat[cid].copy(), float(model.cam_fovy[cid])
     new_pos, new_mat = true_pose(pos, mat, reality)

@@ -55,7 +55,6 @@ from robot_rl.ros.node import run_node
 from robot_rl.ros.tf import MujocoFrames, TfPublisher, relative_pose
 from robot_rl_controllers.arm_model import ARM_JOINTS, FINGER_JOINTS, FINGER_MAX, HOME_QPOS, TORQUE_LIMITS
 from robot_rl_controllers.impedance import ImpedanceGains
-from robot_rl_sim.camera_error import has_camera_error
 from robot_rl_sim.driver_emulation import (
     CartesianMotionEmulation,
     ForwardPositionEmulation,
@@ -224,8 +223,7 @@ class ArmDriverNode(ArmHardwareNode):
         if reality.brightness_change:
             b = reality.brightness_change
             self.image_gain = np.array([1.0 + b, 1.0 + b, 1.0 - b], np.float32)
-        if has_camera_error(reality):
-            self.camera_reality = reality
+        self.camera_reality = reality
         if not reality.nominal:
             self.get_logger().info(f"reality profile {reality.name}: {reality}")
 

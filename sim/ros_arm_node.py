@@ -99,9 +99,9 @@ class ArmHardwareNode(Node):
         """s by which images and their CameraInfo go out late, instead of ``state_latency`` (a reality profile)."""
         self.image_gain: np.ndarray | None = None
         """Per-channel (R, G, B) gain on every image (a reality profile's brightness and white balance)."""
-        self.camera_reality: RealityProfile | None = None
-        """A reality profile whose camera errors the images are rendered with (TF and CameraInfo stay as
-        described)."""
+        self.camera_reality = RealityProfile()
+        """The reality profile whose camera errors the images are rendered with (TF and CameraInfo stay as
+        described); nominal: none."""
         self.gripper_speed = 0.0
         """m/s at which the gripper's opening may change; 0: a command takes effect at once (its own servo)."""
         self._grip_target: float | None = None
@@ -320,11 +320,8 @@ class ArmHardwareNode(Node):
     def _publish_cameras(self, stamp: float) -> None:
         latency = self.camera_latency or self.cfg.state_latency
         for cam, (pub, pub_info, frame) in self.pub_cams.items():
-            if self.camera_reality is None:
+            with camera_error(self.model, self.data, cam, self.camera_reality):
                 image = self.env.render_camera(cam, self.cfg.image_size)
-            else:
-                with camera_error(self.model, self.data, cam, self.camera_reality):
-                    image = self.env.render_camera(cam, self.cfg.image_size)
             if self.image_gain is not None:
                 image = np.clip(image * self.image_gain, 0, 255).astype(np.uint8)
             self._publish(pub, image_msg(image, stamp, frame), latency)

@@ -241,16 +241,17 @@ def _polish(x: np.ndarray, evaluator: _Evaluator, iterations: int) -> tuple[np.n
     return np.frombuffer(best), float(np.sqrt(np.mean(seen[best] ** 2))), len(seen)
 
 
-def _polishes(x: np.ndarray, error: float, evaluator: _Evaluator, cfg: FitConfig, dt: float, evaluations: int,
+def _polishes(x: np.ndarray, evaluator: _Evaluator, cfg: FitConfig, dt: float, evaluations: int,
               started: float) -> tuple[np.ndarray, float, int]:
-    """The polish from ``x`` (CMA-ES's best), then again from its result with the latency shifted by 1 to
-    ``latency_restarts`` half physics steps, each way. Returns the point of the least error seen."""
+    """The polish from ``x`` (CMA-ES's best; its own replay is among the first polish's), then again from its result
+    with the latency shifted by 1 to ``latency_restarts`` half physics steps, each way. Returns the point of the
+    least error seen."""
     span = BOUNDS["command_latency"][1] - BOUNDS["command_latency"][0]
     first, first_error, replays = _polish(x, evaluator, cfg.polish_iterations)
     evaluations += replays
     logger.info(f"calibrate: least-squares polish: joint RMS {1e3 * first_error:.2f} mrad ({evaluations} replays, "
                 f"{time.monotonic() - started:.0f} s)")
-    best, best_error = (first, first_error) if first_error <= error else (x, error)
+    best, best_error = first, first_error
     for k in range(1, cfg.latency_restarts + 1):
         for sign in (-1, 1):
             start = first.copy()
@@ -291,7 +292,7 @@ def fit(log: DriverLog, cfg: FitConfig, replay: ArmReplay | None = None) -> Cali
                         f"{1e3 * es.result.fbest:.2f} mrad ({evaluations} replays, {time.monotonic() - started:.0f} s)")
         x, error = np.asarray(es.result.xbest), float(es.result.fbest)
         if cfg.polish_iterations:
-            x, error, evaluations = _polishes(x, error, evaluator, cfg, replay.dt, evaluations, started)
+            x, error, evaluations = _polishes(x, evaluator, cfg, replay.dt, evaluations, started)
             history.append(error)
     best = _unit_to_dynamics(x)
     speed = opening_speed(log.state_stamp, log.opening, log.gripper_t) if len(log.gripper_t) else 0.0
