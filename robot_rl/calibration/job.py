@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from robot_rl.calibration.camera import CameraCalibration, CameraFitConfig, fit_camera, held_frames
 from robot_rl.calibration.fit import FitConfig, fit
-from robot_rl.calibration.log import read_bag
+from robot_rl.calibration.log import DriverLog, read_bag, read_images
 from robot_rl.calibration.replay import ArmReplay
 from robot_rl.calibration.report import env_kwargs, write_report
 from robot_rl.calibration.response import fit_response, read_response
@@ -36,6 +39,8 @@ class CalibrateConfig:
     """Domain randomization ranges in env_kwargs.json: the fit times 1 ± this."""
     fit: FitConfig = field(default_factory=FitConfig)
     """How the dynamics are fitted."""
+    camera: CameraFitConfig = field(default_factory=CameraFitConfig)
+    """How each camera's pose, lens and colour are fitted (the profile's cameras whose frames the bag holds)."""
 
     def validate(self) -> None:
         if not self.bag:
@@ -46,16 +51,30 @@ class CalibrateConfig:
         if not 0 <= self.randomization_width < 1 or self.control_hz <= 0:
             raise ValueError("calibrate: randomization_width must be in [0, 1), control_hz > 0")
         self.fit.validate()
+        self.camera.validate()
 
 
 def calibrate(cfg: CalibrateConfig) -> dict:
     """Reads the bag, fits, writes the report; returns the figures."""
-    log = read_bag(cfg.bag, load_profile(cfg.profile, "arm"))
+    profile = load_profile(cfg.profile, "arm")
+    log = read_bag(cfg.bag, profile)
     replay = ArmReplay(cfg.task)
     result = fit(log, cfg.fit, replay)
+    cameras = [got for cam in profile.cameras if (got := fit_logged_camera(cfg, log, cam.name, cam.topic))]
     response = None
     if cfg.response:
         center = env_kwargs(result, cfg.control_hz, width=0.0)  # the joint fit's friction and gripper, as fitted
         center["randomization"].pop("obs_noise_std", None)
         response = fit_response(read_response(cfg.response, cfg.control_hz), cfg.task, center)
-    return write_report(cfg.out, result, log, cfg.bag, replay, cfg.control_hz, cfg.randomization_width, response)
+    return write_report(cfg.out, result, log, cfg.bag, replay, cfg.control_hz, cfg.randomization_width, response,
+                        cameras)
+
+
+def fit_logged_camera(cfg: CalibrateConfig, log: DriverLog, name: str, topic: str) -> CameraCalibration | None:
+    """The camera fit of the bag's frames on ``topic`` (None: the bag has none); its latency is read off every
+    frame (logged - stamped)."""
+    images = read_images(cfg.bag, topic)
+    if not images:
+        return None
+    latency = float(np.median([logged - stamp for stamp, logged, _ in images]))
+    return fit_camera(held_frames(images, log, cfg.camera.frames), name, cfg.camera, cfg.task, latency)

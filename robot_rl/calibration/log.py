@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_rl.datasets.bag_demos import topic_series
+from robot_rl.datasets.bag_demos import image_from_msg, topic_series
 from robot_rl.robots.profile import ArmProfile
 
 
@@ -93,6 +93,16 @@ def read_bag(folder: str | Path, profile: ArmProfile) -> DriverLog:
         opening=np.array([r[4] for r in rows], np.float64),
         gripper_t=grip_t * 1e-9,
         gripper_opening=np.array([2.0 * float(np.mean(m.data)) for m in grips]))  # each finger: half
+
+
+def read_images(folder: str | Path, topic: str) -> list[tuple[float, float, np.ndarray]]:
+    """The bag's frames on ``topic`` (``sensor_msgs/Image``) as (header stamp s, logged s, uint8 RGB image)."""
+    from rosbags.highlevel import AnyReader  # optional: data
+
+    with AnyReader([Path(folder)]) as reader:
+        times, msgs = topic_series(reader, topic)
+        return [(m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec, t * 1e-9, image_from_msg(m))
+                for t, m in zip(times, msgs, strict=True)]
 
 
 def opening_speed(t: np.ndarray, opening: np.ndarray, command_t: np.ndarray, least: float = 0.01) -> float:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from robot_rl.calibration.camera import CameraCalibration
 from robot_rl.calibration.fit import Calibration
 from robot_rl.calibration.log import DriverLog
 from robot_rl.calibration.replay import NOMINAL_OMEGA, ArmReplay, Dynamics
@@ -73,12 +74,14 @@ def _plot(path: Path, log: DriverLog, before: np.ndarray, after: np.ndarray, sec
 
 
 def write_report(out: str | Path, cal: Calibration, log: DriverLog, source: str, replay: ArmReplay,
-                 control_hz: float = 20.0, width: float = 0.3, response: dict | None = None) -> dict:
+                 control_hz: float = 20.0, width: float = 0.3, response: dict | None = None,
+                 cameras: list[CameraCalibration] = ()) -> dict:
     """Writes the five files into ``out``; returns the figures. ``response``: a probe response's fit, whose
-    stiffness and delay env_kwargs.json takes (see :func:`env_kwargs`)."""
+    stiffness and delay env_kwargs.json takes (see :func:`env_kwargs`). ``cameras``: the cameras fitted; the
+    first one's values are the reality profile's camera fields (which a profile gives every camera)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    reality = cal.reality()
+    reality = {**cal.reality(), **(cameras[0].reality() if cameras else {})}
     sources = dict.fromkeys(reality, f"robot-rl calibrate {source}")
     (out / "reality.yaml").write_text(
         "# The robot as calibrated from its log (robot_rl_sim.reality fields): the rehearsal driver runs it with\n"
@@ -88,6 +91,9 @@ def write_report(out: str | Path, cal: Calibration, log: DriverLog, source: str,
     figures = {**cal.summary(), "log_seconds": round(log.seconds, 1), "env_kwargs": kwargs}
     if response is not None:
         figures["response_fit"] = {k: v for k, v in response.items() if k != "candidates"}
+    if cameras:
+        figures.update(cameras[0].reality())
+        figures["cameras"] = [c.summary() for c in cameras]
     (out / "calibration.json").write_text(json.dumps(figures, indent=1, default=float) + "\n")
     part = log.window(0.0, 10.0)
     _plot(out / "joints.png", part, replay.run(part, Dynamics()), replay.run(part, cal.dynamics))
@@ -102,6 +108,13 @@ def write_report(out: str | Path, cal: Calibration, log: DriverLog, source: str,
         rows += [("sim stiffness x, steps of delay (probe response)", "1, 0",
                   f"{response['stiffness_scale']}, {response['action_latency_steps']} "
                   f"({response['rms_mm']} mm RMS)")]
+    for c in cameras:
+        rows += [(f"camera {c.camera}: offset (mm; its x, y, z), rotation (deg)", "0, 0",
+                  f"{', '.join(f'{1e3 * v:.1f}' for v in c.position)}; {', '.join(f'{v:.2f}' for v in c.rotation)}"),
+                 (f"camera {c.camera}: focal length error, gains R G B", "0, 1 1 1",
+                  f"{c.focal_error:+.3f}, {' '.join(f'{g:.3f}' for g in c.gains)} (image RMS {c.rms_before:.1f} "
+                  f"-> {c.rms_after:.2f} of 255, {c.frames} frames)"),
+                 (f"camera {c.camera}: latency (s)", "0", f"{c.latency:.3f}")]
     table = "\n".join(f"| {a} | {b} | {c} |" for a, b, c in rows)
     (out / "report.md").write_text(f"""# Calibration of the sim from {source}
 

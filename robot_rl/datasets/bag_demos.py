@@ -56,7 +56,7 @@ def _nearest(stamps: np.ndarray, t: int) -> int:
     return int(np.argmin(np.abs(stamps - int(t))))
 
 
-def _image(m: Any) -> np.ndarray:
+def image_from_msg(m: Any) -> np.ndarray:
     """sensor_msgs Image (rgb8 / bgr8) or CompressedImage (JPEG / PNG) -> uint8 RGB [H, W, 3]."""
     if hasattr(m, "format"):
         import cv2  # optional: cameras
@@ -112,7 +112,7 @@ def bag_episode(folder: str | Path, limits: ArmLimits | None = None, object_stat
             parts.append([o.x, o.y, o.z])
         out = {"state": np.concatenate(parts).astype(np.float32)}
         for c, series in cams.items():
-            out[f"pixels/{c}"] = _image(msg(f"camera/{c}/image_raw", series))
+            out[f"pixels/{c}"] = image_from_msg(msg(f"camera/{c}/image_raw", series))
         return out
 
     end = max(int(cmd_t[-1]), *(int(v[0][-1]) for v in state.values()))

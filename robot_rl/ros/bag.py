@@ -18,6 +18,7 @@ import struct
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -183,10 +184,13 @@ class BagRecorder:
     ``start_episode()`` records again once there is space."""
 
     def __init__(self, node: Any, topics: dict[str, type], folder: str | Path, qos: Any = None,
-                 compress: tuple[str, ...] = (), jpeg_quality: int = 90) -> None:
+                 compress: tuple[str, ...] = (), jpeg_quality: int = 90,
+                 gates: dict[str, Callable[[], bool]] | None = None) -> None:
         """``qos``: one profile or depth for every topic; by default a deep queue (``DEPTH`` messages, ``IMAGE_DEPTH``
         frames), so a recorder whose executor falls behind (a loaded machine) logs late rather than losing
-        messages."""
+        messages. ``gates``: topic -> a function called as each message arrives; it is recorded only when that says
+        so (a camera's frames only while the arm is held, say)."""
+        self.gates = dict(gates or {})
         self.node, self.folder = node, Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.index = self.folder / "episodes.jsonl"
@@ -226,7 +230,8 @@ class BagRecorder:
             self._heard.add(topic)
             self.node.get_logger().info(f"first message on {self.node.resolve_topic_name(topic)}")
         bag = self.bag
-        if bag is not None:
+        gate = self.gates.get(topic)
+        if bag is not None and (gate is None or gate()):
             if not self._write(bag, self.node.resolve_topic_name(topic), type_name, data, t_ns or time.time_ns()):
                 return
             if topic in self._noted:

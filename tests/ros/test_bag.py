@@ -140,7 +140,7 @@ def test_camera_frames_recorded_as_jpeg_decode_within_tolerance(domain, tmp_path
     from rclpy.node import Node
     from sensor_msgs.msg import Image
 
-    from robot_rl.datasets.bag_demos import _image, topic_series
+    from robot_rl.datasets.bag_demos import image_from_msg, topic_series
     from robot_rl.ros.bag import BagRecorder
     from robot_rl.ros.msgs import image_msg
 
@@ -176,7 +176,7 @@ def test_camera_frames_recorded_as_jpeg_decode_within_tolerance(domain, tmp_path
     assert len(msgs) == len(frames)
     for msg, frame in zip(msgs, frames):
         assert msg.header.frame_id == "front_camera" and "jpeg" in msg.format
-        decoded = _image(msg)
+        decoded = image_from_msg(msg)
         assert decoded.shape == frame.shape and np.abs(decoded.astype(int) - frame).mean() < 6
 
 

@@ -1,0 +1,265 @@
+"""The camera's pose, lens and colour from the robot's own images: each logged frame of the arm held still is
+rendered in the sim with the arm where its joint states put it, from a candidate camera (a pose offset from where
+the robot's description puts the camera, a focal length error), and CMA-ES finds the candidate whose renders match
+the frames best. The colour gain of each channel (white balance, exposure) is fitted in closed form per candidate.
+
+Why frames of a held arm: a real camera's exposure, rolling shutter and latency blur the moment an image shows
+while the arm moves; held, the joint states at any time in the hold are the arm the image shows. Why the images are
+blurred before they are compared: the renderer does not antialias, so a sub-pixel change of the camera moves edges
+by whole pixels; blurred, the error changes smoothly with the candidate. Why a trimmed error: things the log does
+not describe (the task's object wherever a person left it, a cable) differ whatever the camera; the worst 10 % of
+pixels are left out."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import mujoco
+import numpy as np
+
+from robot_rl.calibration.log import DriverLog
+from robot_rl.utils.log import get_logger
+from robot_rl_sim import arm_tasks
+from robot_rl_sim.camera_error import true_fovy
+
+logger = get_logger(__name__)
+
+BOX = np.array([0.03, 0.03, 0.03, 5.0, 5.0, 5.0, 0.1])
+"""Search half-widths: camera position offset (m, along the camera's x, y, z), rotation (degrees about them), focal
+length error (fraction). A hand-eye calibration off by more than 3 cm or 5 degrees is a mistake to fix first."""
+
+
+@dataclass
+class CameraFitConfig:
+    """How a camera's pose, lens and colour are fitted from the log's images."""
+
+    frames: int = 6
+    """Logged frames of the held arm fitted (spread over the log; each evaluation renders every one)."""
+    blur: float = 1.5
+    """Pixels of Gaussian blur on renders and frames before they are compared (the renderer does not antialias)."""
+    trim: float = 0.1
+    """Share of pixels with the largest error left out (what the log does not describe, such as the object)."""
+    iterations: int = 80
+    """CMA-ES generations."""
+    refine_iterations: int = 20
+    """Least-squares iterations on the pixel residuals from CMA-ES's best (0: CMA-ES alone)."""
+    population: int = 14
+    """Candidates per generation."""
+    seed: int = 0
+    """CMA-ES seed."""
+
+    def validate(self) -> None:
+        if (self.frames < 1 or self.blur < 0 or not 0 <= self.trim < 0.5 or self.iterations < 1
+                or self.population < 4 or self.refine_iterations < 0):
+            raise ValueError("calibrate: camera.frames >= 1, camera.blur >= 0, camera.trim in [0, 0.5), "
+                             "camera.iterations >= 1, camera.refine_iterations >= 0, camera.population >= 4")
+
+
+@dataclass
+class CameraFrame:
+    """One logged image and the arm it shows."""
+
+    image: np.ndarray
+    """uint8 [H, W, 3] RGB, square."""
+    q: np.ndarray
+    """[7] the arm's joint positions when it was taken."""
+    opening: float
+    """m: the gripper's opening then (NaN: unknown, the sim's own)."""
+    stamp: float = 0.0
+    """s: its header stamp."""
+
+
+@dataclass
+class CameraCalibration:
+    """A camera as fitted: where it is, its lens and colour, relative to what the robot's description says."""
+
+    camera: str
+    """The sim camera's name (the profile camera's ``name``)."""
+    position: list[float]
+    """m: the camera's offset from its described position, along its own x (right), y (up), z (backwards) axes."""
+    rotation: list[float]
+    """degrees: its rotation from its described orientation (a rotation vector in its own axes)."""
+    focal_error: float
+    """The lens's focal length is 1 + this times the described one."""
+    gains: list[float]
+    """The images' gain on R, G and B against the sim's renders."""
+    latency: float
+    """s: median of (logged - stamped) over the frames (NaN: the log has no logging times)."""
+    rms_before: float
+    """Image RMS error (0-255, blurred, trimmed) of the described camera, sim colours."""
+    rms_after: float
+    """The same with the fitted camera and gains."""
+    frames: int
+    """Frames fitted."""
+    evaluations: int
+    """Candidates rendered."""
+    seconds: float
+    """s the fit took."""
+    history: list[float] = field(default_factory=list)
+    """Best error after each generation."""
+
+    def reality(self) -> dict[str, float]:
+        """As a reality profile's camera fields (magnitudes: the profile's offset lies along the optical diagonal
+        and its rotation is a pan; the fit is in any direction)."""
+        g = self.gains
+        return {"camera_latency": round(self.latency, 4) if math.isfinite(self.latency) else 0.0,
+                "camera_position_error": round(float(np.linalg.norm(self.position)), 5),
+                "camera_rotation_error": round(float(np.linalg.norm(self.rotation)), 3),
+                "camera_focal_error": round(max(0.0, self.focal_error), 4),
+                "brightness_change": round(max(0.0, ((g[0] + g[1]) / 2 - g[2]) / 2), 4)}
+
+    def summary(self) -> dict:
+        return {**asdict(self), "reality": self.reality()}
+
+
+def candidate_pose(xpos: np.ndarray, xmat: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The world position and orientation (3x3) of a camera described at ``xpos``, ``xmat`` (MuJoCo's camera axes as
+    columns) offset by ``x``: position (m) and rotation vector (degrees) in the camera's own axes."""
+    from scipy.spatial.transform import Rotation  # deferred: only calibration needs scipy
+
+    xmat = np.asarray(xmat, np.float64).reshape(3, 3)
+    turn = Rotation.from_rotvec(np.radians(x[3:6])).as_matrix()
+    return np.asarray(xpos, np.float64) + xmat @ x[:3], xmat @ turn
+
+
+class CameraScene:
+    """The sim task's scene rendering a camera from candidate poses and lenses, the arm as each frame shows it."""
+
+    def __init__(self, task: str, camera: str, frames: list[CameraFrame], blur: float) -> None:
+        sizes = {f.image.shape for f in frames}
+        if len(sizes) != 1 or (shape := sizes.pop())[0] != shape[1] or shape[2:] != (3,):
+            raise ValueError(f"calibrate: camera {camera}: frames must be square RGB of one size (got {sizes}); "
+                             "resize them to a square in the profile (resize: [N, N])")
+        self.env = getattr(arm_tasks, f"{task}Env")(image_size=0)
+        self.env.reset(seed=0)
+        m = self.env.model
+        if camera not in [m.camera(c).name for c in range(m.ncam)]:
+            raise ValueError(f"calibrate: {camera!r} is not a camera of the sim's {task} scene")
+        self.camera, self.cid, self.size, self.blur = camera, m.camera(camera).id, shape[0], blur
+        self.fovy = float(m.cam_fovy[self.cid])
+        self.frames = frames
+        self.targets = np.stack([self._smooth(f.image) for f in frames])
+        # saturated pixels cannot show a gain above 1: out of the fit, with what blur spreads into
+        bright = np.stack([self._smooth((f.image.max(axis=2) < 250).astype(np.float32)) for f in frames])
+        self.valid = bright > 0.99
+
+    def _smooth(self, image: np.ndarray) -> np.ndarray:
+        import cv2  # optional: cameras
+
+        image = np.asarray(image, np.float32)
+        return cv2.GaussianBlur(image, (0, 0), self.blur) if self.blur > 0 else image
+
+    def render(self, x: np.ndarray) -> np.ndarray:
+        """[F, H, W, 3] float renders of every frame's arm from the camera offset by ``x`` (see ``BOX``)."""
+        env, m, d = self.env, self.env.model, self.env.data
+        out = []
+        try:
+            m.cam_fovy[self.cid] = true_fovy(self.fovy, float(x[6]))
+            for f in self.frames:
+                d.qpos[env.arm_qpos] = f.q
+                if math.isfinite(f.opening):
+                    d.qpos[env.finger_qpos] = f.opening / 2.0
+                mujoco.mj_forward(m, d)
+                pos, mat = candidate_pose(d.cam_xpos[self.cid], d.cam_xmat[self.cid], x)
+                d.cam_xpos[self.cid], d.cam_xmat[self.cid] = pos, mat.reshape(-1)
+                out.append(self._smooth(env.render_camera(self.camera, self.size)))
+        finally:
+            m.cam_fovy[self.cid] = self.fovy
+        return np.stack(out)
+
+    def residuals(self, x: np.ndarray, gains: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """[P, 3] the renders from ``x`` times the per-channel gains that fit the frames best (or ``gains``) minus
+        the frames, at their valid pixels; and the gains."""
+        rendered, target, valid = self.render(x), self.targets, self.valid
+        if gains is None:
+            r, t = rendered[valid], target[valid]
+            gains = (r * t).sum(axis=0) / np.maximum((r * r).sum(axis=0), 1e-9)
+        return (rendered * gains - target)[valid], gains
+
+    def error(self, x: np.ndarray, gains: np.ndarray | None = None, trim: float = 0.1) -> tuple[float, np.ndarray]:
+        """The trimmed RMS error of the renders from ``x`` against the frames (see :meth:`residuals`), and the
+        gains."""
+        residual, gains = self.residuals(x, gains)
+        return trimmed_rms(residual, trim), gains
+
+
+def trimmed_rms(residual: np.ndarray, trim: float) -> float:
+    """RMS over pixels of their largest channel error, the worst ``trim`` share left out."""
+    worst = np.abs(residual).max(axis=1)
+    keep = np.sort(worst)[: max(1, int(len(worst) * (1.0 - trim)))]
+    return float(np.sqrt(np.mean(keep ** 2)))
+
+
+def held_frames(images: list[tuple[float, float, np.ndarray]], log: DriverLog, count: int,
+                still: float = 0.01) -> list[CameraFrame]:
+    """Up to ``count`` frames (stamp, logged time, image), spread over the log, taken while every joint moved
+    slower than ``still`` rad/s, each with the joint state nearest its stamp."""
+    held = []
+    for stamp, _, image in images:
+        i = int(np.clip(np.searchsorted(log.state_stamp, stamp), 1, len(log.state_stamp) - 1))
+        i = i if abs(log.state_stamp[i] - stamp) < abs(log.state_stamp[i - 1] - stamp) else i - 1
+        if abs(log.state_stamp[i] - stamp) < 0.05 and np.all(np.abs(log.state_qd[i]) < still):
+            held.append(CameraFrame(image=image, q=log.state_q[i].copy(), opening=float(log.opening[i]),
+                                    stamp=stamp))
+    if not held:
+        raise ValueError("calibrate: no image was taken while the arm was held still (record the log with "
+                         "robot-rl record-excitation, which records the cameras during its holds)")
+    pick = np.unique(np.linspace(0, len(held) - 1, min(count, len(held))).round().astype(int))
+    return [held[k] for k in pick]
+
+
+def _polish(scene: CameraScene, x: np.ndarray, cfg: CameraFitConfig) -> tuple[np.ndarray, int]:
+    """scipy's trust-region least squares on the pixel residuals from CMA-ES's best (``x``, in units of ``BOX``),
+    robust (soft L1) where CMA-ES's error is trimmed. Returns the point of the least trimmed error seen, and the
+    renders made."""
+    from scipy.optimize import least_squares  # deferred: only calibration needs scipy
+
+    best = [scene.error(x * BOX, trim=cfg.trim)[0], x]
+    renders = [0]
+
+    def residuals(u: np.ndarray) -> np.ndarray:
+        renders[0] += 1
+        residual, _ = scene.residuals(u * BOX)
+        if (error := trimmed_rms(residual, cfg.trim)) < best[0]:
+            best[:] = [error, u.copy()]
+        return residual.ravel()
+
+    least_squares(residuals, np.clip(x, -1.0, 1.0), bounds=(-1.0, 1.0), method="trf", loss="soft_l1",
+                  f_scale=2.0, diff_step=1e-2, max_nfev=cfg.refine_iterations)
+    return best[1], renders[0]
+
+
+def fit_camera(frames: list[CameraFrame], camera: str, cfg: CameraFitConfig, task: str = "PickCube",
+               latency: float = float("nan")) -> CameraCalibration:
+    """See the module docstring. ``latency``: the camera's, read off the log (reported alongside)."""
+    import cma  # deferred: only calibration needs it
+
+    cfg.validate()
+    started = time.monotonic()
+    scene = CameraScene(task, camera, frames, cfg.blur)
+    before, _ = scene.error(np.zeros(7), gains=np.ones(3), trim=cfg.trim)
+    options = {"bounds": [-1.0, 1.0], "popsize": cfg.population, "seed": cfg.seed + 1, "verbose": -9,
+               "maxiter": cfg.iterations}
+    es = cma.CMAEvolutionStrategy(np.zeros(7), 0.3, options)
+    history: list[float] = []
+    while not es.stop():
+        candidates = es.ask()
+        es.tell(candidates, [scene.error(np.asarray(u) * BOX, trim=cfg.trim)[0] for u in candidates])
+        history.append(float(es.result.fbest))
+        if len(history) % 10 == 0:
+            logger.info(f"calibrate: camera {camera}: generation {len(history)}/{cfg.iterations}: image RMS "
+                        f"{es.result.fbest:.2f} ({time.monotonic() - started:.0f} s)")
+    x = np.asarray(es.result.xbest)
+    evaluations = int(es.result.evaluations)
+    if cfg.refine_iterations:
+        x, replays = _polish(scene, x, cfg)
+        evaluations += replays
+    x = x * BOX
+    after, gains = scene.error(x, trim=cfg.trim)
+    return CameraCalibration(camera=camera, position=[float(v) for v in x[:3]], rotation=[float(v) for v in x[3:6]],
+                             focal_error=float(x[6]), gains=[float(g) for g in gains], latency=latency,
+                             rms_before=before, rms_after=after, frames=len(frames),
+                             evaluations=evaluations, seconds=time.monotonic() - started,
+                             history=history)
