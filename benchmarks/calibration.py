@@ -1,10 +1,12 @@
 """Calibration against a hidden robot: the emulated arm driver runs a reality profile in its own process (ROS 2,
 Fast DDS), ``robot-rl record-excitation`` records its log, ``robot-rl calibrate`` fits the sim to the log alone;
 each of the profile's values beside what calibration found, and the sim's joint error replaying the log before
-and after.
+and after. The arm has a camera beside it (``front``, ``--image-size`` pixels square), whose frames of the arm held
+at six poses calibration fits the camera's pose, lens and colour to.
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/calibration.py [--realities typical] [--seconds 120]
-        [--fit-seconds 40] [--iterations 15] [--population 10] [--out FILE] [--keep DIR] [--no-response]
+        [--fit-seconds 40] [--iterations 15] [--population 10] [--image-size 256] [--out FILE] [--keep DIR]
+        [--no-response]
 
 Then ``robot-rl record-response`` probes the same robot through the robot env and the safety node, and calibrate
 fits the training sim's stiffness and delay to it (``--response``).
@@ -28,7 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.ros: the r
 FIELDS = (("command_latency", "command latency (s)"), ("state_latency", "state latency (s)"),
           ("tracking_bandwidth_scale", "joint loop bandwidth (x sim)"),
           ("joint_coulomb_friction", "dry friction (N m)"), ("joint_viscous_friction", "viscous friction (N m s/rad)"),
-          ("gripper_speed", "gripper speed (m/s)"), ("joint_noise", "joint noise (rad)"))
+          ("gripper_speed", "gripper speed (m/s)"), ("joint_noise", "joint noise (rad)"),
+          ("camera_latency", "camera latency (s)"), ("camera_position_error", "camera position error (m)"),
+          ("camera_rotation_error", "camera rotation error (deg)"), ("camera_focal_error", "focal length error"),
+          ("brightness_change", "colour: brightness change"))
 
 
 def probe_through(reality: str, args: argparse.Namespace, folder: Path) -> str:
@@ -50,24 +55,30 @@ def probe_through(reality: str, args: argparse.Namespace, folder: Path) -> str:
 
 
 def calibrate_against(reality: str, args: argparse.Namespace, folder: Path) -> dict:
+    import yaml
+
     from robot_rl.calibration.excite import ExcitationConfig, record_excitation
     from robot_rl.calibration.fit import FitConfig
     from robot_rl.calibration.job import CalibrateConfig, calibrate
 
+    profile = folder / "arm_with_camera.yaml"
+    profile.write_text(yaml.safe_dump({"extends": args.profile, "cameras": [
+        {"name": "front", "source": "ros", "topic": "/camera/color/image_raw"}]}))
     env = dict(os.environ, ROS_DOMAIN_ID=str(args.domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     os.environ.update(ROS_DOMAIN_ID=env["ROS_DOMAIN_ID"], ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     driver = subprocess.Popen([sys.executable, "-c", "import sys; from robot_rl_sim.ros_arm_driver import main; "
-                               "sys.exit(main())", "--ros-args", "-p", f"profile:={args.profile}",
-                               "-p", f"reality:={reality}"], env=env, stdout=subprocess.DEVNULL)
+                               "sys.exit(main())", "--ros-args", "-p", f"profile:={profile}",
+                               "-p", f"reality:={reality}", "-p", f"image_size:={args.image_size}"], env=env,
+                              stdout=subprocess.DEVNULL)
     try:
-        bag = record_excitation(ExcitationConfig(profile=args.profile, out=str(folder / f"log-{reality}"),
+        bag = record_excitation(ExcitationConfig(profile=str(profile), out=str(folder / f"log-{reality}"),
                                                  seconds=args.seconds))["bag"]
     finally:
         driver.send_signal(signal.SIGINT)
         driver.wait(30)
     response = probe_through(reality, args, folder) if args.response else ""
     started = time.monotonic()
-    found = calibrate(CalibrateConfig(bag=bag, profile=args.profile, out=str(folder / f"calibration-{reality}"),
+    found = calibrate(CalibrateConfig(bag=bag, profile=str(profile), out=str(folder / f"calibration-{reality}"),
                                       response=response,
                                       fit=FitConfig(fit_seconds=args.fit_seconds, iterations=args.iterations,
                                                     population=args.population)))
@@ -82,6 +93,7 @@ def main() -> None:
     p.add_argument("--fit-seconds", type=float, default=40.0)
     p.add_argument("--iterations", type=int, default=15)
     p.add_argument("--population", type=int, default=10)
+    p.add_argument("--image-size", type=int, default=256, help="the camera's frames (pixels square)")
     p.add_argument("--domain", type=int, default=91)
     p.add_argument("--no-response", dest="response", action="store_false",
                    help="skip robot-rl record-response (the training sim's stiffness and delay then come from the "
@@ -105,6 +117,8 @@ def main() -> None:
                           f"{found['wall_s']:.0f} s)", ["parameter", "hidden", "found", "error"])
             for key, label in FIELDS:
                 hidden, got = getattr(truth, key), found[key]
+                if key not in found:
+                    continue
                 if key.endswith("latency"):
                     error = f"{1e3 * (got - hidden):+.1f} ms"
                 else:
@@ -112,6 +126,9 @@ def main() -> None:
                 table.add(label, hidden, got, error)
             table.add("joint RMS error replaying the log (mrad)", f"{1e3 * found['rms_before_rad']:.2f} (nominal sim)",
                       f"{1e3 * found['rms_after_rad']:.2f}", "")
+            for cam in found.get("cameras", []):
+                table.add(f"camera {cam['camera']}: image RMS error (of 255)", f"{cam['rms_before']:.1f} (described)",
+                          f"{cam['rms_after']:.2f}", f"{cam['frames']} frames, {cam['seconds']:.0f} s")
             if "response_fit" in found:
                 r = found["response_fit"]
                 table.add("training sim: stiffness x, steps of delay (probe response)", "-",

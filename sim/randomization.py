@@ -6,6 +6,7 @@ uniformly per reset), so randomisation never drifts: each reset starts again fro
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,6 +27,10 @@ class RandomizationConfig:
     """Uniform range of the factor applied to every joint's damping."""
     camera_pos_noise: float = 0.0
     """Camera position offset per axis, uniform in [-x, x] metres."""
+    camera_offsets: dict[str, tuple[float, ...]] | None = None
+    """Cameras moved from where the model puts them, as ``robot-rl calibrate`` found the robot's: camera name ->
+    (x, y, z offset in m along the camera's own axes, rotation vector in degrees in them, focal length error: the
+    lens's focal length is 1 + it times the model's). Not random: every reset has them (the noise above on top)."""
     light_noise: float = 0.0
     """Light diffuse intensity offset, uniform in [-x, x] (per light, all channels)."""
     action_latency_steps: int = 0
@@ -60,6 +65,10 @@ class RandomizationConfig:
         for name in ("camera_pos_noise", "light_noise", "obs_noise_std"):
             if getattr(self, name) < 0:
                 raise ValueError(f"randomization.{name} must be >= 0")
+        for name, offset in (self.camera_offsets or {}).items():
+            if len(offset) != 7 or not -0.5 < offset[6] < 1.0:
+                raise ValueError(f"randomization.camera_offsets[{name!r}]: 7 numbers (x y z m, rotation vector deg, "
+                                 f"focal length error in (-0.5, 1)), got {offset}")
         if self.action_latency_steps < 0 or self.action_latency_jitter < 0:
             raise ValueError("randomization.action_latency_steps and action_latency_jitter must be >= 0")
 
@@ -76,8 +85,12 @@ class DomainRandomizer:
             "body_inertia": model.body_inertia.copy(),
             "dof_damping": model.dof_damping.copy(),
             "cam_pos": model.cam_pos.copy(),
+            "cam_quat": model.cam_quat.copy(),
+            "cam_fovy": model.cam_fovy.copy(),
             "light_diffuse": model.light_diffuse.copy(),
         }
+        for name, offset in (cfg.camera_offsets or {}).items():
+            self._move_camera(model, name, np.asarray(offset, np.float64))
         self._actions: deque[np.ndarray] = deque()
         self.latency = cfg.action_latency_steps
         self.stiffness = 1.0
@@ -86,6 +99,23 @@ class DomainRandomizer:
         """The arm joints' added dry and viscous friction drawn at the last reset (the arm tasks apply them)."""
         self.gripper_speed = 0.0
         """m/s of opening drawn at the last reset (0: the sim's own; the arm tasks apply it)."""
+
+    def _move_camera(self, model: mujoco.MjModel, name: str, offset: np.ndarray) -> None:
+        """The nominal pose and lens of camera ``name`` moved by ``offset`` (see ``camera_offsets``)."""
+        from scipy.spatial.transform import Rotation  # deferred: only calibrated cameras need scipy
+
+        try:
+            cid = model.camera(name).id
+        except KeyError:
+            raise ValueError(f"randomization.camera_offsets: the model has no camera {name!r}") from None
+        nom = self.nominal
+        w, x, y, z = nom["cam_quat"][cid]
+        body = Rotation.from_quat([x, y, z, w])  # the camera's axes in its body's frame
+        nom["cam_pos"][cid] = nom["cam_pos"][cid] + body.apply(offset[:3])
+        x, y, z, w = (body * Rotation.from_rotvec(np.radians(offset[3:6]))).as_quat()
+        nom["cam_quat"][cid] = (w, x, y, z)
+        half = math.radians(float(nom["cam_fovy"][cid])) / 2.0
+        nom["cam_fovy"][cid] = math.degrees(2.0 * math.atan(math.tan(half) / (1.0 + float(offset[6]))))
 
     def reset(self, model: mujoco.MjModel, rng: np.random.Generator) -> None:
         cfg, nom = self.cfg, self.nominal
@@ -96,6 +126,7 @@ class DomainRandomizer:
         model.body_inertia[:] = nom["body_inertia"] * mass
         model.dof_damping[:] = nom["dof_damping"] * rng.uniform(*cfg.damping_scale)
         model.cam_pos[:] = nom["cam_pos"] + rng.uniform(-1, 1, nom["cam_pos"].shape) * cfg.camera_pos_noise
+        model.cam_quat[:], model.cam_fovy[:] = nom["cam_quat"], nom["cam_fovy"]
         offsets = rng.uniform(-1, 1, (len(nom["light_diffuse"]), 1)) * cfg.light_noise
         model.light_diffuse[:] = np.clip(nom["light_diffuse"] + offsets, 0.0, 1.0)
         self._actions.clear()

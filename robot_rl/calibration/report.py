@@ -87,6 +87,10 @@ def write_report(out: str | Path, cal: Calibration, log: DriverLog, source: str,
         "# The robot as calibrated from its log (robot_rl_sim.reality fields): the rehearsal driver runs it with\n"
         f"# reality:={out / 'reality.yaml'}\n" + yaml.safe_dump({**reality, "sources": sources}, sort_keys=False))
     kwargs = env_kwargs(cal, control_hz, width, response)
+    if cameras:  # the training sim's cameras where the robot's are
+        kwargs["randomization"]["camera_offsets"] = {
+            c.camera: [round(v, 5) for v in c.position] + [round(v, 3) for v in c.rotation] + [round(c.focal_error, 4)]
+            for c in cameras}
     (out / "env_kwargs.json").write_text(json.dumps(kwargs, indent=1) + "\n")
     figures = {**cal.summary(), "log_seconds": round(log.seconds, 1), "env_kwargs": kwargs}
     if response is not None:

@@ -65,3 +65,28 @@ def test_frames_of_a_moving_arm_or_another_size_are_refused() -> None:
         fit_camera(frames, "front", CameraFitConfig(iterations=1))
     with pytest.raises(ValueError, match="not a camera"):
         fit_camera(frames[:1], "nowhere", CameraFitConfig(iterations=1))
+
+
+@pytest.mark.parametrize("camera", ["front", "wrist"])
+def test_the_training_sim_with_the_calibrated_camera_renders_what_the_robot_shows(camera: str) -> None:
+    """``randomization.camera_offsets`` (what calibrate writes into env_kwargs.json) puts the sim's camera where the
+    robot's is: its renders match the robot's frames, where the described camera's differ."""
+    reality = load_reality("typical")
+    offset = [*(reality.camera_position_error * np.array([1.0, -1.0, -1.0]) / np.sqrt(3.0)), 0.0,
+              reality.camera_rotation_error, 0.0, reality.camera_focal_error]
+    robot = arm_tasks.PickCubeEnv(image_size=0)
+    calibrated = arm_tasks.PickCubeEnv(image_size=0, randomization={"camera_offsets": {camera: offset}})
+    robot.reset(seed=0)
+    calibrated.reset(seed=0)
+    q = robot.data.qpos[robot.arm_qpos] + 0.1
+    for env in (robot, calibrated):
+        env.data.qpos[env.arm_qpos] = q
+        mujoco.mj_forward(env.model, env.data)
+    described = robot.render_camera(camera, 96).astype(float)
+    with camera_error(robot.model, robot.data, camera, reality):
+        shown = robot.render_camera(camera, 96).astype(float)
+    rendered = calibrated.render_camera(camera, 96).astype(float)
+    assert np.abs(rendered - shown).mean() < 0.05 * np.abs(described - shown).mean(), (
+        np.abs(rendered - shown).mean(), np.abs(described - shown).mean())
+    with pytest.raises(ValueError, match="no camera 'nowhere'"):
+        arm_tasks.PickCubeEnv(image_size=0, randomization={"camera_offsets": {"nowhere": offset}})

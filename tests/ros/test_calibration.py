@@ -66,6 +66,7 @@ def test_calibration_finds_a_hidden_reality_profile_from_40_s_of_log(graph, tmp_
     assert 0.3 < low < high < 0.8, kwargs  # a joint loop at half speed: a sim arm slower, not four times slower
     slow, fast = kwargs["gripper_speed"]  # the robot's gripper is slower than the sim's: trained around its speed
     assert slow < found["gripper_speed"] < fast, kwargs
+    assert len(kwargs["camera_offsets"]["front"]) == 7, kwargs  # the training sim's camera where the robot's is
     assert (out / "joints.png").stat().st_size > 10_000 and "calibrated" in (out / "report.md").read_text()
     assert yaml.safe_load((out / "reality.yaml").read_text())["sources"]
 
