@@ -1,8 +1,8 @@
 """Calibration against a hidden robot: the emulated arm driver runs a reality profile in its own process (ROS 2,
 Fast DDS), ``robot-rl record-excitation`` records its log, ``robot-rl calibrate`` fits the sim to the log alone;
 each of the profile's values beside what calibration found, and the sim's joint error replaying the log before
-and after. The arm has a camera beside it (``front``, ``--image-size`` pixels square), whose frames of the arm held
-at six poses calibration fits the camera's pose, lens and colour to.
+and after. The arm has a camera beside it and one on its wrist (``front``, ``wrist``, ``--image-size`` pixels
+square), whose frames of the arm held at six poses calibration fits each camera's pose, lens and colour to.
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/calibration.py [--realities typical] [--seconds 120]
         [--fit-seconds 40] [--iterations 15] [--population 10] [--image-size 256] [--out FILE] [--keep DIR]
@@ -63,7 +63,8 @@ def calibrate_against(reality: str, args: argparse.Namespace, folder: Path) -> d
 
     profile = folder / "arm_with_camera.yaml"
     profile.write_text(yaml.safe_dump({"extends": args.profile, "cameras": [
-        {"name": "front", "source": "ros", "topic": "/camera/color/image_raw"}]}))
+        {"name": "front", "source": "ros", "topic": "/camera/color/image_raw"},
+        {"name": "wrist", "source": "ros", "topic": "/wrist_camera/color/image_raw"}]}))
     env = dict(os.environ, ROS_DOMAIN_ID=str(args.domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     os.environ.update(ROS_DOMAIN_ID=env["ROS_DOMAIN_ID"], ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     driver = subprocess.Popen([sys.executable, "-c", "import sys; from robot_rl_sim.ros_arm_driver import main; "
@@ -102,39 +103,48 @@ def main() -> None:
     p.add_argument("--keep", default=None, help="folder to keep the logs and calibrations in (default: a temporary "
                                                  "folder, removed)")
     args = p.parse_args()
-    from robot_rl_sim.reality import load_reality
-
-    figures: dict = {"realities": {}}
-    tables = []
+    figures: dict = {"realities": {}, "setup": {"seconds": args.seconds, "fit_seconds": args.fit_seconds}}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = args.keep or tmp
         for reality in args.realities:
-            truth = load_reality(reality)
-            found = calibrate_against(reality, args, Path(tmp))
-            figures["realities"][reality] = found
-            table = Table(f"Reality profile {reality}: hidden in the driver, found from {args.seconds:.0f} s of log "
-                          f"(dynamics fitted on {args.fit_seconds:.0f} s, {found['evaluations']} replays, "
-                          f"{found['wall_s']:.0f} s)", ["parameter", "hidden", "found", "error"])
+            figures["realities"][reality] = calibrate_against(reality, args, Path(tmp))
+    print(f"results: {write_result('calibration', figures, args.out, tables=tables(figures))}")
+
+
+def _error(key: str, hidden: float, got: float) -> str:
+    if key.endswith("latency"):
+        return f"{1e3 * (got - hidden):+.1f} ms"
+    return f"{100 * (got / hidden - 1):+.0f} %" if hidden else "-"
+
+
+def tables(figures: dict) -> list[Table]:
+    """One table per reality profile: each hidden value beside what calibration found."""
+    from robot_rl_sim.reality import load_reality
+
+    setup, out = figures["setup"], []
+    for reality, found in figures["realities"].items():
+        truth = load_reality(reality)
+        table = Table(f"Reality profile {reality}: hidden in the driver, found from {setup['seconds']:.0f} s of log "
+                      f"(dynamics fitted on {setup['fit_seconds']:.0f} s, {found['evaluations']} replays, "
+                      f"{found['wall_s']:.0f} s in all)", ["parameter", "hidden", "found", "error"], echo=False)
+        for key, label in FIELDS:
+            if key in found and not key.startswith(("camera_", "brightness")):
+                table.add(label, getattr(truth, key), found[key], _error(key, getattr(truth, key), found[key]))
+        table.add("joint RMS error replaying the log (mrad)", f"{1e3 * found['rms_before_rad']:.2f} (nominal sim)",
+                  f"{1e3 * found['rms_after_rad']:.2f}", "")
+        for cam in found.get("cameras", []):
             for key, label in FIELDS:
-                hidden, got = getattr(truth, key), found[key]
-                if key not in found:
-                    continue
-                if key.endswith("latency"):
-                    error = f"{1e3 * (got - hidden):+.1f} ms"
-                else:
-                    error = f"{100 * (got / hidden - 1):+.0f} %" if hidden else "-"
-                table.add(label, hidden, got, error)
-            table.add("joint RMS error replaying the log (mrad)", f"{1e3 * found['rms_before_rad']:.2f} (nominal sim)",
-                      f"{1e3 * found['rms_after_rad']:.2f}", "")
-            for cam in found.get("cameras", []):
-                table.add(f"camera {cam['camera']}: image RMS error (of 255)", f"{cam['rms_before']:.1f} (described)",
-                          f"{cam['rms_after']:.2f}", f"{cam['frames']} frames, {cam['seconds']:.0f} s")
-            if "response_fit" in found:
-                r = found["response_fit"]
-                table.add("training sim: stiffness x, steps of delay (probe response)", "-",
-                          f"{r['stiffness_scale']}, {r['action_latency_steps']}", f"{r['rms_mm']} mm RMS")
-            tables.append(table)
-    print(f"results: {write_result('calibration', figures, args.out, tables=tables)}")
+                if key.startswith(("camera_", "brightness")):
+                    hidden, got = getattr(truth, key), cam["reality"][key]
+                    table.add(f"{cam['camera']} {label}", hidden, got, _error(key, hidden, got))
+            table.add(f"{cam['camera']} image RMS error (of 255)", f"{cam['rms_before']:.1f} (described)",
+                      f"{cam['rms_after']:.2f}", f"{cam['frames']} frames, {cam['seconds']:.0f} s")
+        if "response_fit" in found:
+            r = found["response_fit"]
+            table.add("training sim: stiffness x, steps of delay (probe response)", "-",
+                      f"{r['stiffness_scale']}, {r['action_latency_steps']}", f"{r['rms_mm']} mm RMS")
+        out.append(table)
+    return out
 
 
 if __name__ == "__main__":

@@ -187,7 +187,8 @@ def policy_successes(run_dir: str, episodes: int, env: object | None = None,
                      sim_kwargs: dict | None = None, policy_file: str | Path | None = None) -> np.ndarray:
     """A trained PickCube run's latest policy (or ``policy_file``, e.g. one a checkpoint kept), deterministic, per
     episode success: on ``env`` (a robot env), or with ``env=None`` in pure sim on the PickCube hardware's first
-    ``episodes`` placements, replayed (the sim task made with ``sim_kwargs``: the nominal sim when None)."""
+    ``episodes`` placements, replayed (the sim task made with ``sim_kwargs``: when None, the nominal sim observed as
+    the run's was: its env kwargs less the randomization)."""
     from robot_rl.agents.sac import SACAgent
     from robot_rl.config import load_yaml
     from robot_rl.envs.make import EnvConfig, make_env
@@ -197,7 +198,9 @@ def policy_successes(run_dir: str, episodes: int, env: object | None = None,
     from robot_rl.training.evaluation import rollout
 
     cfg = load_yaml(TrainConfig, Path(run_dir) / "config.yaml")
-    sim = make_env(EnvConfig(id="robot_rl/PickCube-v0", kwargs=dict(sim_kwargs or {})))
+    if sim_kwargs is None:  # the nominal sim, observed as the run was (its cameras, no object state, ...)
+        sim_kwargs = {k: v for k, v in cfg.env.kwargs.items() if k != "randomization"}
+    sim = make_env(EnvConfig(id="robot_rl/PickCube-v0", kwargs=dict(sim_kwargs)))
     agent = SACAgent(ObsSpec.from_space(sim.observation_space), action_dim_of(sim.action_space), cfg.agent)
     agent.load_policy(policy_file or latest_checkpoint(run_dir) / "policy.safetensors")
     if env is None:

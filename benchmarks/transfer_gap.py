@@ -1,13 +1,15 @@
-"""The transfer gap: PickCube (state) policies in pure sim and through the rehearsal driver running a reality profile
-(the emulated robot that differs from the training sim as a real arm does: latency, a slower joint loop, friction,
-a slow gripper, noise), on the same object placements.
+"""The transfer gap: PickCube policies (state, or pixels: runs whose env has ``image_size``) in pure sim and through the
+rehearsal driver running a reality profile (the emulated robot that differs from the training sim as a real arm
+does: latency, a slower joint loop, friction, a slow gripper, noise, a camera off where its frame says, another
+lens and colour), on the same object placements.
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/transfer_gap.py --runs nominal=runs/pc_state_s0
         calibrated=runs/pc_cal_s0 [--realities typical] [--episodes 50] [--out RESULT.json]
 
 Each run's latest policy, deterministic: in the nominal sim (the hardware's placements replayed), then
 through ``ros2_control_joint_position`` with the emulated driver (``reality:=NAME``) and the safety node in
-processes of their own, over Fast DDS. Beside it, the policy in the sim it was trained in (its env kwargs; the
+processes of their own, over Fast DDS (a pixel run's robot has its front and wrist cameras as ROS image topics, at
+its image size, and no object pose). Beside it, the policy in the sim it was trained in (its env kwargs; the
 nominal sim for a nominal run): the gap is that minus the rehearsal, in points, what training promised and the
 robot did not keep.
 """
@@ -43,9 +45,31 @@ def training_sim(run: str, episodes: int) -> dict:
     return {"success": float(ok.mean()), "episodes": episodes, "env_kwargs": kwargs}
 
 
+def image_size(run: str) -> int:
+    """The run's camera image size (0: a state policy)."""
+    from robot_rl.config import load_yaml
+    from robot_rl.training.config import TrainConfig
+
+    return int(load_yaml(TrainConfig, Path(run) / "config.yaml").env.kwargs.get("image_size", 0))
+
+
+def camera_profile(profile: str, size: int, folder: Path) -> str:
+    """``profile``'s rehearsal file with the sim's front and wrist cameras (``size`` pixels) and no object pose, as
+    a pixel policy's robot has."""
+    import yaml
+
+    data = yaml.safe_load(Path(profile_file(profile, folder)).read_text())
+    data["cameras"] = [{"name": c, "source": "ros", "topic": f"/{c}_camera/color/image_raw", "resize": [size, size]}
+                       for c in ("front", "wrist")]
+    data["objects"] = []
+    path = folder / f"{profile}_cameras_{size}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", nargs="+", required=True, help="NAME=RUN_DIR: PickCube (state) runs")
+    parser.add_argument("--runs", nargs="+", required=True, help="NAME=RUN_DIR: PickCube runs (state or pixels)")
     parser.add_argument("--realities", nargs="+", default=["typical"], help="bundled names or reality YAML paths")
     parser.add_argument("--profile", default="ros2_control_joint_position")
     parser.add_argument("--episodes", type=int, default=50)
@@ -54,16 +78,19 @@ def main() -> None:
     args = parser.parse_args()
     runs = dict(r.split("=", 1) for r in args.runs)
     os.environ.update(ros_env(args.domain))
-    path = profile_file(args.profile, Path(tempfile.mkdtemp(prefix="transfer_gap_")))
+    folder = Path(tempfile.mkdtemp(prefix="transfer_gap_"))
+    sizes = {name: image_size(run) for name, run in runs.items()}
+    groups = {size: [n for n in runs if sizes[n] == size] for size in sorted(set(sizes.values()))}
     result: dict = {"runs": {name: {"run_dir": run, "pure_sim": policy_success(run, None, args.episodes),
                                     "training_sim": training_sim(run, args.episodes)}
                              for name, run in runs.items()}}
-    for reality in args.realities:
-        graph = Graph(args.domain, Path(path).parent)
-        start_profile_graph(graph, path, "-p", f"reality:={reality}")
+    for reality, (size, names) in ((r, g) for r in args.realities for g in groups.items()):
+        path = camera_profile(args.profile, size, folder) if size else profile_file(args.profile, folder)
+        graph = Graph(args.domain, folder)
+        start_profile_graph(graph, path, "-p", f"reality:={reality}", *(["-p", f"image_size:={size}"] if size else []))
         try:
             wait_kinematics(graph)
-            for name, run in runs.items():
+            for name, run in ((n, runs[n]) for n in names):
                 try:
                     got = policy_success(run, path, args.episodes)
                 except (TimeoutError, RuntimeError) as exc:  # recorded; the other runs still go
@@ -78,7 +105,7 @@ def main() -> None:
 
 def tables(result: dict) -> list[Table]:
     n, realities = result["setup"]["episodes"], result["setup"]["realities"]
-    table = Table(f"PickCube (state), deterministic, the same {n} placements: pure sim and through "
+    table = Table(f"PickCube, deterministic, the same {n} placements: pure sim and through "
                   f"{result['setup']['profile']} with each reality profile hidden in the driver",
                   ["policy", "run", "nominal sim", "its training sim", *[f"{r} (gap)" for r in realities]],
                   echo=False)

@@ -31,6 +31,9 @@ class RandomizationConfig:
     """Cameras moved from where the model puts them, as ``robot-rl calibrate`` found the robot's: camera name ->
     (x, y, z offset in m along the camera's own axes, rotation vector in degrees in them, focal length error: the
     lens's focal length is 1 + it times the model's). Not random: every reset has them (the noise above on top)."""
+    image_gains: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    """Gain on the R, G and B channels of every image observation, as ``robot-rl calibrate`` found the robot's camera
+    against the sim's renders (white balance, exposure). Not random."""
     light_noise: float = 0.0
     """Light diffuse intensity offset, uniform in [-x, x] (per light, all channels)."""
     action_latency_steps: int = 0
@@ -65,6 +68,8 @@ class RandomizationConfig:
         for name in ("camera_pos_noise", "light_noise", "obs_noise_std"):
             if getattr(self, name) < 0:
                 raise ValueError(f"randomization.{name} must be >= 0")
+        if len(self.image_gains) != 3 or not all(0 < g < 4 for g in self.image_gains):
+            raise ValueError(f"randomization.image_gains: 3 gains in (0, 4), got {self.image_gains}")
         for name, offset in (self.camera_offsets or {}).items():
             if len(offset) != 7 or not -0.5 < offset[6] < 1.0:
                 raise ValueError(f"randomization.camera_offsets[{name!r}]: 7 numbers (x y z m, rotation vector deg, "
@@ -145,6 +150,13 @@ class DomainRandomizer:
         if len(self._actions) > self.latency:
             return self._actions.popleft()
         return hold()
+
+    def colour(self, image: np.ndarray) -> np.ndarray:
+        """``image`` (uint8 RGB) with ``image_gains``; itself when they are 1."""
+        gains = self.cfg.image_gains
+        if tuple(gains) == (1.0, 1.0, 1.0):
+            return image
+        return np.clip(image * np.asarray(gains, np.float32), 0, 255).astype(np.uint8)
 
     def noisy_state(self, state: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         if self.cfg.obs_noise_std == 0:

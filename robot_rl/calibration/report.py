@@ -91,6 +91,7 @@ def write_report(out: str | Path, cal: Calibration, log: DriverLog, source: str,
         kwargs["randomization"]["camera_offsets"] = {
             c.camera: [round(v, 5) for v in c.position] + [round(v, 3) for v in c.rotation] + [round(c.focal_error, 4)]
             for c in cameras}
+        kwargs["randomization"]["image_gains"] = [round(g, 4) for g in cameras[0].gains]  # one sim colour for all
     (out / "env_kwargs.json").write_text(json.dumps(kwargs, indent=1) + "\n")
     figures = {**cal.summary(), "log_seconds": round(log.seconds, 1), "env_kwargs": kwargs}
     if response is not None:

@@ -90,3 +90,16 @@ def test_the_training_sim_with_the_calibrated_camera_renders_what_the_robot_show
         np.abs(rendered - shown).mean(), np.abs(described - shown).mean())
     with pytest.raises(ValueError, match="no camera 'nowhere'"):
         arm_tasks.PickCubeEnv(image_size=0, randomization={"camera_offsets": {"nowhere": offset}})
+
+
+def test_the_training_sim_with_the_calibrated_colour_sees_the_robots_gains() -> None:
+    """``randomization.image_gains`` (calibrate writes the camera's fitted gains) colours every image observation."""
+    gains = (1.08, 1.08, 0.92)
+    plain = arm_tasks.PickCubeEnv(image_size=32).reset(seed=0)[0]["pixels"]
+    tinted = arm_tasks.PickCubeEnv(image_size=32, randomization={"image_gains": gains}).reset(seed=0)[0]["pixels"]
+    for camera, image in plain.items():
+        want = np.clip(image * np.array(gains, np.float32), 0, 255).astype(np.uint8)
+        np.testing.assert_array_equal(tinted[camera], want)
+        assert tinted[camera].dtype == np.uint8 and not np.array_equal(tinted[camera], image)
+    with pytest.raises(ValueError, match="image_gains"):
+        arm_tasks.PickCubeEnv(image_size=32, randomization={"image_gains": (1.0, 1.0)})
