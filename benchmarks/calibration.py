@@ -5,7 +5,7 @@ and after. The arm has a camera beside it and one on its wrist (``front``, ``wri
 square), whose frames of the arm held at six poses calibration fits each camera's pose, lens and colour to.
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/calibration.py [--realities typical] [--seconds 120]
-        [--fit-seconds 40] [--iterations 15] [--population 10] [--image-size 256] [--out FILE] [--keep DIR]
+        [--fit-seconds 40] [--iterations 15] [--population 10] [--image-size 128] [--out FILE] [--keep DIR]
         [--no-response]
 
 Then ``robot-rl record-response`` probes the same robot through the robot env and the safety node, and calibrate
@@ -94,7 +94,7 @@ def main() -> None:
     p.add_argument("--fit-seconds", type=float, default=40.0)
     p.add_argument("--iterations", type=int, default=15)
     p.add_argument("--population", type=int, default=10)
-    p.add_argument("--image-size", type=int, default=256, help="the camera's frames (pixels square)")
+    p.add_argument("--image-size", type=int, default=128, help="the camera's frames (pixels square)")
     p.add_argument("--domain", type=int, default=91)
     p.add_argument("--no-response", dest="response", action="store_false",
                    help="skip robot-rl record-response (the training sim's stiffness and delay then come from the "

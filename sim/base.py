@@ -125,8 +125,10 @@ class MujocoTaskEnv(gym.Env):
             self._renderer = None
 
     # --------------------------------------------------------------- helpers
-    def render_camera(self, camera: str, size: int) -> np.ndarray:
-        """uint8 ``[size, size, 3]`` from ``camera`` with the lean visual setup (no shadows/reflections)."""
+    def render_camera(self, camera: str, size: int, data: mujoco.MjData | None = None) -> np.ndarray:
+        """uint8 ``[size, size, 3]`` from ``camera`` with the lean visual setup (no shadows/reflections), of ``data``
+        (another state of this model; default: the env's). Call it from one thread only: its GL context is made in
+        the first caller's."""
         if self._renderer is None or self._render_size != size:
             if self._renderer is not None:
                 self._renderer.close()
@@ -139,7 +141,7 @@ class MujocoTaskEnv(gym.Env):
                          mujoco.mjtRndFlag.mjRND_SKYBOX):
                 flags[flag] = False
             self._render_size = size
-        self._renderer.update_scene(self.data, camera=camera)
+        self._renderer.update_scene(self.data if data is None else data, camera=camera)
         return self._renderer.render()
 
     def _obs(self) -> dict[str, Any]:

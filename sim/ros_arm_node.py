@@ -126,10 +126,18 @@ class ArmHardwareNode(Node):
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if self.use_sim_time else None
         if self.offers_reset():
             self.create_service(Trigger, "~/reset", self._on_reset)
+        self._out_lock = threading.Lock()  # the camera thread queues its images too
         self._make_io()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="physics", daemon=True)
         self._thread.start()
+        # a real arm's controller runs apart from its cameras: rendering on the physics thread (milliseconds a
+        # frame) made its steps late, which a calibration log then showed as dynamics (viscous friction 29 % low)
+        self._camera_state: tuple[float, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._camera_wake = threading.Condition()
+        self._camera_thread = threading.Thread(target=self._camera_loop, name="cameras", daemon=True)
+        if self.pub_cams:
+            self._camera_thread.start()
 
     def offers_reset(self) -> bool:
         """Whether the sim-only ``~/reset`` service is offered (a driver emulation in bare mode has none)."""
@@ -251,7 +259,8 @@ class ArmHardwareNode(Node):
                 raise
             del exc
         finally:
-            self.env.close()  # the renderer's GL context is current on this thread: release it here, not at exit
+            if not self.pub_cams:  # else the camera thread's renderer, released there
+                self.env.close()
 
     def _run(self) -> None:
         m, d, cfg = self.model, self.data, self.cfg
@@ -318,10 +327,39 @@ class ArmHardwareNode(Node):
             self._publish(self.tf.pub, tf)  # with the state's injected latency
 
     def _publish_cameras(self, stamp: float) -> None:
+        """Hands the state at ``stamp`` to the camera thread (a frame it has not rendered yet is dropped, as a camera
+        drops frames its host cannot take)."""
+        d = self.data
+        with self._camera_wake:
+            self._camera_state = (stamp, d.qpos.copy(), d.mocap_pos.copy(), d.mocap_quat.copy())
+            self._camera_wake.notify()
+
+    def _camera_loop(self) -> None:
+        """Renders and publishes each state the physics loop hands over, on its own copy of the model's data."""
+        render = mujoco.MjData(self.model)
+        try:
+            while not self._stop.is_set() and self.context.ok():
+                with self._camera_wake:
+                    if self._camera_state is None:
+                        self._camera_wake.wait(timeout=0.2)
+                    state, self._camera_state = self._camera_state, None
+                if state is None:
+                    continue
+                stamp, render.qpos[:], render.mocap_pos[:], render.mocap_quat[:] = state
+                mujoco.mj_forward(self.model, render)
+                self._render_cameras(render, stamp)
+        except Exception as exc:  # noqa: BLE001  (rclpy shut down under us: stop quietly)
+            if not self._stop.is_set() and self.context.ok():
+                raise
+            del exc
+        finally:
+            self.env.close()  # the renderer's GL context is current on this thread: release it here, not at exit
+
+    def _render_cameras(self, render: mujoco.MjData, stamp: float) -> None:
         latency = self.camera_latency or self.cfg.state_latency
         for cam, (pub, pub_info, frame) in self.pub_cams.items():
-            with camera_error(self.model, self.data, cam, self.camera_reality):
-                image = self.env.render_camera(cam, self.cfg.image_size)
+            with camera_error(self.model, render, cam, self.camera_reality):
+                image = self.env.render_camera(cam, self.cfg.image_size, render)
             if self.image_gain is not None:
                 image = np.clip(image * self.image_gain, 0, 255).astype(np.uint8)
             self._publish(pub, image_msg(image, stamp, frame), latency)
@@ -349,14 +387,16 @@ class ArmHardwareNode(Node):
         """Publishes ``msg`` now, or ``latency`` s later (default ``state_latency``)."""
         latency = self.cfg.state_latency if latency is None else latency
         if latency > 0:
-            heapq.heappush(self._out_queue, (self.now() + latency, next(self._out_order), pub, msg))
+            with self._out_lock:
+                heapq.heappush(self._out_queue, (self.now() + latency, next(self._out_order), pub, msg))
         else:
             pub.publish(msg)
 
     def _flush(self) -> None:
         q, now = self._out_queue, self.now()
         while q and q[0][0] <= now:
-            _, _, pub, msg = heapq.heappop(q)
+            with self._out_lock:
+                _, _, pub, msg = heapq.heappop(q)
             pub.publish(msg)
 
     def _publish_joints(self, stamp: float) -> None:
@@ -418,6 +458,8 @@ class ArmHardwareNode(Node):
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=2.0)
+        if self._camera_thread.is_alive():
+            self._camera_thread.join(timeout=2.0)
         if self.command_sub is not None:
             self.command_sub.close()
 

@@ -43,6 +43,9 @@ class ExcitationConfig:
     camera_poses: int = 6
     """Poses the arm is held at after the bursts while the profile's cameras are recorded (0: no images): the
     arm seen from the camera in several poses tells the camera's position from its rotation and lens."""
+    camera_amplitude: float = 0.25
+    """rad: each joint's largest offset from where it started at the camera poses (the arm seen across more of the
+    image and at more depths tells the camera's position from its rotation and focal length)."""
     camera_frames: int = 1
     """Frames of each camera recorded per pose, once the arm has settled (the camera fit takes one per pose: six
     poses put the ``typical`` camera within 2 % of each of its errors, four within 20 %)."""
@@ -54,8 +57,9 @@ class ExcitationConfig:
                 or min(self.camera_poses, self.camera_frames) < 0):
             raise ValueError("record-excitation: seconds, amplitude, rate_hz, burst and connect_timeout must be > 0, "
                              "hold, camera_poses and camera_frames >= 0")
-        if self.amplitude > 0.3:
-            raise ValueError("record-excitation: amplitude > 0.3 rad moves the arm too far for a calibration")
+        if max(self.amplitude, self.camera_amplitude) > 0.3:
+            raise ValueError("record-excitation: amplitude or camera_amplitude > 0.3 rad moves the arm too far for a "
+                             "calibration")
         if Path(self.out).exists():
             raise ValueError(f"record-excitation: {self.out} exists (choose a new folder)")
 
@@ -79,9 +83,9 @@ def excitation(t: float, q0: np.ndarray, cfg: ExcitationConfig) -> np.ndarray:
 
 
 def camera_poses(q0: np.ndarray, cfg: ExcitationConfig) -> list[np.ndarray]:
-    """The poses the cameras see the arm held at: ``q0`` plus a fixed draw within the excitation's amplitude."""
+    """The poses the cameras see the arm held at: ``q0`` plus a fixed draw within ``camera_amplitude``."""
     rng = np.random.default_rng(7)
-    return [q0 + cfg.amplitude * rng.uniform(-1.0, 1.0, len(q0)) for _ in range(cfg.camera_poses)]
+    return [q0 + cfg.camera_amplitude * rng.uniform(-1.0, 1.0, len(q0)) for _ in range(cfg.camera_poses)]
 
 
 class _FrameGate:
