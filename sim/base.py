@@ -147,8 +147,8 @@ class MujocoTaskEnv(gym.Env):
     def _obs(self) -> dict[str, Any]:
         obs: dict[str, Any] = {"state": self.randomizer.noisy_state(self._state().astype(np.float32), self.np_random)}
         if self.cfg.image_size > 0:
-            obs["pixels"] = {c: self.randomizer.colour(self.render_camera(c, self.cfg.image_size)).copy()
-                             for c in self.cameras}
+            obs["pixels"] = self.randomizer.late_images(
+                {c: self.randomizer.colour(self.render_camera(c, self.cfg.image_size)).copy() for c in self.cameras})
         if self.with_instruction:
             obs["instruction"] = self.instruction()
         return obs

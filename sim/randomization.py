@@ -34,6 +34,9 @@ class RandomizationConfig:
     image_gains: tuple[float, float, float] = (1.0, 1.0, 1.0)
     """Gain on the R, G and B channels of every image observation, as ``robot-rl calibrate`` found the robot's camera
     against the sim's renders (white balance, exposure). Not random."""
+    image_latency_steps: int = 0
+    """Image observations are this many control steps old (a camera's exposure, transfer and driver: tens of ms,
+    ``robot-rl calibrate`` reads it off the robot's frames); the state is not delayed. Not random."""
     light_noise: float = 0.0
     """Light diffuse intensity offset, uniform in [-x, x] (per light, all channels)."""
     action_latency_steps: int = 0
@@ -74,8 +77,9 @@ class RandomizationConfig:
             if len(offset) != 7 or not -0.5 < offset[6] < 1.0:
                 raise ValueError(f"randomization.camera_offsets[{name!r}]: 7 numbers (x y z m, rotation vector deg, "
                                  f"focal length error in (-0.5, 1)), got {offset}")
-        if self.action_latency_steps < 0 or self.action_latency_jitter < 0:
-            raise ValueError("randomization.action_latency_steps and action_latency_jitter must be >= 0")
+        if self.action_latency_steps < 0 or self.action_latency_jitter < 0 or self.image_latency_steps < 0:
+            raise ValueError("randomization.action_latency_steps, action_latency_jitter and image_latency_steps "
+                             "must be >= 0")
 
 
 class DomainRandomizer:
@@ -97,6 +101,7 @@ class DomainRandomizer:
         for name, offset in (cfg.camera_offsets or {}).items():
             self._move_camera(model, name, np.asarray(offset, np.float64))
         self._actions: deque[np.ndarray] = deque()
+        self._images: deque[dict[str, np.ndarray]] = deque()
         self.latency = cfg.action_latency_steps
         self.stiffness = 1.0
         """The controller stiffness factor drawn at the last reset (the arm tasks apply it to their gains)."""
@@ -135,6 +140,7 @@ class DomainRandomizer:
         offsets = rng.uniform(-1, 1, (len(nom["light_diffuse"]), 1)) * cfg.light_noise
         model.light_diffuse[:] = np.clip(nom["light_diffuse"] + offsets, 0.0, 1.0)
         self._actions.clear()
+        self._images.clear()
         self.latency = cfg.action_latency_steps + (int(rng.integers(0, cfg.action_latency_jitter + 1))
                                                    if cfg.action_latency_jitter else 0)
         self.stiffness = float(rng.uniform(*cfg.stiffness_scale)) if cfg.stiffness_scale != (1.0, 1.0) else 1.0
@@ -150,6 +156,15 @@ class DomainRandomizer:
         if len(self._actions) > self.latency:
             return self._actions.popleft()
         return hold()
+
+    def late_images(self, images: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The images of ``image_latency_steps`` observations ago (the oldest there is, just after a reset)."""
+        if self.cfg.image_latency_steps == 0:
+            return images
+        self._images.append(images)
+        while len(self._images) > self.cfg.image_latency_steps + 1:
+            self._images.popleft()
+        return self._images[0]
 
     def colour(self, image: np.ndarray) -> np.ndarray:
         """``image`` (uint8 RGB) with ``image_gains``; itself when they are 1."""

@@ -92,6 +92,8 @@ def write_report(out: str | Path, cal: Calibration, log: DriverLog, source: str,
             c.camera: [round(v, 5) for v in c.position] + [round(v, 3) for v in c.rotation] + [round(c.focal_error, 4)]
             for c in cameras}
         kwargs["randomization"]["image_gains"] = [round(g, 4) for g in cameras[0].gains]  # one sim colour for all
+        # a frame is its latency old when it goes out and up to a frame period more when the env takes it
+        kwargs["randomization"]["image_latency_steps"] = int(np.ceil(cameras[0].latency * control_hz - 1e-6))
     (out / "env_kwargs.json").write_text(json.dumps(kwargs, indent=1) + "\n")
     figures = {**cal.summary(), "log_seconds": round(log.seconds, 1), "env_kwargs": kwargs}
     if response is not None:

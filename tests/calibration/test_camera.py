@@ -103,3 +103,22 @@ def test_the_training_sim_with_the_calibrated_colour_sees_the_robots_gains() -> 
         assert tinted[camera].dtype == np.uint8 and not np.array_equal(tinted[camera], image)
     with pytest.raises(ValueError, match="image_gains"):
         arm_tasks.PickCubeEnv(image_size=32, randomization={"image_gains": (1.0, 1.0)})
+
+
+def test_the_training_sim_with_the_calibrated_camera_latency_sees_late_images() -> None:
+    """``randomization.image_latency_steps`` (calibrate writes the camera's latency in control steps): each image
+    observation is the one of that many steps before, while the state is the current one."""
+    late = arm_tasks.PickCubeEnv(image_size=32, randomization={"image_latency_steps": 2})
+    now = arm_tasks.PickCubeEnv(image_size=32)
+    seen = [o for o in (late.reset(seed=0)[0], now.reset(seed=0)[0])]
+    frames, states = [seen[1]["pixels"]["wrist"]], []
+    for _ in range(4):
+        action = np.array([0.0, 0.0, -1.0, 1.0], np.float32)  # down, the wrist camera's view changes each step
+        a, b = late.step(action)[0], now.step(action)[0]
+        frames.append(b["pixels"]["wrist"])
+        np.testing.assert_array_equal(a["state"], b["state"])
+        states.append(a["pixels"]["wrist"])
+    np.testing.assert_array_equal(states[0], frames[0])  # the oldest there is just after the reset
+    for k in range(2, 4):
+        np.testing.assert_array_equal(states[k], frames[k - 1])
+    assert not np.array_equal(frames[3], frames[1])
