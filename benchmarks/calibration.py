@@ -106,6 +106,7 @@ def main() -> None:
     figures: dict = {"realities": {}, "setup": {"seconds": args.seconds, "fit_seconds": args.fit_seconds}}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = args.keep or tmp
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         for reality in args.realities:
             figures["realities"][reality] = calibrate_against(reality, args, Path(tmp))
     print(f"results: {write_result('calibration', figures, args.out, tables=tables(figures))}")

@@ -19,6 +19,9 @@ check) at ``aux_rate_hz``; ``camera/<name>/image_raw`` (rgb8) at ``camera_rate_h
 ``tf_rate_hz``, ``/tf_static`` and ``robot_description`` (URDF), see ``robot_rl.ros.tf``. Service ``~/reset``
 (``std_srvs/Trigger``): re-places the task objects (the arm is not moved unless ``reset_teleports_arm``).
 
+Each physics step keeps its scheduled time, however busy the machine: a step run late takes only the commands that
+had arrived by then and is stamped with it, as a real arm's controller, which never waits on its PC, would.
+
 Injected imperfections: ``command_latency`` delays every command before it acts, ``state_latency`` delays every
 outgoing message, ``joint_noise``/``pose_noise`` add Gaussian noise to the published state. With no effort
 command for ``command_timeout`` the arm brakes (gravity compensation + joint damping), as a real driver would.
@@ -120,6 +123,7 @@ class ArmHardwareNode(Node):
         self.tf_every = max(1, int(round(1.0 / (cfg.tf_rate_hz * self.dt))))
         self.cam_every = max(1, int(round(1.0 / (cfg.camera_rate_hz * self.dt))))
         self.sim_t = 0.0
+        self.step_stamp = time.time()  # the stamp of the latest physics step (physics time with use_sim_time)
         self.command_sub: FastSubscription | None = None
         # use_sim_time: this node is the clock. Physics time (never skipped, whatever the CPU load) on /clock and
         # in every stamp; injected latencies and timeouts count it too.
@@ -276,9 +280,13 @@ class ArmHardwareNode(Node):
                 time.sleep(delay)
             elif delay < -0.1:  # fell far behind (e.g. a debugger): resynchronise instead of racing
                 t0 += -delay
+                due += -delay
             if self.pre_step is not None:
                 self.pre_step()
-            now = self.now()
+            # a real arm's step happens at its time, however busy this machine is: a step run late (the cameras or
+            # the test's own processes had the CPU) takes only the commands that had arrived by its time and is
+            # stamped with it, so a stall delays messages, as a slow network would, but never warps the dynamics
+            now = self.now() if self.pub_clock is not None else wall0 + due
             with self.lock:
                 self._apply_commands(now)
                 if self.in_loop is not None:  # composed controller: read -> update -> write, as ros2_control
@@ -295,7 +303,8 @@ class ArmHardwareNode(Node):
                 mujoco.mj_step(m, d)
                 step += 1
                 self.sim_t = step * self.dt  # physics time (a sum of dt would drift)
-                stamp = self.sim_t if self.pub_clock is not None else wall0 + time.perf_counter()
+                stamp = self.sim_t if self.pub_clock is not None else now
+                self.step_stamp = stamp
                 if self.pub_clock is not None and step % clock_every == 0:  # before the step's state goes out
                     self.pub_clock.publish(Clock(clock=to_stamp(stamp)))
                 self._publish_state(step, stamp)
@@ -362,10 +371,10 @@ class ArmHardwareNode(Node):
                 image = self.env.render_camera(cam, self.cfg.image_size, render)
             if self.image_gain is not None:
                 image = np.clip(image * self.image_gain, 0, 255).astype(np.uint8)
-            self._publish(pub, image_msg(image, stamp, frame), latency)
+            self._publish(pub, image_msg(image, stamp, frame), latency, self.now())
             info = camera_info(self.model, cam, self.cfg.image_size, self.cfg.image_size, frame)
             info.header.stamp = to_stamp(stamp)
-            self._publish(pub_info, info, latency)
+            self._publish(pub_info, info, latency, self.now())
 
     def _publish_diag(self, window: float, behind: float) -> None:
         """Effort command rate and largest gap over the last ``window`` s, how far physics is behind real time."""
@@ -383,12 +392,14 @@ class ArmHardwareNode(Node):
         self.pub_diag.publish(msg)
         self.commands_received, self.max_gap = 0, 0.0
 
-    def _publish(self, pub: object, msg: object, latency: float | None = None) -> None:
-        """Publishes ``msg`` now, or ``latency`` s later (default ``state_latency``)."""
+    def _publish(self, pub: object, msg: object, latency: float | None = None, since: float | None = None) -> None:
+        """Publishes ``msg`` now, or ``latency`` s after ``since`` (default: ``state_latency`` after the physics step's
+        stamp)."""
         latency = self.cfg.state_latency if latency is None else latency
         if latency > 0:
+            since = self.step_stamp if since is None else since
             with self._out_lock:
-                heapq.heappush(self._out_queue, (self.now() + latency, next(self._out_order), pub, msg))
+                heapq.heappush(self._out_queue, (since + latency, next(self._out_order), pub, msg))
         else:
             pub.publish(msg)
 
