@@ -16,6 +16,7 @@ from typing import Any
 from robot_rl.config import ConfigError
 from robot_rl.robots.kinematics import UrdfKinematics
 from robot_rl.robots.profile import Profile, camera_info_topic, load_profile
+from robot_rl.ros.query import query
 from robot_rl.ros.tf_buffer import TfBuffer, TfError
 
 ARM_COMMAND_TYPES = {
@@ -201,19 +202,13 @@ class ProfileCheck:
 
     def _list_controllers(self, srv_type: type, field: str, service: str) -> dict[str, str]:
         """Controller name -> state, from the controller manager's ``list_controllers`` service."""
-        client = self.node.create_client(srv_type, service)
         try:
-            if not client.wait_for_service(timeout_sec=self.timeout):
-                raise self.fail(field, f"no {service} service (is the controller manager up?)")
-            future = client.call_async(srv_type.Request())
-            deadline = time.monotonic() + self.timeout
-            while not future.done():
-                if time.monotonic() > deadline:
-                    raise self.fail(field, f"{service} did not answer in {self.timeout:.0f} s")
-                time.sleep(0.02)
-            return {c.name: c.state for c in future.result().controller}
-        finally:
-            self.node.destroy_client(client)
+            answer = query(self.node, srv_type, service, srv_type.Request(), self.timeout)
+        except TimeoutError:
+            raise self.fail(field, f"no {service} service (is the controller manager up?)") from None
+        if answer is None:
+            raise self.fail(field, f"{service} did not answer in {self.timeout:.0f} s")
+        return {c.name: c.state for c in answer.controller}
 
     def service(self, field: str, name: str, srv_type: str, what: str) -> None:
         """A service ``name`` of type ``srv_type`` is offered (graph introspection: no client is made)."""
@@ -311,19 +306,15 @@ class ProfileCheck:
                                                f"{self.timeout:.0f} s")
             time.sleep(0.05)
         name = f"{info.node_namespace.rstrip('/')}/{info.node_name}"
-        client = self.node.create_client(GetParameters, f"{name}/get_parameters")
         try:
-            if not client.wait_for_service(timeout_sec=self.timeout):
-                raise self.fail("safety node", f"{name} answers no parameter requests (is it robot_rl's arm_safety?)")
-            future = client.call_async(GetParameters.Request(names=["profile"]))
-            deadline = time.monotonic() + self.timeout
-            while not future.done():
-                if time.monotonic() > deadline:
-                    raise self.fail("safety node", f"{name}/get_parameters did not answer in {self.timeout:.0f} s")
-                time.sleep(0.02)
-            values = future.result().values
-        finally:
-            self.node.destroy_client(client)
+            answer = query(self.node, GetParameters, f"{name}/get_parameters", GetParameters.Request(names=["profile"]),
+                           self.timeout)
+        except TimeoutError:
+            raise self.fail("safety node", f"{name} answers no parameter requests (is it robot_rl's arm_safety?)") \
+                from None
+        if answer is None:
+            raise self.fail("safety node", f"{name}/get_parameters did not answer in {self.timeout:.0f} s")
+        values = answer.values
         given = values[0].string_value if values else ""
         if not given:
             raise self.fail("safety node", f"{name} runs without a profile: it commands robot_rl's own controller "
