@@ -283,9 +283,7 @@ class ArmHardwareNode(Node):
                 due += -delay
             if self.pre_step is not None:
                 self.pre_step()
-            # a real arm's step happens at its time, however busy this machine is: a step run late (the cameras or
-            # the test's own processes had the CPU) takes only the commands that had arrived by its time and is
-            # stamped with it, so a stall delays messages, as a slow network would, but never warps the dynamics
+            # the step's scheduled time, not the moment it runs: a stall delays messages but never warps the dynamics
             now = self.now() if self.pub_clock is not None else wall0 + due
             with self.lock:
                 self._apply_commands(now)

@@ -52,8 +52,13 @@ def test_a_query_is_sent_again_until_an_answer_comes(domain: int) -> None:
 
     from robot_rl.ros.query import query
 
-    servers = [subprocess.Popen([sys.executable, "-c", SERVER, str(drop)], stdout=subprocess.PIPE, text=True)
-               for drop in (2, 1000)]
+    def serve(drop: int) -> subprocess.Popen:
+        server = subprocess.Popen([sys.executable, "-c", SERVER, str(drop)], stdout=subprocess.PIPE, text=True)
+        servers.append(server)
+        assert server.stdout.readline().strip() == "ready"
+        return server
+
+    servers: list[subprocess.Popen] = []
     rclpy.init()
     node = Node("asker")
     executor = SingleThreadedExecutor()
@@ -61,14 +66,14 @@ def test_a_query_is_sent_again_until_an_answer_comes(domain: int) -> None:
     spin = threading.Thread(target=executor.spin, daemon=True)
     spin.start()
     try:
-        assert servers[0].stdout.readline().strip() == "ready"
+        lossy = serve(drop=2)
         start = time.monotonic()
         answer = query(node, Trigger, "/lossy/query", Trigger.Request(), timeout=30.0, resend_every=0.5)
         assert answer is not None and answer.message == "3", answer  # the third request's answer came back
         assert time.monotonic() - start >= 1.0  # after two resends
-        servers[0].kill()
-        servers[0].wait()
-        assert servers[1].stdout.readline().strip() == "ready"
+        lossy.kill()
+        lossy.wait()
+        serve(drop=1000)  # one that never answers
         start = time.monotonic()
         assert query(node, Trigger, "/lossy/query", Trigger.Request(), timeout=2.0, resend_every=0.5) is None
         assert 2.0 <= time.monotonic() - start < 10.0
