@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 BUNDLED = Path(__file__).resolve().parent / "realities"
+P = TypeVar("P")
 
 
 @dataclass(frozen=True)
@@ -73,27 +74,33 @@ class RealityProfile:
         return self == RealityProfile(name=self.name, sources=self.sources)
 
 
-def bundled_realities() -> list[str]:
-    return sorted(p.stem for p in BUNDLED.glob("*.yaml"))
+def bundled_realities(folder: Path = BUNDLED) -> list[str]:
+    return sorted(p.stem for p in folder.glob("*.yaml"))
 
 
 def load_reality(name_or_path: str) -> RealityProfile:
-    """A bundled profile by name (``mild``, ``typical``, ``hard``), ``nominal``, or a YAML file's path."""
+    """A bundled arm profile by name (``mild``, ``typical``, ``hard``), ``nominal``, or a YAML file's path."""
+    return read_reality(RealityProfile, BUNDLED, name_or_path)
+
+
+def read_reality(kind: type[P], folder: Path, name_or_path: str) -> P:
+    """A profile of dataclass ``kind``: ``nominal`` (every default), a bundled one by name (``folder/NAME.yaml``),
+    or a YAML file's path; unknown fields fail, naming them."""
     if name_or_path in ("", "nominal"):
-        return RealityProfile()
+        return kind()
     path = Path(name_or_path)
     if not path.suffix:
-        path = BUNDLED / f"{name_or_path}.yaml"
+        path = folder / f"{name_or_path}.yaml"
         if not path.is_file():
-            raise ValueError(f"reality: no bundled profile {name_or_path!r} (bundled: {bundled_realities()}, "
+            raise ValueError(f"reality: no bundled profile {name_or_path!r} (bundled: {bundled_realities(folder)}, "
                              "or a YAML path)")
     if not path.is_file():
         raise ValueError(f"reality: no file {path}")
     data: Any = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):
         raise ValueError(f"reality: {path} is not a mapping of fields")
-    known = {f.name for f in fields(RealityProfile)}
+    known = {f.name for f in fields(kind)}
     unknown = sorted(set(data) - known)
     if unknown:
         raise ValueError(f"reality: {path} has unknown fields {unknown} (known: {sorted(known)})")
-    return RealityProfile(**{"name": path.stem, **data})
+    return kind(**{"name": path.stem, **data})

@@ -59,6 +59,7 @@ from robot_rl_sim import arm_tasks  # noqa: E402
 from robot_rl_sim.camera_error import camera_error  # noqa: E402
 from robot_rl_sim.reality import RealityProfile  # noqa: E402
 from robot_rl_sim.ros_arm_config import TASKS, ArmHardwareConfig  # noqa: E402, F401  (re-exported)
+from robot_rl_sim.step_clock import StepClock  # noqa: E402
 
 
 class ArmHardwareNode(Node):
@@ -268,23 +269,15 @@ class ArmHardwareNode(Node):
 
     def _run(self) -> None:
         m, d, cfg = self.model, self.data, self.cfg
-        t0 = time.perf_counter()
-        wall0 = time.time() - t0
+        clock = StepClock(self.dt)
         step = 0
         clock_every = max(1, int(round(1.0 / (cfg.clock_rate_hz * self.dt))))
         diag_every = int(round(1.0 / self.dt))
         while not self._stop.is_set() and self.context.ok():
-            due = t0 + (step + 1) * self.dt
-            delay = due - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            elif delay < -0.1:  # fell far behind (e.g. a debugger): resynchronise instead of racing
-                t0 += -delay
-                due += -delay
+            scheduled = clock.tick()
             if self.pre_step is not None:
                 self.pre_step()
-            # the step's scheduled time, not the moment it runs: a stall delays messages but never warps the dynamics
-            now = self.now() if self.pub_clock is not None else wall0 + due
+            now = self.now() if self.pub_clock is not None else scheduled
             with self.lock:
                 self._apply_commands(now)
                 if self.in_loop is not None:  # composed controller: read -> update -> write, as ros2_control
@@ -307,7 +300,7 @@ class ArmHardwareNode(Node):
                     self.pub_clock.publish(Clock(clock=to_stamp(stamp)))
                 self._publish_state(step, stamp)
                 if step % diag_every == 0:
-                    self._publish_diag(diag_every * self.dt, time.perf_counter() - due)
+                    self._publish_diag(diag_every * self.dt, clock.behind())
             self._flush()
 
     def _publish_state(self, step: int, stamp: float) -> None:

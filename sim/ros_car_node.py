@@ -14,6 +14,10 @@ With ``profile`` (a car profile, :mod:`robot_rl.robots.car_profile`) the node sp
 (:mod:`robot_rl_sim.car_driver_emulation`): its command topic and semantics, odometry on its topic in its frames,
 ``sensor_msgs/LaserScan`` on its scan topic (``scan_rate_hz``) with the laser on ``/tf_static``; no robot_rl-only
 topics (wall contact on the sim-only ``sim/collision``).
+
+Each physics step keeps its scheduled time however busy the machine (:mod:`robot_rl_sim.step_clock`). With
+``reality`` (:mod:`robot_rl_sim.car_reality`) the car differs from the training sim as a real one does: command and
+odometry latency, drivetrain and steering lags, a steering trim, an odometry gain error, another floor friction.
 """
 
 from __future__ import annotations
@@ -47,7 +51,9 @@ from robot_rl_controllers.driving import twist_to_wheel_speeds  # noqa: E402
 from robot_rl_sim.car import DriveEnv  # noqa: E402
 from robot_rl_sim.car_driver_emulation import DRIVERS, Lidar, ackermann_twist, laser_frame  # noqa: E402
 from robot_rl_sim.car_model import LIDAR_HEIGHT, WHEEL_JOINTS, WHEEL_RADIUS  # noqa: E402
+from robot_rl_sim.car_reality import FirstOrderLag, load_car_reality  # noqa: E402
 from robot_rl_sim.ros_controller_manager import serve_list_controllers  # noqa: E402
+from robot_rl_sim.step_clock import StepClock  # noqa: E402
 
 
 @dataclass
@@ -55,7 +61,7 @@ class CarHardwareConfig:
     """Parameters of the sim car hardware node (all ROS 2 parameters)."""
 
     startup_only: ClassVar[tuple[str, ...]] = ("seed", "odom_rate_hz", "image_size", "camera_rate_hz",
-                                               "frame_prefix", "profile", "scan_rate_hz")
+                                               "frame_prefix", "profile", "scan_rate_hz", "reality")
     """Read when the node starts (rates, scene, cameras): read-only parameters."""
 
     seed: int = 0
@@ -72,6 +78,9 @@ class CarHardwareConfig:
     """Car profile whose driver this node emulates (bundled name or YAML path); "" = robot_rl's own topics."""
     scan_rate_hz: float = 40.0
     """Rate of the emulated lidar's scans (with a profile)."""
+    reality: str = ""
+    """How this car differs from the training sim (:mod:`robot_rl_sim.car_reality`): a bundled profile (mild,
+    typical, hard), a YAML path, or "" (none). Applied to this node's physics and outputs only."""
     command_latency: float = 0.0
     """Injected delay (s) before a command takes effect."""
     command_timeout: float = 0.25
@@ -87,6 +96,7 @@ class CarHardwareConfig:
             raise ValueError("odom_rate_hz, camera_rate_hz, scan_rate_hz and command_timeout must be > 0")
         if min(self.command_latency, self.image_size, self.odom_pose_std, self.odom_twist_std) < 0:
             raise ValueError("command_latency, image_size, odom_pose_std and odom_twist_std must be >= 0")
+        load_car_reality(self.reality)  # a bad name or file fails at start, naming it
 
 
 ODOM_VARIANCE_FLOOR = 1e-9
@@ -116,14 +126,17 @@ class CarHardwareNode(Node):
         self._queue: deque[tuple[float, float, float]] = deque()
         self.last_cmd = -math.inf
         self.noise = np.random.default_rng(self.cfg.seed)
+        self.reality = load_car_reality(self.cfg.reality)
         use_sim = bool(self.get_parameter("use_sim_time").value)
         self.pub_clock = self.create_publisher(Clock, "/clock", 10) if use_sim else None
         self.sim_t = 0.0
+        self.step_time = 0.0  # the current physics step's time (now())
         self._interfaces()
         m = self.model
         wheel_ids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j) for j in WHEEL_JOINTS]
         self.wheel_q = [int(m.jnt_qposadr[j]) for j in wheel_ids]
         self.wheel_v = [int(m.jnt_dofadr[j]) for j in wheel_ids]
+        self._apply_reality(wheel_ids)
         self.pub_cam = self.create_publisher(Image, "camera/front/image_raw", 2) if self.cfg.image_size else None
         self.pub_cam_info = (self.create_publisher(CameraInfo, "camera/front/camera_info", 2) if self.cfg.image_size
                              else None)
@@ -172,6 +185,22 @@ class CarHardwareNode(Node):
                                      lambda m: self._command(*ackermann_twist(m.drive.speed, m.drive.steering_angle,
                                                                               wheelbase)), 10)
 
+    def _apply_reality(self, wheel_ids: list[int]) -> None:
+        """The reality profile on this node's physics and outputs (never on what training sees: the env reads
+        topics)."""
+        m, reality = self.model, self.reality
+        self.speed_lag = FirstOrderLag(reality.speed_time_constant, self.dt)
+        self.yaw_rate_lag = FirstOrderLag(reality.yaw_rate_time_constant, self.dt)
+        self.target = (0.0, 0.0)  # the commanded twist the lags follow
+        self._outbox: deque[tuple[float, object, object]] = deque()  # (due, publisher, message): odom_latency
+        if reality.floor_friction:  # the pair's friction is the larger of the two geoms': set both
+            wheels = [i for i in range(m.ngeom) if m.geom_bodyid[i] in {m.jnt_bodyid[j] for j in wheel_ids}
+                      and m.geom_contype[i]]
+            floor = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "floor")
+            m.geom_friction[[*wheels, floor], 0] = reality.floor_friction
+        if not reality.nominal:
+            self.get_logger().info(f"reality profile {reality.name}: {reality}")
+
     def _on_twist_stamped(self, msg: TwistStamped) -> None:
         """diff_drive_controller: a zero stamp is now; a command as old as the timeout is ignored."""
         stamp = from_stamp(msg.header.stamp)
@@ -190,11 +219,13 @@ class CarHardwareNode(Node):
         v, w = float(v), float(w)
         if math.isfinite(v) and math.isfinite(w):
             with self.lock:
-                self._queue.append((self.now() + self.cfg.command_latency, v, w))
+                self._queue.append((self.now() + self.cfg.command_latency + self.reality.command_latency, v, w))
 
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         with self.lock:
             self.env._reset_task(self.env.np_random)
+            self.speed_lag.y = self.yaw_rate_lag.y = 0.0  # at rest: the drivetrain's lags start over
+            self.target = (0.0, 0.0)
         response.success, response.message = True, "car placed at a start pose"
         return response
 
@@ -206,30 +237,26 @@ class CarHardwareNode(Node):
 
     def _run(self) -> None:
         m, d, env, cfg = self.model, self.data, self.env, self.cfg
-        t0, step = time.perf_counter(), 0
-        wall0 = time.time() - t0
+        clock, step = StepClock(self.dt), 0
         odom_every = max(1, int(round(1.0 / (cfg.odom_rate_hz * self.dt))))
         cam_every = max(1, int(round(1.0 / (cfg.camera_rate_hz * self.dt))))
         scan_every = max(1, int(round(1.0 / (cfg.scan_rate_hz * self.dt))))
         while not self._stop.is_set() and self.context.ok():
-            delay = t0 + (step + 1) * self.dt - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
-            elif delay < -0.1:
-                t0 += -delay
-            now = self.now()
+            scheduled = clock.tick()
+            now = self.now() if self.pub_clock is not None else scheduled
+            self.step_time = now
             with self.lock:
                 while self._queue and self._queue[0][0] <= now:
                     _, v, w = self._queue.popleft()
-                    left, right = twist_to_wheel_speeds(v, w, env.drive)
-                    d.ctrl[env.wheel_ctrl[0]], d.ctrl[env.wheel_ctrl[1]] = float(left), float(right)
+                    self.target = (v, w)
                     self.last_cmd = now
                 if now - self.last_cmd > self.timeout:
-                    d.ctrl[env.wheel_ctrl] = 0.0
+                    self.target = (0.0, 0.0)
+                self._drive_wheels()
                 mujoco.mj_step(m, d)
                 step += 1
                 self.sim_t = step * self.dt  # physics time (a sum of dt would drift)
-                stamp = self.sim_t if self.pub_clock is not None else wall0 + time.perf_counter()
+                stamp = self.sim_t if self.pub_clock is not None else now
                 if self.pub_clock is not None and step % odom_every == 0:  # use_sim_time: this node is the clock
                     self.pub_clock.publish(Clock(clock=to_stamp(stamp)))
                 try:
@@ -246,10 +273,32 @@ class CarHardwareNode(Node):
                         info = camera_info(m, "front", cfg.image_size, cfg.image_size, frame)
                         info.header.stamp = to_stamp(stamp)
                         self.pub_cam_info.publish(info)
+                    self._flush(now)
                 except Exception:  # noqa: BLE001  (rclpy shut down under us: stop quietly)
                     if self.context.ok() and not self._stop.is_set():
                         raise
                     return
+
+    def _drive_wheels(self) -> None:
+        """The wheel servos' targets: the commanded twist through the reality's drivetrain and steering lags, plus
+        its trim (a car commanded straight curves)."""
+        v = self.speed_lag.step(self.target[0])
+        w = self.yaw_rate_lag.step(self.target[1]) + self.reality.trim_curvature * v
+        left, right = twist_to_wheel_speeds(v, w, self.env.drive)
+        self.data.ctrl[self.env.wheel_ctrl[0]], self.data.ctrl[self.env.wheel_ctrl[1]] = float(left), float(right)
+
+    def _publish(self, pub: object, msg: object) -> None:
+        """Publishes now, or after the reality's ``odom_latency`` (the stamp keeps the state's time)."""
+        if self.reality.odom_latency <= 0:
+            pub.publish(msg)
+        else:
+            self._outbox.append((self.step_time + self.reality.odom_latency, pub, msg))
+
+    def _flush(self, now: float) -> None:
+        """Publishes the delayed messages that are due (one latency for all: the outbox stays in time order)."""
+        while self._outbox and self._outbox[0][0] <= now:
+            _, pub, msg = self._outbox.popleft()
+            pub.publish(msg)
 
     def _publish_odom(self, stamp: float) -> None:
         env, d = self.env, self.data
@@ -263,9 +312,10 @@ class CarHardwareNode(Node):
         p, o = msg.pose.pose.position, msg.pose.pose.orientation
         p.x, p.y, p.z = float(q[0]), float(q[1]), float(q[2])
         o.w, o.x, o.y, o.z = (float(x) for x in q[3:7])
-        msg.twist.twist.linear.x = float(c * v[0] + s * v[1])
-        msg.twist.twist.linear.y = float(-s * v[0] + c * v[1])
-        msg.twist.twist.angular.z = float(v[5])
+        scale = 1.0 + self.reality.odometry_speed_scale_error  # the wheel odometry's gain error
+        msg.twist.twist.linear.x = float(c * v[0] + s * v[1]) * scale
+        msg.twist.twist.linear.y = float(-s * v[0] + c * v[1]) * scale
+        msg.twist.twist.angular.z = float(v[5]) * scale
         pose_std, twist_std = self.cfg.odom_pose_std, self.cfg.odom_twist_std
         if pose_std > 0:  # x, y and yaw (a yaw turn about the body's z keeps the quaternion's roll and pitch)
             dx, dy, dyaw = self.noise.normal(0.0, pose_std, 3)
@@ -279,16 +329,16 @@ class CarHardwareNode(Node):
             lin.x, lin.y, ang.z = lin.x + nx, lin.y + ny, ang.z + nz
         msg.pose.covariance = odom_covariance(pose_std)
         msg.twist.covariance = odom_covariance(twist_std)
-        self.pub_odom.publish(msg)
+        self._publish(self.pub_odom, msg)
         if self.pub_joints is not None:
             joints = JointState(name=list(WHEEL_JOINTS), position=[float(d.qpos[i]) for i in self.wheel_q],
                                 velocity=[float(d.qvel[i]) for i in self.wheel_v])
             joints.header.stamp = msg.header.stamp
-            self.pub_joints.publish(joints)
+            self._publish(self.pub_joints, joints)
         tf = self.tf.moving(d, msg.header.stamp, root_pose=((p.x, p.y, p.z), (o.w, o.x, o.y, o.z)))
         if tf is not None:
-            self.tf.pub.publish(tf)
-        self.pub_collision.publish(Bool(data=bool(d.sensordata[env.wall_sensor] > 0)))
+            self._publish(self.tf.pub, tf)
+        self._publish(self.pub_collision, Bool(data=bool(d.sensordata[env.wall_sensor] > 0)))
 
     def _publish_scan(self, stamp: float) -> None:
         xy, yaw = self.env.car_pose()
@@ -299,7 +349,7 @@ class CarHardwareNode(Node):
                         ranges=[float(r) for r in lidar.scan(self.data, xy, yaw)])
         msg.header.stamp = to_stamp(stamp)
         msg.header.frame_id = self.cfg.frame_prefix + laser_frame(self.base_frame)
-        self.pub_scan.publish(msg)
+        self._publish(self.pub_scan, msg)
 
     def close(self) -> None:
         self._stop.set()

@@ -1,0 +1,80 @@
+"""Car reality profiles: the ways a rehearsal car differs from the Drive task's sim, as a real 1/10-scale car does.
+
+The car hardware node (:mod:`robot_rl_sim.ros_car_node`, parameter ``reality``) applies a profile to its own physics
+and outputs; training never sees it. Bundled: ``mild``, ``typical`` and ``hard`` (``sim/realities/car/*.yaml``),
+each value with where it comes from (``sim/realities/car/FACTS.md``). ``nominal`` is the training sim itself.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+
+from robot_rl_sim.reality import BUNDLED, bundled_realities, read_reality
+
+CAR_BUNDLED = BUNDLED / "car"
+
+
+@dataclass(frozen=True)
+class CarRealityProfile:
+    """How the rehearsal car differs from the training sim (all defaults: not at all)."""
+
+    name: str = "nominal"
+    """What the profile is called (its file's stem)."""
+    command_latency: float = 0.0
+    """s from a command message to the motors acting on it (command smoother, servo frame, serial link)."""
+    odom_latency: float = 0.0
+    """s by which odometry, TF, joint states and the lidar scan go out late (their stamps stay the true times)."""
+    speed_time_constant: float = 0.0
+    """s: the forward speed follows the commanded one as a first-order lag (the motor controller and drivetrain)."""
+    yaw_rate_time_constant: float = 0.0
+    """s: the yaw rate follows the commanded one as a first-order lag (a steering servo's, on an Ackermann car)."""
+    trim_curvature: float = 0.0
+    """1/m the car curves by when commanded straight (a steering trim off by angle a on wheelbase L: tan(a) / L);
+    positive to the left."""
+    odometry_speed_scale_error: float = 0.0
+    """The odometry's twist is 1 + x times the true one (an uncalibrated speed-to-ERPM gain or wheel radius)."""
+    floor_friction: float = 0.0
+    """Friction coefficient between the drive wheels and the floor; 0: the sim's own (1.0)."""
+    sources: dict[str, str] = field(default_factory=dict)
+    """Where each value comes from (field -> source), as stated facts."""
+
+    def __post_init__(self) -> None:
+        numbers = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("name", "sources")}
+        bad = sorted(k for k, v in numbers.items() if not math.isfinite(v))
+        if bad:
+            raise ValueError(f"car reality profile {self.name!r}: {bad} must be finite")
+        signed = ("trim_curvature", "odometry_speed_scale_error")
+        negative = sorted(k for k, v in numbers.items() if v < 0 and k not in signed)
+        if negative:
+            raise ValueError(f"car reality profile {self.name!r}: {negative} must be >= 0")
+        if self.odometry_speed_scale_error <= -1.0:
+            raise ValueError(f"car reality profile {self.name!r}: odometry_speed_scale_error must be > -1")
+        unknown = sorted(set(self.sources) - set(numbers))
+        if unknown:
+            raise ValueError(f"car reality profile {self.name!r}: sources for unknown fields {unknown}")
+
+    @property
+    def nominal(self) -> bool:
+        return self == CarRealityProfile(name=self.name, sources=self.sources)
+
+
+def bundled_car_realities() -> list[str]:
+    return bundled_realities(CAR_BUNDLED)
+
+
+def load_car_reality(name_or_path: str) -> CarRealityProfile:
+    """A bundled car profile by name (``mild``, ``typical``, ``hard``), ``nominal``, or a YAML file's path."""
+    return read_reality(CarRealityProfile, CAR_BUNDLED, name_or_path)
+
+
+class FirstOrderLag:
+    """``y`` follows its target with time constant ``tau`` (0: at once), advanced one physics step at a time."""
+
+    def __init__(self, tau: float, dt: float) -> None:
+        self.alpha = 1.0 if tau <= 0 else 1.0 - math.exp(-dt / tau)  # exact for a target held over the step
+        self.y = 0.0
+
+    def step(self, target: float) -> float:
+        self.y += self.alpha * (target - self.y)
+        return self.y
