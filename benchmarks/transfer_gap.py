@@ -1,7 +1,8 @@
-"""The transfer gap: PickCube policies (state, or pixels: runs whose env has ``image_size``) in pure sim and through the
-rehearsal driver running a reality profile (the emulated robot that differs from the training sim as a real arm
-does: latency, a slower joint loop, friction, a slow gripper, noise, a camera off where its frame says, another
-lens and colour), on the same object placements.
+"""The transfer gap: PickCube policies (state, or pixels: runs whose env has ``image_size``) and Drive policies in pure
+sim and through the rehearsal driver running a reality profile (the emulated robot that differs from the training sim
+as a real one does: for the arm latency, a slower joint loop, friction, a slow gripper, noise, a camera off where its
+frame says, another lens and colour; for the car latency, drivetrain and steering lags, a steering trim, an
+odometry gain error, another floor), on the same object placements or start poses.
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/transfer_gap.py --runs nominal=runs/pc_state_s0
         calibrated=runs/pc_cal_s0 [--realities typical] [--episodes 50] [--out RESULT.json]
@@ -9,9 +10,10 @@ lens and colour), on the same object placements.
 Each run's latest policy, deterministic: in the nominal sim (the hardware's placements replayed), then
 through ``ros2_control_joint_position`` with the emulated driver (``reality:=NAME``) and the safety node in
 processes of their own, over Fast DDS (a pixel run's robot has its front and wrist cameras as ROS image topics, at
-its image size, and no object pose). Beside it, the policy in the sim it was trained in (its env kwargs; the
-nominal sim for a nominal run): the gap is that minus the rehearsal, in points, what training promised and the
-robot did not keep.
+its image size, and no object pose). A Drive run laps the track through ``--car-profile`` (``car_hardware`` with
+``reality:=NAME``, from ``sim/realities/car``, and the car safety node) from the driver's first start poses.
+Beside it, the policy in the sim it was trained in (its env kwargs; the nominal sim for a nominal run): the gap is
+that minus the rehearsal, in points, what training promised and the robot did not keep.
 """
 
 from __future__ import annotations
@@ -45,6 +47,39 @@ def training_sim(run: str, episodes: int) -> dict:
     return {"success": float(ok.mean()), "episodes": episodes, "env_kwargs": kwargs}
 
 
+def task_of(run: str) -> str:
+    from robot_rl.config import load_yaml
+    from robot_rl.training.config import TrainConfig
+
+    return load_yaml(TrainConfig, Path(run) / "config.yaml").env.id
+
+
+def drive_gap(runs: dict[str, str], realities: list[str], profile: str, episodes: int, domain: int,
+              folder: Path) -> dict:
+    """Each Drive run's laps in the nominal sim, in its training sim and through ``profile`` with each reality."""
+    from car_profiles import SEED, laps_in_sim, laps_through, load_policy
+
+    out: dict = {}
+    for name, run in runs.items():
+        agent, kwargs = load_policy(run)
+        task = {k: v for k, v in kwargs.items() if k != "randomization"}  # the task, as the nominal sim has it
+        out[name] = {"run_dir": run, "pure_sim": laps_in_sim(episodes, agent, task),
+                     "training_sim": {**laps_in_sim(episodes, agent, kwargs), "env_kwargs": kwargs}}
+        for reality in realities:
+            graph = Graph(domain, folder)
+            graph.start("car_hardware", "-p", f"profile:=rehearsal/{profile}", "-p", f"seed:={SEED}",
+                        "-p", f"reality:={reality}")
+            graph.start("car_safety", "-p", f"profile:=rehearsal/{profile}")
+            try:
+                out[name][reality] = laps_through(f"rehearsal/{profile}", episodes, agent)
+            except (TimeoutError, RuntimeError) as exc:  # recorded; the other runs still go
+                out[name][reality] = {"error": f"{type(exc).__name__}: {exc}"}
+            finally:
+                graph.stop()
+            print(name, reality, {k: v for k, v in out[name][reality].items() if k != "starts"}, flush=True)
+    return out
+
+
 def image_size(run: str) -> int:
     """The run's camera image size (0: a state policy)."""
     from robot_rl.config import load_yaml
@@ -71,7 +106,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", nargs="+", required=True, help="NAME=RUN_DIR: PickCube runs (state or pixels)")
     parser.add_argument("--realities", nargs="+", default=["typical"], help="bundled names or reality YAML paths")
-    parser.add_argument("--profile", default="ros2_control_joint_position")
+    parser.add_argument("--profile", default="ros2_control_joint_position", help="the arm profile")
+    parser.add_argument("--car-profile", default="diff_drive", help="the car profile of Drive runs")
     parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--domain", type=int, default=207)
     parser.add_argument("--out", default=None)
@@ -79,6 +115,8 @@ def main() -> None:
     runs = dict(r.split("=", 1) for r in args.runs)
     os.environ.update(ros_env(args.domain))
     folder = Path(tempfile.mkdtemp(prefix="transfer_gap_"))
+    drives = {n: r for n, r in runs.items() if task_of(r) == "robot_rl/Drive-v0"}
+    runs = {n: r for n, r in runs.items() if n not in drives}
     sizes = {name: image_size(run) for name, run in runs.items()}
     groups = {size: [n for n in runs if sizes[n] == size] for size in sorted(set(sizes.values()))}
     result: dict = {"runs": {name: {"run_dir": run, "pure_sim": policy_success(run, None, args.episodes),
@@ -99,26 +137,36 @@ def main() -> None:
                 print(name, reality, got, flush=True)
         finally:
             graph.stop()
-    result["setup"] = {"episodes": args.episodes, "profile": args.profile, "realities": args.realities}
+    if drives:
+        result["drive"] = drive_gap(drives, args.realities, args.car_profile, args.episodes, args.domain, folder)
+    result["setup"] = {"episodes": args.episodes, "profile": args.profile, "car_profile": args.car_profile,
+                       "realities": args.realities}
     print(f"results: {write_result('transfer_gap', result, args.out, tables=tables(result))}")
 
 
 def tables(result: dict) -> list[Table]:
     n, realities = result["setup"]["episodes"], result["setup"]["realities"]
-    table = Table(f"PickCube, deterministic, the same {n} placements: pure sim and through "
-                  f"{result['setup']['profile']} with each reality profile hidden in the driver",
-                  ["policy", "run", "nominal sim", "its training sim", *[f"{r} (gap)" for r in realities]],
-                  echo=False)
-    for name, r in result["runs"].items():
-        sim = r["pure_sim"]["success"]
-        own = r["training_sim"]["success"]
-        cells = []
-        for reality in realities:
-            got = r.get(reality, {})
-            cells.append(got["error"][:80] if "error" in got else
-                         f"{round(got['success'] * n)}/{n} ({100 * (own - got['success']):.0f} points)")
-        table.add(name, r["run_dir"], f"{round(sim * n)}/{n}", f"{round(own * n)}/{n}", *cells)
-    return [table]
+    out = []
+    for key, title in (("runs", f"PickCube, deterministic, the same {n} placements: pure sim and through "
+                                f"{result['setup']['profile']}"),
+                       ("drive", f"Drive, deterministic, the same {n} start poses, one lap to succeed: pure sim and "
+                                 f"through {result['setup'].get('car_profile', 'diff_drive')}")):
+        if not result.get(key):
+            continue
+        table = Table(f"{title} with each reality profile hidden in the driver",
+                      ["policy", "run", "nominal sim", "its training sim", *[f"{r} (gap)" for r in realities]],
+                      echo=False)
+        for name, r in result[key].items():
+            sim = r["pure_sim"]["success"]
+            own = r["training_sim"]["success"]
+            cells = []
+            for reality in realities:
+                got = r.get(reality, {})
+                cells.append(got["error"][:80] if "error" in got else
+                             f"{round(got['success'] * n)}/{n} ({100 * (own - got['success']):.0f} points)")
+            table.add(name, r["run_dir"], f"{round(sim * n)}/{n}", f"{round(own * n)}/{n}", *cells)
+        out.append(table)
+    return out
 
 
 if __name__ == "__main__":

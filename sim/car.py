@@ -47,6 +47,7 @@ from robot_rl_sim.car_model import (  # noqa: E402
     Track,
     build_drive_xml,
 )
+from robot_rl_sim.car_reality import FirstOrderLag  # noqa: E402
 from robot_rl_sim.randomization import RandomizationConfig  # noqa: E402
 
 __all__ = ["DriveConfig", "DriveEnv", "COLLISION_MODES"]
@@ -199,6 +200,9 @@ class DriveEnv(MujocoTaskEnv):
         heading = float(rng.uniform(-1, 1)) * cfg.start_heading_noise
         self.lap.reset(s0)
         self.place_car(s0, lateral, heading)
+        dt = float(self.model.opt.timestep)
+        self._speed_lag = FirstOrderLag(self.randomizer.speed_lag, dt)  # at rest
+        self._yaw_rate_lag = FirstOrderLag(self.randomizer.yaw_rate_lag, dt)
         self.collisions = 0
         self._collided = False
 
@@ -218,11 +222,13 @@ class DriveEnv(MujocoTaskEnv):
         m, d, cfg = self.model, self.data, self.cfg
         v = float(action[0]) * cfg.max_speed
         w = limit_yaw_rate(v, float(action[1]) * cfg.max_yaw_rate, cfg.min_turn_radius)
-        left, right = twist_to_wheel_speeds(v, w, self.drive)
-        d.ctrl[self.wheel_ctrl[0]], d.ctrl[self.wheel_ctrl[1]] = left, right
         self._collided = False
-        step, sensordata, wall = mujoco.mj_step, d.sensordata, self.wall_sensor
+        step, sensordata, wall, r = mujoco.mj_step, d.sensordata, self.wall_sensor, self.randomizer
         for _ in range(self.n_substeps):
+            # a randomized drivetrain (lags, trim) as the car reality profiles' (robot_rl_sim.car_reality)
+            v_now = self._speed_lag.step(v)
+            w_now = self._yaw_rate_lag.step(w) + r.trim_curvature * v_now
+            d.ctrl[self.wheel_ctrl[0]], d.ctrl[self.wheel_ctrl[1]] = twist_to_wheel_speeds(v_now, w_now, self.drive)
             step(m, d)
             if sensordata[wall] > 0:  # car-wall contacts (sensors see the state the step started from)
                 self._collided = True
@@ -275,7 +281,8 @@ class DriveEnv(MujocoTaskEnv):
         c, s = math.cos(yaw), math.sin(yaw)
         v = self.data.qvel[self.car_v]
         _, lateral, i = self.project()
-        twist = (c * v[0] + s * v[1], -s * v[0] + c * v[1], v[5])  # in the car frame
+        k = self.randomizer.odometry_speed_scale
+        twist = (k * (c * v[0] + s * v[1]), k * (-s * v[0] + c * v[1]), k * v[5])  # in the car frame
         head = drive_state_head(self.track, xy, yaw, twist, lateral, i, self.lap.next_checkpoint_xy())
         return np.concatenate([head, self._ranges(xy, c, s)]).astype(np.float32)
 

@@ -58,13 +58,28 @@ class RandomizationConfig:
     logs)."""
     obs_noise_std: float = 0.0
     """Std of Gaussian noise added to the state observation."""
+    speed_lag: tuple[float, float] = (0.0, 0.0)
+    """Drive: uniform range of the time constant (s) of a first-order lag from the commanded to the driven forward
+    speed (a real car's drivetrain and motor controller)."""
+    yaw_rate_lag: tuple[float, float] = (0.0, 0.0)
+    """Drive: uniform range of the time constant (s) of a first-order lag on the yaw rate (a steering servo)."""
+    trim_curvature: tuple[float, float] = (0.0, 0.0)
+    """Drive: uniform range of the curvature (1/m, positive to the left) the car drives when commanded straight
+    (a steering trim); may be negative."""
+    odometry_speed_scale: tuple[float, float] = (1.0, 1.0)
+    """Drive: uniform range of the factor on the twist in the state (a wheel odometry's gain error)."""
 
     def validate(self) -> None:
         for name in ("friction_scale", "mass_scale", "damping_scale", "stiffness_scale"):
             lo, hi = getattr(self, name)
             if not 0 < lo <= hi:
                 raise ValueError(f"randomization.{name} must satisfy 0 < low <= high, got {(lo, hi)}")
-        for name in ("joint_friction", "joint_damping", "gripper_speed"):
+        lo, hi = self.odometry_speed_scale
+        if not 0 < lo <= hi:
+            raise ValueError(f"randomization.odometry_speed_scale must satisfy 0 < low <= high, got {(lo, hi)}")
+        if self.trim_curvature[0] > self.trim_curvature[1]:
+            raise ValueError(f"randomization.trim_curvature must satisfy low <= high, got {self.trim_curvature}")
+        for name in ("joint_friction", "joint_damping", "gripper_speed", "speed_lag", "yaw_rate_lag"):
             lo, hi = getattr(self, name)
             if not 0 <= lo <= hi:
                 raise ValueError(f"randomization.{name} must satisfy 0 <= low <= high, got {(lo, hi)}")
@@ -109,6 +124,9 @@ class DomainRandomizer:
         """The arm joints' added dry and viscous friction drawn at the last reset (the arm tasks apply them)."""
         self.gripper_speed = 0.0
         """m/s of opening drawn at the last reset (0: the sim's own; the arm tasks apply it)."""
+        self.speed_lag = self.yaw_rate_lag = self.trim_curvature = 0.0
+        self.odometry_speed_scale = 1.0
+        """The car's drivetrain and odometry drawn at the last reset (Drive applies them)."""
 
     def _move_camera(self, model: mujoco.MjModel, name: str, offset: np.ndarray) -> None:
         """The nominal pose and lens of camera ``name`` moved by ``offset`` (see ``camera_offsets``)."""
@@ -147,6 +165,13 @@ class DomainRandomizer:
         self.joint_friction = float(rng.uniform(*cfg.joint_friction)) if cfg.joint_friction != (0.0, 0.0) else 0.0
         self.joint_damping = float(rng.uniform(*cfg.joint_damping)) if cfg.joint_damping != (0.0, 0.0) else 0.0
         self.gripper_speed = float(rng.uniform(*cfg.gripper_speed)) if cfg.gripper_speed != (0.0, 0.0) else 0.0
+        # drawn only when set: a config without them keeps its random stream (and its placements)
+        self.speed_lag = float(rng.uniform(*cfg.speed_lag)) if cfg.speed_lag != (0.0, 0.0) else 0.0
+        self.yaw_rate_lag = float(rng.uniform(*cfg.yaw_rate_lag)) if cfg.yaw_rate_lag != (0.0, 0.0) else 0.0
+        self.trim_curvature = (float(rng.uniform(*cfg.trim_curvature)) if cfg.trim_curvature != (0.0, 0.0)
+                               else 0.0)
+        self.odometry_speed_scale = (float(rng.uniform(*cfg.odometry_speed_scale))
+                                     if cfg.odometry_speed_scale != (1.0, 1.0) else 1.0)
 
     def delay(self, action: np.ndarray, hold: Callable[[], np.ndarray]) -> np.ndarray:
         """Returns the action to apply now; ``hold()`` (the task's keep-still action) until the line is full."""

@@ -295,3 +295,28 @@ def test_a_car_like_robot_cannot_turn_tighter_than_its_radius():
         assert obs["state"][2] == pytest.approx(expected, rel=0.1), radius
     with pytest.raises(ValueError, match="min_turn_radius"):
         DriveEnv(min_turn_radius=-1.0)
+
+
+def test_a_randomized_drivetrain_lags_curves_and_misreports_its_speed() -> None:
+    """``randomization`` with a car's lags, trim and odometry gain (what a car reality profile does to the rehearsal
+    car), against the nominal car from the same start: slower to speed, curving when commanded straight, reporting
+    its speed a factor off (state[0]: forward speed)."""
+    straight = np.array([0.25, 0.0], np.float32)  # 0.5 m/s
+    runs = {}
+    for name, rnd in (("nominal", {}), ("real", {"speed_lag": (0.3, 0.3), "trim_curvature": (0.4, 0.4),
+                                                  "odometry_speed_scale": (1.2, 1.2)})):
+        env = DriveEnv(randomization=rnd, random_start=False, start_lateral_noise=0.0, start_heading_noise=0.0)
+        env.reset(seed=0)
+        yaw0 = env.car_pose()[1]
+        for _ in range(2):
+            obs = env.step(straight)[0]
+        first = float(np.hypot(*env.data.qvel[env.car_v][:2]))
+        for _ in range(4):
+            obs = env.step(straight)[0]
+        true = float(np.hypot(*env.data.qvel[env.car_v][:2]))
+        runs[name] = (first, env.car_pose()[1] - yaw0, obs["state"][0] / true)
+        env.close()
+    (nom_first, nom_turn, nom_scale), (real_first, real_turn, real_scale) = runs["nominal"], runs["real"]
+    assert nom_first > 0.45 and real_first < 0.6 * nom_first  # 100 ms after the command
+    assert abs(nom_turn) < 0.002 and real_turn > 0.01
+    assert nom_scale == pytest.approx(1.0, abs=0.02) and real_scale == pytest.approx(1.2, abs=0.03)
