@@ -36,7 +36,10 @@ class RandomizationConfig:
     against the sim's renders (white balance, exposure). Not random."""
     image_latency_steps: int = 0
     """Image observations are this many control steps old (a camera's exposure, transfer and driver: tens of ms,
-    ``robot-rl calibrate`` reads it off the robot's frames); the state is not delayed. Not random."""
+    ``robot-rl calibrate`` reads it off the robot's frames); the state is not delayed."""
+    image_latency_jitter: int = 0
+    """Each image observation up to this many control steps older still (uniform, drawn per step): a robot's frames
+    arrive at the camera's rate, not the policy's, so their age varies by up to a frame period."""
     light_noise: float = 0.0
     """Light diffuse intensity offset, uniform in [-x, x] (per light, all channels)."""
     action_latency_steps: int = 0
@@ -92,9 +95,10 @@ class RandomizationConfig:
             if len(offset) != 7 or not -0.5 < offset[6] < 1.0:
                 raise ValueError(f"randomization.camera_offsets[{name!r}]: 7 numbers (x y z m, rotation vector deg, "
                                  f"focal length error in (-0.5, 1)), got {offset}")
-        if self.action_latency_steps < 0 or self.action_latency_jitter < 0 or self.image_latency_steps < 0:
-            raise ValueError("randomization.action_latency_steps, action_latency_jitter and image_latency_steps "
-                             "must be >= 0")
+        if min(self.action_latency_steps, self.action_latency_jitter, self.image_latency_steps,
+               self.image_latency_jitter) < 0:
+            raise ValueError("randomization.action_latency_steps, action_latency_jitter, image_latency_steps and "
+                             "image_latency_jitter must be >= 0")
 
 
 class DomainRandomizer:
@@ -117,6 +121,7 @@ class DomainRandomizer:
             self._move_camera(model, name, np.asarray(offset, np.float64))
         self._actions: deque[np.ndarray] = deque()
         self._images: deque[dict[str, np.ndarray]] = deque()
+        self._rng = np.random.default_rng(0)  # replaced by the env's at every reset
         self.latency = cfg.action_latency_steps
         self.stiffness = 1.0
         """The controller stiffness factor drawn at the last reset (the arm tasks apply it to their gains)."""
@@ -159,6 +164,7 @@ class DomainRandomizer:
         model.light_diffuse[:] = np.clip(nom["light_diffuse"] + offsets, 0.0, 1.0)
         self._actions.clear()
         self._images.clear()
+        self._rng = rng  # the env's: per-step draws (image age) stay reproducible under its seed
         self.latency = cfg.action_latency_steps + (int(rng.integers(0, cfg.action_latency_jitter + 1))
                                                    if cfg.action_latency_jitter else 0)
         self.stiffness = float(rng.uniform(*cfg.stiffness_scale)) if cfg.stiffness_scale != (1.0, 1.0) else 1.0
@@ -183,13 +189,17 @@ class DomainRandomizer:
         return hold()
 
     def late_images(self, images: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The images of ``image_latency_steps`` observations ago (the oldest there is, just after a reset)."""
-        if self.cfg.image_latency_steps == 0:
+        """The images of ``image_latency_steps`` (plus a draw of up to ``image_latency_jitter``) observations ago
+        (the oldest there is, just after a reset)."""
+        cfg = self.cfg
+        if cfg.image_latency_steps == 0 and cfg.image_latency_jitter == 0:
             return images
         self._images.append(images)
-        while len(self._images) > self.cfg.image_latency_steps + 1:
+        while len(self._images) > cfg.image_latency_steps + cfg.image_latency_jitter + 1:
             self._images.popleft()
-        return self._images[0]
+        age = cfg.image_latency_steps + (int(self._rng.integers(0, cfg.image_latency_jitter + 1))
+                                         if cfg.image_latency_jitter else 0)
+        return self._images[max(0, len(self._images) - 1 - age)]
 
     def colour(self, image: np.ndarray) -> np.ndarray:
         """``image`` (uint8 RGB) with ``image_gains``; itself when they are 1."""

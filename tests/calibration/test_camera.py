@@ -122,3 +122,19 @@ def test_the_training_sim_with_the_calibrated_camera_latency_sees_late_images() 
     for k in range(2, 4):
         np.testing.assert_array_equal(states[k], frames[k - 1])
     assert not np.array_equal(frames[3], frames[1])
+
+
+def test_image_latency_jitter_shows_frames_of_varying_age() -> None:
+    """``randomization.image_latency_jitter``: each image observation is 1 to 1 + jitter steps old, drawn per step
+    (a robot's frames come at the camera's rate), never newer or older."""
+    late = arm_tasks.PickCubeEnv(image_size=32, randomization={"image_latency_steps": 1, "image_latency_jitter": 2})
+    now = arm_tasks.PickCubeEnv(image_size=32)
+    late.reset(seed=0)
+    frames = [now.reset(seed=0)[0]["pixels"]["wrist"]]
+    ages = []
+    for _ in range(14):
+        action = np.array([0.0, 0.0, -0.5, 1.0], np.float32)
+        seen = late.step(action)[0]["pixels"]["wrist"]
+        frames.append(now.step(action)[0]["pixels"]["wrist"])
+        ages.append(next(a for a in range(len(frames)) if np.array_equal(seen, frames[-1 - a])))
+    assert set(ages[3:]) <= {1, 2, 3} and len(set(ages[3:])) > 1, ages
