@@ -8,9 +8,9 @@ each value with where it comes from (``sim/realities/car/FACTS.md``). ``nominal`
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
-from robot_rl_sim.reality import BUNDLED, bundled_realities, read_reality
+from robot_rl_sim.reality import BUNDLED, bundled_realities, check_numbers, read_reality
 
 CAR_BUNDLED = BUNDLED / "car"
 
@@ -40,19 +40,9 @@ class CarRealityProfile:
     """Where each value comes from (field -> source), as stated facts."""
 
     def __post_init__(self) -> None:
-        numbers = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("name", "sources")}
-        bad = sorted(k for k, v in numbers.items() if not math.isfinite(v))
-        if bad:
-            raise ValueError(f"car reality profile {self.name!r}: {bad} must be finite")
-        signed = ("trim_curvature", "odometry_speed_scale_error")
-        negative = sorted(k for k, v in numbers.items() if v < 0 and k not in signed)
-        if negative:
-            raise ValueError(f"car reality profile {self.name!r}: {negative} must be >= 0")
+        check_numbers(self, "car reality profile", signed=("trim_curvature", "odometry_speed_scale_error"))
         if self.odometry_speed_scale_error <= -1.0:
             raise ValueError(f"car reality profile {self.name!r}: odometry_speed_scale_error must be > -1")
-        unknown = sorted(set(self.sources) - set(numbers))
-        if unknown:
-            raise ValueError(f"car reality profile {self.name!r}: sources for unknown fields {unknown}")
 
     @property
     def nominal(self) -> bool:

@@ -8,6 +8,7 @@ and ``hard`` (``sim/realities/*.yaml``), each value with where it comes from (``
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
@@ -57,21 +58,29 @@ class RealityProfile:
     """Where each value comes from (field -> source), as stated facts."""
 
     def __post_init__(self) -> None:
-        numbers = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("name", "sources")}
-        negative = sorted(k for k, v in numbers.items() if v < 0)
-        if negative:
-            raise ValueError(f"reality profile {self.name!r}: {negative} must be >= 0")
+        check_numbers(self, "reality profile")
         if not 0.0 < self.tracking_bandwidth_scale <= 4.0:
             raise ValueError(f"reality profile {self.name!r}: tracking_bandwidth_scale must be in (0, 4]")
         if self.brightness_change >= 1.0:
             raise ValueError(f"reality profile {self.name!r}: brightness_change must be < 1")
-        unknown = sorted(set(self.sources) - set(numbers))
-        if unknown:
-            raise ValueError(f"reality profile {self.name!r}: sources for unknown fields {unknown}")
 
     @property
     def nominal(self) -> bool:
         return self == RealityProfile(name=self.name, sources=self.sources)
+
+
+def check_numbers(profile: Any, what: str, signed: tuple[str, ...] = ()) -> None:
+    """A profile's numbers are finite and, but for ``signed`` ones, >= 0; its ``sources`` name only its fields."""
+    numbers = {f.name: getattr(profile, f.name) for f in fields(profile) if f.name not in ("name", "sources")}
+    bad = sorted(k for k, v in numbers.items() if not math.isfinite(v))
+    if bad:
+        raise ValueError(f"{what} {profile.name!r}: {bad} must be finite")
+    negative = sorted(k for k, v in numbers.items() if v < 0 and k not in signed)
+    if negative:
+        raise ValueError(f"{what} {profile.name!r}: {negative} must be >= 0")
+    unknown = sorted(set(profile.sources) - set(numbers))
+    if unknown:
+        raise ValueError(f"{what} {profile.name!r}: sources for unknown fields {unknown}")
 
 
 def bundled_realities(folder: Path = BUNDLED) -> list[str]:
