@@ -35,6 +35,10 @@
         (the end effector's path under a probe of the actions, for calibrate --response)
     robot-rl calibrate [CONFIG] --bag BAG [--response FILE] [--profile P] [--out DIR]
         (the sim's latency, bandwidth, friction... fitted to a robot log)
+    robot-rl record-car-excitation [CONFIG] [--profile P] [--out DIR] [--seconds 60]
+        (drives the car around its track and records a bag for calibrate-car)
+    robot-rl calibrate-car [CONFIG] --bag BAG [--profile P] [--out DIR]
+        (the Drive sim's latency, lags, trim and odometry gain fitted to a car's log)
 
 Every command takes ``--log-level debug|info|warning|error`` (processes it starts inherit it)
 and ``--help``. CONFIG is a YAML file or the name of a bundled task config
@@ -460,6 +464,24 @@ def cmd_calibrate(argv: list[str]) -> int:
                        "reality profile, randomized env kwargs for training and a report.", argv)
 
 
+def cmd_record_car_excitation(argv: list[str]) -> int:
+    from robot_rl.calibration.car_excite import CarExcitationConfig, record_car_excitation  # deferred: loads rclpy
+
+    return _config_job("record-car-excitation", CarExcitationConfig, record_car_excitation, "Drive the car around "
+                       "its track (pure pursuit on its map pose, the speed switched and the yaw rate kicked) through "
+                       "the robot env and the safety node, and record its driver's commands and odometry into a bag "
+                       "for robot-rl calibrate-car.", argv)
+
+
+def cmd_calibrate_car(argv: list[str]) -> int:
+    from robot_rl.calibration.car_job import CalibrateCarConfig, calibrate_car  # deferred: loads MuJoCo
+
+    return _config_job("calibrate-car", CalibrateCarConfig, calibrate_car, "Fit the Drive sim to a car's log: "
+                       "read the odometry's latency and gain off it, replay its commands in the sim car and fit the "
+                       "command latency, drivetrain and steering lags and trim (CMA-ES); write a car reality "
+                       "profile, randomized env kwargs for training and a report.", argv)
+
+
 def cmd_distill(argv: list[str]) -> int:
     from robot_rl.vla.distill import DistillConfig, distill  # deferred: loads torch; robot-rl --help stays fast
 
@@ -519,7 +541,8 @@ COMMANDS = {"train": cmd_train, "learner": cmd_learner, "actor": cmd_actor, "eva
             "ros-index": cmd_ros_index, "robot": cmd_robot, "record-frames": cmd_record_frames,
             "train-reward": cmd_train_reward, "train-bc": cmd_train_bc, "serve-policy": cmd_serve_policy,
             "distill": cmd_distill, "export": cmd_export, "record-excitation": cmd_record_excitation,
-            "record-response": cmd_record_response, "calibrate": cmd_calibrate}
+            "record-response": cmd_record_response, "calibrate": cmd_calibrate,
+            "record-car-excitation": cmd_record_car_excitation, "calibrate-car": cmd_calibrate_car}
 
 
 def main(argv: list[str] | None = None) -> int:

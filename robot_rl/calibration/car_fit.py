@@ -1,0 +1,236 @@
+"""Car calibration: what the log shows directly (odometry latency, the odometry's gain error), then the drivetrain
+(command latency, speed and yaw rate lags, steering trim) by CMA-ES on the replay's speed and yaw rate error.
+
+The replay (:class:`CarReplay`) runs the Drive task's car from rest where the log starts, its logged commands
+applied through the same lags and trim the emulated car and the randomized Drive task use, and puts it back on the
+logged pose every ``segment`` seconds (its motion kept). It is compared with the odometry's twist corrected by the
+odometry's gain, which the poses (a localiser's, or the sim's) tell first: the poses' own differences smooth the
+motion over two odometry periods, the twist is of the instant."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import mujoco
+import numpy as np
+
+from robot_rl.calibration.car_log import CarLog, pose_twist
+from robot_rl.utils.log import get_logger
+from robot_rl_controllers.driving import twist_to_wheel_speeds
+from robot_rl_sim.car import DriveEnv
+from robot_rl_sim.car_model import WHEEL_JOINTS, WHEEL_RADIUS
+from robot_rl_sim.car_reality import FirstOrderLag
+
+logger = get_logger(__name__)
+
+BOUNDS = {"command_latency": (0.0, 0.3), "speed_time_constant": (0.0, 0.6), "yaw_rate_time_constant": (0.0, 0.6),
+          "trim_curvature": (-0.5, 0.5)}
+"""The search box of each fitted parameter: a car's values lie well inside (the bundled ``hard`` car has 0.2 s,
+0.3 s, 0.25 s and 0.24 1/m)."""
+
+
+@dataclass(frozen=True)
+class Drivetrain:
+    """The car parameters the replay fits (the nominal sim: the defaults)."""
+
+    command_latency: float = 0.0
+    """s from a command's logging to the motors acting on it."""
+    speed_time_constant: float = 0.0
+    """s of first-order lag from the commanded to the driven forward speed."""
+    yaw_rate_time_constant: float = 0.0
+    """s of first-order lag on the yaw rate."""
+    trim_curvature: float = 0.0
+    """1/m the car curves by when commanded straight."""
+
+
+@dataclass
+class CarFitConfig:
+    """How the car's drivetrain is fitted."""
+
+    fit_seconds: float = 40.0
+    """s of the log the drivetrain is fitted on (from its start; each evaluation replays them)."""
+    segment: float = 2.0
+    """s between the replay's returns to the logged pose (the sim's path drifts off the car's and would meet the
+    walls)."""
+    iterations: int = 20
+    """CMA-ES generations."""
+    population: int = 10
+    """Candidates per generation."""
+    sigma: float = 0.3
+    """CMA-ES's initial step, as a share of each parameter's search box."""
+    command_timeout: float = 0.5
+    """s without a command after which the replayed car's wheels stop, as the driver's watchdog does."""
+    seed: int = 0
+    """CMA-ES seed."""
+
+    def validate(self) -> None:
+        if (self.fit_seconds <= 0 or self.segment <= 0 or self.iterations < 1 or self.population < 4
+                or not 0 < self.sigma <= 0.5 or self.command_timeout <= 0):
+            raise ValueError("calibrate-car: fit_seconds, segment and command_timeout must be > 0, iterations >= 1, "
+                             "population >= 4, sigma in (0, 0.5]")
+
+
+@dataclass
+class CarCalibration:
+    """What was fitted, and how well the sim then follows the car."""
+
+    drivetrain: Drivetrain
+    odom_latency: float
+    """s: median of (logged - stamped) over the odometry."""
+    odometry_speed_scale_error: float
+    """The odometry's forward speed over the poses' (moving), minus 1."""
+    rms_before: float
+    """Speed and yaw rate RMS error of the nominal sim's replay (m/s; rad/s weighted by ``YAW_WEIGHT``)."""
+    rms_after: float
+    """The same with the fitted drivetrain."""
+    evaluations: int
+    seconds: float
+    window: float
+    history: list[float] = field(default_factory=list)
+
+    def reality(self) -> dict:
+        """The fit as a car reality profile's fields (``robot_rl_sim.car_reality``)."""
+        d = self.drivetrain
+        return {"command_latency": round(d.command_latency, 4), "odom_latency": round(self.odom_latency, 4),
+                "speed_time_constant": round(d.speed_time_constant, 4),
+                "yaw_rate_time_constant": round(d.yaw_rate_time_constant, 4),
+                "trim_curvature": round(d.trim_curvature, 4),
+                "odometry_speed_scale_error": round(self.odometry_speed_scale_error, 4)}
+
+    def env_kwargs(self, control_hz: float = 20.0, width: float = 0.3) -> dict:
+        """Drive's randomization around the fit (each value times 1 ± ``width``; the trim ± ``width`` of its size and
+        at least 0.02 1/m), the latencies as whole control steps of action delay."""
+        d = self.drivetrain
+
+        def around(x: float) -> list[float]:
+            return [round(max(0.0, x * (1 - width)), 4), round(x * (1 + width), 4)]
+
+        spread = max(abs(d.trim_curvature) * width, 0.02)
+        scale = 1.0 + self.odometry_speed_scale_error
+        steps = int(round((d.command_latency + self.odom_latency) * control_hz))
+        return {"randomization": {
+            "speed_lag": around(d.speed_time_constant), "yaw_rate_lag": around(d.yaw_rate_time_constant),
+            "trim_curvature": [round(d.trim_curvature - spread, 4), round(d.trim_curvature + spread, 4)],
+            "odometry_speed_scale": [round(scale * (1 - width / 3), 4), round(scale * (1 + width / 3), 4)],
+            "action_latency_steps": steps}}
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "reality": self.reality()}
+
+
+YAW_WEIGHT = 0.5
+"""m per rad in the error: a yaw rate error of 1 rad/s counts as a speed error of 0.5 m/s."""
+
+
+class CarReplay:
+    """The Drive task's car (its track scene) replaying a :class:`CarLog`'s commands."""
+
+    def __init__(self, segment: float = 2.0, command_timeout: float = 0.5) -> None:
+        self.env = DriveEnv(image_size=0)
+        self.env.reset(seed=0)
+        m = self.env.model
+        self.dt = float(m.opt.timestep)
+        self.segment, self.timeout = segment, command_timeout
+        wheels = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j) for j in WHEEL_JOINTS]
+        self.wheel_v = [int(m.jnt_dofadr[j]) for j in wheels]
+
+    def run(self, log: CarLog, dt: Drivetrain) -> np.ndarray:
+        """The car's forward speed and yaw rate [M, 2] at the log's odometry stamps, from rest at its first pose.
+        Every ``segment`` seconds the car is put back on the logged pose, keeping its motion in its own frame: the
+        sim's speed and yaw rate run on, only the drift of its path is taken out (it would meet the walls)."""
+        env, m = self.env, self.env.model
+        d = mujoco.MjData(m)
+        d.qpos[:] = env.data.qpos
+        due = log.command_t + dt.command_latency
+        out = np.zeros((len(log.odom_stamp), 2))
+        speed = FirstOrderLag(dt.speed_time_constant, self.dt)
+        yaw_rate = FirstOrderLag(dt.yaw_rate_time_constant, self.dt)
+        t, anchor = log.odom_stamp[0], -math.inf
+        for k, stamp in enumerate(log.odom_stamp):
+            if stamp - anchor >= self.segment:
+                self._place(d, log.pose[k])
+                anchor = stamp
+            while t < stamp:
+                i = int(np.searchsorted(due, t, side="right")) - 1
+                v_cmd, w_cmd = log.command[i] if i >= 0 and t - due[i] <= self.timeout else (0.0, 0.0)
+                v = speed.step(v_cmd)
+                w = yaw_rate.step(w_cmd) + dt.trim_curvature * v
+                d.ctrl[env.wheel_ctrl[0]], d.ctrl[env.wheel_ctrl[1]] = (float(u) for u in
+                                                                         twist_to_wheel_speeds(v, w, env.drive))
+                mujoco.mj_step(m, d)
+                t += self.dt
+            out[k] = self._motion(d)[::2]
+        return out
+
+    def _motion(self, d: mujoco.MjData) -> tuple[float, float, float]:
+        """(forward, lateral speed, yaw rate) in the car's frame."""
+        env = self.env
+        q, vel = d.qpos[env.car_q], d.qvel[env.car_v]
+        heading = math.atan2(2 * (q[3] * q[6] + q[4] * q[5]), 1 - 2 * (q[5] ** 2 + q[6] ** 2))
+        c, s = math.cos(heading), math.sin(heading)
+        return c * vel[0] + s * vel[1], -s * vel[0] + c * vel[1], float(vel[5])
+
+    def _place(self, d: mujoco.MjData, pose: np.ndarray) -> None:
+        """The car on ``pose`` (x, y, yaw), upright, moving as it was in its own frame."""
+        env = self.env
+        fwd, lat, wz = self._motion(d)
+        x, y, yaw = pose
+        c, s = math.cos(yaw), math.sin(yaw)
+        d.qpos[env.car_q] = [x, y, WHEEL_RADIUS, math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]
+        d.qvel[env.car_v] = (c * fwd - s * lat, s * fwd + c * lat, 0.0, 0.0, 0.0, wz)
+        mujoco.mj_forward(self.env.model, d)
+
+    def error(self, log: CarLog, dt: Drivetrain, gain_error: float = 0.0) -> float:
+        """RMS of the replay's speed and (weighted) yaw rate error against the odometry's twist over 1 +
+        ``gain_error``."""
+        got, truth = self.run(log, dt), log.twist / (1.0 + gain_error)
+        return float(np.sqrt(np.mean((got[:, 0] - truth[:, 0]) ** 2 + (YAW_WEIGHT * (got[:, 1] - truth[:, 1])) ** 2)))
+
+
+def odometry_gain_error(log: CarLog, least: float = 0.2) -> float:
+    """The odometry's forward speed over the poses' where the car moves faster than ``least`` m/s, minus 1."""
+    truth = pose_twist(log)[:, 0]
+    moving = np.abs(truth) > least
+    if moving.sum() < 20:
+        raise ValueError("calibrate-car: the car hardly moved in the log; drive it (record-car-excitation)")
+    return float(np.median(log.twist[moving, 0] / truth[moving]) - 1.0)
+
+
+def _to_unit(dt: Drivetrain) -> np.ndarray:
+    return np.array([(getattr(dt, k) - lo) / (hi - lo) for k, (lo, hi) in BOUNDS.items()])
+
+
+def _from_unit(u: np.ndarray) -> Drivetrain:
+    u = np.clip(np.asarray(u, np.float64), 0.0, 1.0)
+    return Drivetrain(**{k: float(lo + x * (hi - lo)) for x, (k, (lo, hi)) in zip(u, BOUNDS.items(), strict=True)})
+
+
+def fit_car(log: CarLog, cfg: CarFitConfig, replay: CarReplay | None = None) -> CarCalibration:
+    """The car's odometry latency and gain read off ``log``, its drivetrain fitted by CMA-ES on the replay."""
+    import cma  # deferred: only calibration needs it
+
+    cfg.validate()
+    started = time.monotonic()
+    replay = replay or CarReplay(cfg.segment, cfg.command_timeout)
+    part = log.window(0.0, cfg.fit_seconds)
+    gain = odometry_gain_error(log)
+    before = replay.error(part, Drivetrain(), gain)
+    options = {"bounds": [0.0, 1.0], "popsize": cfg.population, "seed": cfg.seed + 1, "verbose": -9,
+               "maxiter": cfg.iterations}
+    es = cma.CMAEvolutionStrategy(_to_unit(Drivetrain(0.05, 0.1, 0.1, 0.0)), cfg.sigma, options)
+    history: list[float] = []
+    evaluations = 0
+    while not es.stop():
+        candidates = es.ask()
+        es.tell(candidates, [replay.error(part, _from_unit(u), gain) for u in candidates])
+        evaluations += len(candidates)
+        history.append(float(es.result.fbest))
+        logger.info(f"calibrate-car: generation {len(history)}/{cfg.iterations}: best RMS {es.result.fbest:.4f} "
+                    f"({evaluations} replays, {time.monotonic() - started:.0f} s)")
+    return CarCalibration(drivetrain=_from_unit(es.result.xbest),
+                          odom_latency=float(np.median(log.odom_t - log.odom_stamp)),
+                          odometry_speed_scale_error=gain, rms_before=before,
+                          rms_after=float(es.result.fbest), evaluations=evaluations,
+                          seconds=time.monotonic() - started, window=part.seconds, history=history)
