@@ -77,6 +77,7 @@ class CarCalibration:
     """What was fitted, and how well the sim then follows the car."""
 
     drivetrain: Drivetrain
+    """The fitted command latency, lags and trim."""
     odom_latency: float
     """s: median of (logged - stamped) over the odometry."""
     odometry_speed_scale_error: float
@@ -86,9 +87,13 @@ class CarCalibration:
     rms_after: float
     """The same with the fitted drivetrain."""
     evaluations: int
+    """Replays of the log the fit made."""
     seconds: float
+    """s the fit took."""
     window: float
+    """s of log the drivetrain was fitted on."""
     history: list[float] = field(default_factory=list)
+    """The best RMS error after each generation."""
 
     def reality(self) -> dict:
         """The fit as a car reality profile's fields (``robot_rl_sim.car_reality``)."""
