@@ -47,7 +47,7 @@ from robot_rl_sim.car_model import (  # noqa: E402
     Track,
     build_drive_xml,
 )
-from robot_rl_sim.car_reality import FirstOrderLag  # noqa: E402
+from robot_rl_sim.car_reality import DrivetrainLags  # noqa: E402
 from robot_rl_sim.randomization import RandomizationConfig  # noqa: E402
 
 __all__ = ["DriveConfig", "DriveEnv", "COLLISION_MODES"]
@@ -200,9 +200,8 @@ class DriveEnv(MujocoTaskEnv):
         heading = float(rng.uniform(-1, 1)) * cfg.start_heading_noise
         self.lap.reset(s0)
         self.place_car(s0, lateral, heading)
-        dt = float(self.model.opt.timestep)
-        self._speed_lag = FirstOrderLag(self.randomizer.speed_lag, dt)  # at rest
-        self._yaw_rate_lag = FirstOrderLag(self.randomizer.yaw_rate_lag, dt)
+        r, dt = self.randomizer, float(self.model.opt.timestep)
+        self._drivetrain = DrivetrainLags(r.speed_lag, r.yaw_rate_lag, r.trim_curvature, dt)  # at rest
         self.collisions = 0
         self._collided = False
 
@@ -223,12 +222,14 @@ class DriveEnv(MujocoTaskEnv):
         v = float(action[0]) * cfg.max_speed
         w = limit_yaw_rate(v, float(action[1]) * cfg.max_yaw_rate, cfg.min_turn_radius)
         self._collided = False
-        step, sensordata, wall, r = mujoco.mj_step, d.sensordata, self.wall_sensor, self.randomizer
+        step, sensordata, wall, lags = mujoco.mj_step, d.sensordata, self.wall_sensor, self._drivetrain
+        left, right = self.wheel_ctrl
+        lagging = not lags.instant  # a randomized drivetrain (lags, trim): new wheel speeds every physics step
+        if not lagging:
+            d.ctrl[left], d.ctrl[right] = twist_to_wheel_speeds(v, w, self.drive)
         for _ in range(self.n_substeps):
-            # a randomized drivetrain (lags, trim) as the car reality profiles' (robot_rl_sim.car_reality)
-            v_now = self._speed_lag.step(v)
-            w_now = self._yaw_rate_lag.step(w) + r.trim_curvature * v_now
-            d.ctrl[self.wheel_ctrl[0]], d.ctrl[self.wheel_ctrl[1]] = twist_to_wheel_speeds(v_now, w_now, self.drive)
+            if lagging:
+                d.ctrl[left], d.ctrl[right] = twist_to_wheel_speeds(*lags.step(v, w), self.drive)
             step(m, d)
             if sensordata[wall] > 0:  # car-wall contacts (sensors see the state the step started from)
                 self._collided = True

@@ -68,3 +68,27 @@ class FirstOrderLag:
     def step(self, target: float) -> float:
         self.y += self.alpha * (target - self.y)
         return self.y
+
+
+class DrivetrainLags:
+    """The twist a car's wheels are driven at, from the commanded one: each physics step, the speed and yaw rate
+    through their first-order lags, and the trim's curvature times the driven speed added to the yaw rate. One law
+    for the emulated car, the randomized Drive task and the calibration's replay."""
+
+    def __init__(self, speed_tau: float, yaw_rate_tau: float, trim_curvature: float, dt: float) -> None:
+        self.speed, self.yaw_rate = FirstOrderLag(speed_tau, dt), FirstOrderLag(yaw_rate_tau, dt)
+        self.trim = trim_curvature
+
+    @property
+    def instant(self) -> bool:
+        """No lag and no trim: the driven twist is the commanded one."""
+        return self.speed.alpha == 1.0 and self.yaw_rate.alpha == 1.0 and self.trim == 0.0
+
+    def start(self, v: float = 0.0, w: float = 0.0) -> None:
+        """The car moving at forward speed ``v`` and yaw rate ``w`` (at rest by default)."""
+        self.speed.y, self.yaw_rate.y = v, w - self.trim * v
+
+    def step(self, v: float, w: float) -> tuple[float, float]:
+        """One physics step towards the commanded ``v``, ``w``: the driven (speed, yaw rate)."""
+        v_now = self.speed.step(v)
+        return v_now, self.yaw_rate.step(w) + self.trim * v_now

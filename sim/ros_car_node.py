@@ -51,7 +51,7 @@ from robot_rl_controllers.driving import twist_to_wheel_speeds  # noqa: E402
 from robot_rl_sim.car import DriveEnv  # noqa: E402
 from robot_rl_sim.car_driver_emulation import DRIVERS, Lidar, ackermann_twist, laser_frame  # noqa: E402
 from robot_rl_sim.car_model import LIDAR_HEIGHT, WHEEL_JOINTS, WHEEL_RADIUS  # noqa: E402
-from robot_rl_sim.car_reality import FirstOrderLag, load_car_reality  # noqa: E402
+from robot_rl_sim.car_reality import DrivetrainLags, load_car_reality  # noqa: E402
 from robot_rl_sim.ros_controller_manager import serve_list_controllers  # noqa: E402
 from robot_rl_sim.step_clock import StepClock  # noqa: E402
 
@@ -189,8 +189,8 @@ class CarHardwareNode(Node):
         """The reality profile on this node's physics and outputs (never on what training sees: the env reads
         topics)."""
         m, reality = self.model, self.reality
-        self.speed_lag = FirstOrderLag(reality.speed_time_constant, self.dt)
-        self.yaw_rate_lag = FirstOrderLag(reality.yaw_rate_time_constant, self.dt)
+        self.drivetrain = DrivetrainLags(reality.speed_time_constant, reality.yaw_rate_time_constant,
+                                         reality.trim_curvature, self.dt)
         self.target = (0.0, 0.0)  # the commanded twist the lags follow
         self._outbox: deque[tuple[float, object, object]] = deque()  # (due, publisher, message): odom_latency
         if reality.floor_friction:  # the pair's friction is the larger of the two geoms': set both
@@ -224,7 +224,7 @@ class CarHardwareNode(Node):
     def _on_reset(self, request: Trigger.Request, response: Trigger.Response) -> Trigger.Response:
         with self.lock:
             self.env._reset_task(self.env.np_random)
-            self.speed_lag.y = self.yaw_rate_lag.y = 0.0  # at rest: the drivetrain's lags start over
+            self.drivetrain.start()  # at rest: the drivetrain's lags start over
             self.target = (0.0, 0.0)
         response.success, response.message = True, "car placed at a start pose"
         return response
@@ -280,11 +280,8 @@ class CarHardwareNode(Node):
                     return
 
     def _drive_wheels(self) -> None:
-        """The wheel servos' targets: the commanded twist through the reality's drivetrain and steering lags, plus
-        its trim (a car commanded straight curves)."""
-        v = self.speed_lag.step(self.target[0])
-        w = self.yaw_rate_lag.step(self.target[1]) + self.reality.trim_curvature * v
-        left, right = twist_to_wheel_speeds(v, w, self.env.drive)
+        """The wheel servos' targets: the commanded twist through the reality's drivetrain lags and trim."""
+        left, right = twist_to_wheel_speeds(*self.drivetrain.step(*self.target), self.env.drive)
         self.data.ctrl[self.env.wheel_ctrl[0]], self.data.ctrl[self.env.wheel_ctrl[1]] = float(left), float(right)
 
     def _publish(self, pub: object, msg: object) -> None:

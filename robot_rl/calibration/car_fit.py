@@ -21,7 +21,7 @@ from robot_rl.utils.log import get_logger
 from robot_rl_controllers.driving import twist_to_wheel_speeds
 from robot_rl_sim.car import DriveEnv
 from robot_rl_sim.car_model import WHEEL_JOINTS, WHEEL_RADIUS
-from robot_rl_sim.car_reality import FirstOrderLag
+from robot_rl_sim.car_reality import DrivetrainLags
 
 logger = get_logger(__name__)
 
@@ -150,8 +150,7 @@ class CarReplay:
         d.qpos[:] = env.data.qpos
         due = log.command_t + dt.command_latency
         out = np.zeros((len(log.odom_stamp), 2))
-        speed = FirstOrderLag(dt.speed_time_constant, self.dt)
-        yaw_rate = FirstOrderLag(dt.yaw_rate_time_constant, self.dt)
+        lags = DrivetrainLags(dt.speed_time_constant, dt.yaw_rate_time_constant, dt.trim_curvature, self.dt)
         t, anchor = log.odom_stamp[0], -math.inf
         for k, stamp in enumerate(log.odom_stamp):
             if stamp - anchor >= self.segment:
@@ -160,10 +159,8 @@ class CarReplay:
             while t < stamp:
                 i = int(np.searchsorted(due, t, side="right")) - 1
                 v_cmd, w_cmd = log.command[i] if i >= 0 and t - due[i] <= self.timeout else (0.0, 0.0)
-                v = speed.step(v_cmd)
-                w = yaw_rate.step(w_cmd) + dt.trim_curvature * v
-                d.ctrl[env.wheel_ctrl[0]], d.ctrl[env.wheel_ctrl[1]] = (float(u) for u in
-                                                                         twist_to_wheel_speeds(v, w, env.drive))
+                d.ctrl[env.wheel_ctrl[0]], d.ctrl[env.wheel_ctrl[1]] = (
+                    float(u) for u in twist_to_wheel_speeds(*lags.step(v_cmd, w_cmd), env.drive))
                 mujoco.mj_step(m, d)
                 t += self.dt
             out[k] = self._motion(d)[::2]

@@ -16,7 +16,7 @@ from robot_rl.calibration.car_log import CarLog
 from robot_rl.robots.track import pure_pursuit
 from robot_rl_controllers.driving import twist_to_wheel_speeds
 from robot_rl_sim.car import DriveEnv
-from robot_rl_sim.car_reality import FirstOrderLag
+from robot_rl_sim.car_reality import DrivetrainLags
 
 TRUE = Drivetrain(command_latency=0.05, speed_time_constant=0.15, yaw_rate_time_constant=0.2, trim_curvature=0.12)
 
@@ -27,7 +27,7 @@ def sim_log(dt_: Drivetrain, odom_latency: float, gain_error: float, seconds: fl
     env.reset(seed=0)
     m, d = env.model, env.data
     dt = m.opt.timestep
-    speed, yaw_rate = FirstOrderLag(dt_.speed_time_constant, dt), FirstOrderLag(dt_.yaw_rate_time_constant, dt)
+    lags = DrivetrainLags(dt_.speed_time_constant, dt_.yaw_rate_time_constant, dt_.trim_curvature, dt)
     command_t, commands, pending, rows, target = [], [], [], [], (0.0, 0.0)
     for k in range(int(seconds / dt)):
         t = 1000.0 + k * dt
@@ -41,10 +41,8 @@ def sim_log(dt_: Drivetrain, odom_latency: float, gain_error: float, seconds: fl
             pending.append((t + dt_.command_latency, vw))
         while pending and pending[0][0] <= t:
             target = pending.pop(0)[1]
-        v = speed.step(target[0])
-        w = yaw_rate.step(target[1]) + dt_.trim_curvature * v
-        d.ctrl[env.wheel_ctrl[0]], d.ctrl[env.wheel_ctrl[1]] = (float(u) for u in twist_to_wheel_speeds(v, w,
-                                                                                                      env.drive))
+        left, right = twist_to_wheel_speeds(*lags.step(*target), env.drive)
+        d.ctrl[env.wheel_ctrl[0]], d.ctrl[env.wheel_ctrl[1]] = float(left), float(right)
         mujoco.mj_step(m, d)
         if k % 4 == 3:
             xy, yaw = env.car_pose()
