@@ -25,7 +25,8 @@ sys.path.insert(0, str(ROOT))  # tests.ros: the rehearsal graph
 
 FIELDS = (("command_latency", "command latency (s)"), ("odom_latency", "odometry latency (s)"),
           ("speed_time_constant", "speed lag (s)"), ("yaw_rate_time_constant", "yaw rate lag (s)"),
-          ("trim_curvature", "trim (1/m)"), ("odometry_speed_scale_error", "odometry gain error"))
+          ("trim_curvature", "trim (1/m)"), ("floor_friction", "floor grip"),
+          ("odometry_speed_scale_error", "odometry gain error"))
 
 
 def calibrate_against(reality: str, args: argparse.Namespace, folder: Path) -> dict:
@@ -62,8 +63,8 @@ def tables(figures: dict) -> list[Table]:
             error = (f"{1e3 * (got[key] - hidden):+.1f} ms" if key.endswith("latency")
                      else f"{100 * (got[key] / hidden - 1):+.0f} %" if hidden else "-")
             table.add(label, f"{hidden:g}", f"{got[key]:.4g}", error)
-        table.add("replay RMS error, speed and 0.5 x yaw rate", "-",
-                  f"{found['rms_before']:.3f} nominal -> {found['rms_after']:.3f}", "-")
+        table.add("replay error: mean |speed error| + 0.5 x median |yaw rate error|", "-",
+                  f"{found['error_before']:.3f} nominal -> {found['error_after']:.3f}", "-")
         out.append(table)
     return out
 

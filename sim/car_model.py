@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+import mujoco
 import numpy as np
 
 from robot_rl.robots.track import TrackMap
@@ -65,6 +66,14 @@ class Track(TrackMap):
                     mid = centre + radius * math.cos(dtheta / 2) * np.array([math.cos(theta), math.sin(theta)])
                     boxes.append((mid, theta + math.pi / 2, half))
         return boxes
+
+
+def set_floor_grip(model: mujoco.MjModel, friction: float) -> None:
+    """The drive wheels' sliding friction on the floor set to ``friction`` (a contact pair's friction is the larger
+    of its two geoms': both are set)."""
+    bodies = {int(model.jnt_bodyid[mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_JOINT, j)]) for j in WHEEL_JOINTS}
+    wheels = [i for i in range(model.ngeom) if int(model.geom_bodyid[i]) in bodies and model.geom_contype[i]]
+    model.geom_friction[[*wheels, mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "floor")], 0] = friction
 
 
 def _v(*xs: float) -> str:

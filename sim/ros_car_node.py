@@ -50,7 +50,7 @@ from robot_rl.ros.tf import MujocoFrames, TfPublisher, camera_info  # noqa: E402
 from robot_rl_controllers.driving import twist_to_wheel_speeds  # noqa: E402
 from robot_rl_sim.car import DriveEnv  # noqa: E402
 from robot_rl_sim.car_driver_emulation import DRIVERS, Lidar, ackermann_twist, laser_frame  # noqa: E402
-from robot_rl_sim.car_model import LIDAR_HEIGHT, WHEEL_JOINTS, WHEEL_RADIUS  # noqa: E402
+from robot_rl_sim.car_model import LIDAR_HEIGHT, WHEEL_JOINTS, WHEEL_RADIUS, set_floor_grip  # noqa: E402
 from robot_rl_sim.car_reality import DrivetrainLags, load_car_reality  # noqa: E402
 from robot_rl_sim.ros_controller_manager import serve_list_controllers  # noqa: E402
 from robot_rl_sim.step_clock import StepClock  # noqa: E402
@@ -136,7 +136,7 @@ class CarHardwareNode(Node):
         wheel_ids = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j) for j in WHEEL_JOINTS]
         self.wheel_q = [int(m.jnt_qposadr[j]) for j in wheel_ids]
         self.wheel_v = [int(m.jnt_dofadr[j]) for j in wheel_ids]
-        self._apply_reality(wheel_ids)
+        self._apply_reality()
         self.pub_cam = self.create_publisher(Image, "camera/front/image_raw", 2) if self.cfg.image_size else None
         self.pub_cam_info = (self.create_publisher(CameraInfo, "camera/front/camera_info", 2) if self.cfg.image_size
                              else None)
@@ -185,7 +185,7 @@ class CarHardwareNode(Node):
                                      lambda m: self._command(*ackermann_twist(m.drive.speed, m.drive.steering_angle,
                                                                               wheelbase)), 10)
 
-    def _apply_reality(self, wheel_ids: list[int]) -> None:
+    def _apply_reality(self) -> None:
         """The reality profile on this node's physics and outputs (never on what training sees: the env reads
         topics)."""
         m, reality = self.model, self.reality
@@ -193,11 +193,8 @@ class CarHardwareNode(Node):
                                          reality.trim_curvature, self.dt)
         self.target = (0.0, 0.0)  # the commanded twist the lags follow
         self._outbox: deque[tuple[float, object, object]] = deque()  # (due, publisher, message): odom_latency
-        if reality.floor_friction:  # the pair's friction is the larger of the two geoms': set both
-            wheels = [i for i in range(m.ngeom) if m.geom_bodyid[i] in {m.jnt_bodyid[j] for j in wheel_ids}
-                      and m.geom_contype[i]]
-            floor = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "floor")
-            m.geom_friction[[*wheels, floor], 0] = reality.floor_friction
+        if reality.floor_friction:
+            set_floor_grip(m, reality.floor_friction)
         if not reality.nominal:
             self.get_logger().info(f"reality profile {reality.name}: {reality}")
 

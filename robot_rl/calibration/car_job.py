@@ -61,8 +61,9 @@ def calibrate_car(cfg: CalibrateCarConfig) -> dict:
     (out / "report.md").write_text(f"""# Calibration of the Drive sim from {cfg.bag}
 
 {log.seconds:.0f} s of log; the drivetrain fitted on its first {cal.window:.0f} s by CMA-ES ({cal.evaluations}
-replays, {cal.seconds:.0f} s). Speed and yaw rate RMS error of the sim replaying the log: {cal.rms_before:.4f}
-nominal, {cal.rms_after:.4f} calibrated.
+replays, {cal.seconds:.0f} s), then the floor grip by a scan. Error of the sim replaying the log (mean absolute
+speed error + 0.5 x median absolute yaw rate error): {cal.error_before:.4f} nominal, {cal.error_after:.4f}
+calibrated.
 
 | parameter | fitted |
 |---|---|

@@ -1,5 +1,5 @@
-"""The car fit alone, on a log made in the sim car driven through known lags, latency, trim and odometry gain (the
-same law the emulated car applies): the replay errs least at the true drivetrain, the fit finds it, the odometry's
+"""The car fit alone, on a log made in the sim car driven through known lags, latency, trim, grip and odometry gain
+(the same law the emulated car applies): the replay errs least at the true drivetrain, the fit finds it, the odometry's
 latency and gain are read off the log, and the env kwargs randomize around the fit."""
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from robot_rl.calibration.car_log import CarLog
 from robot_rl.robots.track import pure_pursuit
 from robot_rl_controllers.driving import twist_to_wheel_speeds
 from robot_rl_sim.car import DriveEnv
+from robot_rl_sim.car_model import set_floor_grip
 from robot_rl_sim.car_reality import DrivetrainLags
 
-TRUE = Drivetrain(command_latency=0.05, speed_time_constant=0.15, yaw_rate_time_constant=0.2, trim_curvature=0.12)
+TRUE = Drivetrain(command_latency=0.05, speed_time_constant=0.15, yaw_rate_time_constant=0.2, trim_curvature=0.12,
+                  floor_friction=0.74)
 
 
 def sim_log(dt_: Drivetrain, odom_latency: float, gain_error: float, seconds: float) -> CarLog:
@@ -26,6 +28,7 @@ def sim_log(dt_: Drivetrain, odom_latency: float, gain_error: float, seconds: fl
     env = DriveEnv(image_size=0)
     env.reset(seed=0)
     m, d = env.model, env.data
+    set_floor_grip(m, dt_.floor_friction)
     dt = m.opt.timestep
     lags = DrivetrainLags(dt_.speed_time_constant, dt_.yaw_rate_time_constant, dt_.trim_curvature, dt)
     command_t, commands, pending, rows, target = [], [], [], [], (0.0, 0.0)
@@ -67,8 +70,9 @@ def test_the_car_fit_finds_the_drivetrain_that_made_the_log() -> None:
     assert cal.odom_latency == pytest.approx(0.03, abs=1e-6)
     assert cal.odometry_speed_scale_error == pytest.approx(0.1, abs=0.01)
     assert abs(got.command_latency - TRUE.command_latency) < 0.01, got
-    for key in ("speed_time_constant", "yaw_rate_time_constant", "trim_curvature"):
-        assert getattr(got, key) == pytest.approx(getattr(TRUE, key), rel=0.2), (key, got)
+    print(got)
+    for key in ("speed_time_constant", "yaw_rate_time_constant", "trim_curvature", "floor_friction"):
+        assert getattr(got, key) == pytest.approx(getattr(TRUE, key), rel=0.15), (key, got)
     kwargs = cal.env_kwargs(control_hz=20.0, width=0.3)["randomization"]
     assert kwargs["action_latency_steps"] == 2  # 50 + 30 ms: 1.6 steps at 20 Hz
     lo, hi = kwargs["speed_lag"]
