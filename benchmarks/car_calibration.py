@@ -5,7 +5,7 @@ each of the profile's values beside what calibration found, and the sim's speed 
 log before and after.
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/car_calibration.py [--realities typical] [--seconds 120]
-        [--fit-seconds 60] [--iterations 25] [--out FILE]
+        [--fit-seconds 60] [--iterations 25] [--out FILE] [--keep DIR]
 """
 
 from __future__ import annotations
@@ -77,11 +77,14 @@ def main() -> None:
     p.add_argument("--iterations", type=int, default=25)
     p.add_argument("--domain", type=int, default=93)
     p.add_argument("--out", default=None)
+    p.add_argument("--keep", default="", help="folder to keep the logs and calibrations in (default: none kept)")
     args = p.parse_args()
     figures: dict = {"realities": {}, "setup": {"seconds": args.seconds, "fit_seconds": args.fit_seconds}}
     with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(args.keep or tmp)
+        folder.mkdir(parents=True, exist_ok=True)
         for reality in args.realities:
-            figures["realities"][reality] = calibrate_against(reality, args, Path(tmp))
+            figures["realities"][reality] = calibrate_against(reality, args, folder)
     print(f"results: {write_result('car_calibration', figures, args.out, tables=tables(figures))}")
 
 
