@@ -84,9 +84,9 @@ class DrivetrainLags:
         """No lag and no trim: the driven twist is the commanded one."""
         return self.speed.alpha == 1.0 and self.yaw_rate.alpha == 1.0 and self.trim == 0.0
 
-    def start(self, v: float = 0.0, w: float = 0.0) -> None:
-        """The car moving at forward speed ``v`` and yaw rate ``w`` (at rest by default)."""
-        self.speed.y, self.yaw_rate.y = v, w - self.trim * v
+    def start(self) -> None:
+        """The car at rest: both lags start over."""
+        self.speed.y = self.yaw_rate.y = 0.0
 
     def step(self, v: float, w: float) -> tuple[float, float]:
         """One physics step towards the commanded ``v``, ``w``: the driven (speed, yaw rate)."""

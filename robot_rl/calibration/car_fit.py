@@ -50,7 +50,8 @@ class Drivetrain:
     trim_curvature: float = 0.0
     """1/m the car curves by when commanded straight."""
     floor_friction: float = 1.0
-    """The drive wheels' sliding friction on the floor (the sim's own: 1.0): less grip, more slip in turns."""
+    """The drive wheels' sliding friction on the floor (the sim's own: 1.0): less grip, more wheel slip when the car
+    speeds up or slows down hard."""
 
 
 @dataclass
@@ -87,7 +88,7 @@ class CarCalibration:
     """What was fitted, and how well the sim then follows the car."""
 
     drivetrain: Drivetrain
-    """The fitted command latency, lags and trim."""
+    """The fitted command latency, lags, trim and floor grip."""
     odom_latency: float
     """s: median of (logged - stamped) over the odometry."""
     odometry_speed_scale_error: float
@@ -236,7 +237,7 @@ def _from_unit(u: np.ndarray) -> Drivetrain:
     return Drivetrain(**{k: float(lo + x * (hi - lo)) for x, (k, (lo, hi)) in zip(u, BOUNDS.items(), strict=True)})
 
 
-def fit_grip(replay: CarReplay, log: CarLog, dt: Drivetrain, gain_error: float, steps: int = 25) -> float:
+def fit_grip(replay: CarReplay, log: CarLog, dt: Drivetrain, gain_error: float, steps: int) -> float:
     """The least floor grip whose replay, with the drivetrain ``dt`` held, errs within ``GRIP_TOLERANCE`` of the
     best, the scan's errors averaged with their neighbours' (what chaos is left in each). The error falls as the grip
     rises to the car's and is flat above the grip at which the wheels stop slipping: the least grip that explains the

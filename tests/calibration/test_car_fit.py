@@ -70,7 +70,6 @@ def test_the_car_fit_finds_the_drivetrain_that_made_the_log() -> None:
     assert cal.odom_latency == pytest.approx(0.03, abs=1e-6)
     assert cal.odometry_speed_scale_error == pytest.approx(0.1, abs=0.01)
     assert abs(got.command_latency - TRUE.command_latency) < 0.01, got
-    print(got)
     for key in ("speed_time_constant", "yaw_rate_time_constant", "trim_curvature", "floor_friction"):
         assert getattr(got, key) == pytest.approx(getattr(TRUE, key), rel=0.15), (key, got)
     kwargs = cal.env_kwargs(control_hz=20.0, width=0.3)["randomization"]
