@@ -20,6 +20,8 @@ applies) and read in the physics loop only.
 
 from __future__ import annotations
 
+import math
+
 import mujoco
 import numpy as np
 
@@ -162,15 +164,21 @@ class ServoEmulation:
     joints. Jazzy's Servo with a ``Float64MultiArray`` output starts each cycle from the robot's current state, not
     from its last command, so a blocked arm does not wind the command up. A twist whose stamp is ``timeout`` s old or
     more is stale and halts the command where it is (Servo's ``incoming_command_timeout``, counted from
-    ``header.stamp``: a zero stamp is stale)."""
+    ``header.stamp``: a zero stamp is stale).
+
+    Joint limits as Servo enforces them: the joint velocities are scaled down together (the Cartesian direction
+    kept) until none exceeds ``max_joint_speed``, and a step that would take any joint past ``joint_margin`` inside
+    its range, moving outwards, halts every joint at its measured position (``halt_all_joints_in_cartesian_mode``):
+    the arm stops rather than moving in a direction nobody commanded, as clipping the one joint would make it."""
 
     def __init__(self, tracker: JointTracker, model: mujoco.MjModel, period: float = 0.01, timeout: float = 0.1,
-                 damping: float = 1e-3, joint_margin: float = 0.05) -> None:
+                 damping: float = 1e-3, joint_margin: float = 0.1, max_joint_speed: float = math.pi) -> None:
         self.tracker, self.model = tracker, model
         arm = tracker.arm
         ranges = model.jnt_range[model.dof_jntid[arm.dof0 + tracker.index]]
-        # Servo halts a joint at its limit margin instead of commanding it into the limit
         self.low, self.high = ranges[:, 0] + joint_margin, ranges[:, 1] - joint_margin
+        self.max_joint_speed = max_joint_speed
+        self.halts = 0  # cycles halted at a joint bound (Servo's JOINT_BOUND status)
         self.scratch = mujoco.MjData(model)
         self.period, self.timeout, self.damping = period, timeout, damping
         self.twist = np.zeros(6)
@@ -203,8 +211,13 @@ class ServoEmulation:
                 mujoco.mj_jacSite(self.model, self.scratch, self._jac[:3], self._jac[3:], tr.arm.site_id)
                 jac = self._jac[:, tr.arm.dof0 + tr.index]
                 qd = jac.T @ np.linalg.solve(jac @ jac.T + self.damping * np.eye(6), self.twist)
-                q_new = np.clip(q + qd * self.period, self.low, self.high)
-                tr.set(q_new, (q_new - q) / self.period)
+                qd *= min(1.0, self.max_joint_speed / max(float(np.max(np.abs(qd))), 1e-12))
+                q_new = q + qd * self.period
+                if np.any((qd < 0) & (q_new < self.low)) or np.any((qd > 0) & (q_new > self.high)):
+                    self.halts += 1
+                    tr.set(q)
+                else:
+                    tr.set(q_new, qd)
             else:
                 tr.set(q)
         return tr.torques()

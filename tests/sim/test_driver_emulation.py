@@ -46,3 +46,27 @@ def test_a_blocked_arm_does_not_wind_the_servo_command_up() -> None:
         servo.efforts(now)
     lead = np.abs(servo.tracker.command() - q0).max()
     assert lead < 0.01, lead  # rad: one 4 ms cycle at 10 cm/s, not 2 s of it
+
+
+def test_servo_halts_every_joint_at_a_joint_bound_instead_of_sliding_along_it() -> None:
+    """A twist held until a joint reaches its margin: Servo halts all joints there (JOINT_BOUND), so the tool stops
+    on the commanded line; clipping only that joint would let the others carry the tool off it, a motion nobody
+    commanded."""
+    env, servo = servo_on_the_arm()
+    dt = env.model.opt.timestep
+    twist = np.array([-0.15, 0.0, 0.0, 0.0, 0.0, 0.0])  # towards the base, until the elbow meets its bound
+    start = env.data.site_xpos[env.ee_site].copy()
+    path = []
+    for k in range(int(4.0 / dt)):
+        now = k * dt
+        servo.command(twist, now)
+        env.data.qfrc_applied[:] = 0.0
+        env.data.ctrl[:] = 0.0
+        env.data.qfrc_applied[env.arm_dofs] = servo.efforts(now)
+        mujoco.mj_step(env.model, env.data)
+        path.append(env.data.site_xpos[env.ee_site].copy())
+    assert servo.halts > 0, "the twist never reached a joint bound"
+    off_line = np.abs(np.array(path)[:, 1:] - start[1:]).max()
+    assert off_line < 0.01, off_line  # m off the commanded (x) line (clipping the elbow alone: 10 cm)
+    end = path[-1]
+    assert np.linalg.norm(path[-int(0.5 / dt)] - end) < 0.002  # and it stays halted
