@@ -38,19 +38,20 @@ PROFILES = ("diff_drive", "ackermann")
 SEED = 0
 
 
-def load_policy(run_dir: str):  # noqa: ANN201
-    """A trained Drive run's latest policy, and the Drive task's kwargs it was trained with (its pure sim)."""
+def load_policy(run_dir: str, which: str = "latest"):  # noqa: ANN201
+    """A trained Drive run's ``which`` policy (``latest`` or ``best``: robot_rl.utils.run_dir.policy_file), and the
+    Drive task's kwargs it was trained with (its pure sim)."""
     from robot_rl.agents.sac import SACAgent
     from robot_rl.config import load_yaml
     from robot_rl.envs.make import EnvConfig, make_env
-    from robot_rl.runtime.checkpoint import latest_checkpoint
     from robot_rl.spaces import ObsSpec, action_dim_of
     from robot_rl.training.config import TrainConfig
+    from robot_rl.utils.run_dir import policy_file
 
     cfg = load_yaml(TrainConfig, Path(run_dir) / "config.yaml")
     sim = make_env(EnvConfig(id="robot_rl/Drive-v0", kwargs=cfg.env.kwargs))
     agent = SACAgent(ObsSpec.from_space(sim.observation_space), action_dim_of(sim.action_space), cfg.agent)
-    agent.load_policy(latest_checkpoint(run_dir) / "policy.safetensors")
+    agent.load_policy(policy_file(run_dir, which))
     sim.close()
     return agent, dict(cfg.env.kwargs)
 

@@ -104,19 +104,20 @@ def round_trip(profile_path: str, seconds: float) -> dict:
         link.close()
 
 
-def policy_success(run_dir: str, profile_path: str | None, episodes: int, obs_timeout: float = 1.0) -> dict:
-    """The run's latest policy, deterministic, on the emulated hardware's first ``episodes`` placements: through
-    the profile (``profile_path``), or in pure sim with those placements replayed (None)."""
+def policy_success(run_dir: str, profile_path: str | None, episodes: int, obs_timeout: float = 1.0,
+                   policy_file: str | Path | None = None) -> dict:
+    """The run's latest policy (or ``policy_file``), deterministic, on the emulated hardware's first ``episodes``
+    placements: through the profile (``profile_path``), or in pure sim with those placements replayed (None)."""
     from robot_rl.envs.ros_env import RosArmEnv
 
     extra = {}
     if profile_path is None:
-        ok = policy_successes(run_dir, episodes)
+        ok = policy_successes(run_dir, episodes, policy_file=policy_file)
     else:
         env = RosArmEnv(profile=profile_path, reset_service="arm_driver/reset", connect_timeout=60.0,
                         obs_timeout=obs_timeout)
         try:
-            ok = policy_successes(run_dir, episodes, env)
+            ok = policy_successes(run_dir, episodes, env, policy_file=policy_file)
             extra["overruns"] = env.overruns
         finally:
             env.close()

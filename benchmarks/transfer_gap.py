@@ -32,18 +32,19 @@ from common import Table, write_result  # noqa: E402
 from robot_profiles import policy_success  # noqa: E402
 from ros_latency import policy_successes  # noqa: E402
 
+from robot_rl.utils.run_dir import policy_file  # noqa: E402
 from tests.ros.graph import Graph, ros_env  # noqa: E402
 from tests.ros.test_profiles import profile_file, start_profile_graph, wait_kinematics  # noqa: E402
 
 
-def training_sim(run: str, episodes: int) -> dict:
+def training_sim(run: str, episodes: int, policy: str | None = None) -> dict:
     """The policy in the sim it was trained in (its env kwargs: randomization drawn per episode), on the same
     placements."""
     from robot_rl.config import load_yaml
     from robot_rl.training.config import TrainConfig
 
     kwargs = load_yaml(TrainConfig, Path(run) / "config.yaml").env.kwargs
-    ok = policy_successes(run, episodes, sim_kwargs=kwargs)
+    ok = policy_successes(run, episodes, sim_kwargs=kwargs, policy_file=policy)
     return {"success": float(ok.mean()), "episodes": episodes, "env_kwargs": kwargs}
 
 
@@ -55,13 +56,13 @@ def task_of(run: str) -> str:
 
 
 def drive_gap(runs: dict[str, str], realities: list[str], profile: str, episodes: int, domain: int,
-              folder: Path) -> dict:
+              folder: Path, which: str = "latest") -> dict:
     """Each Drive run's laps in the nominal sim, in its training sim and through ``profile`` with each reality."""
     from car_profiles import SEED, laps_in_sim, laps_through, load_policy
 
     out: dict = {}
     for name, run in runs.items():
-        agent, kwargs = load_policy(run)
+        agent, kwargs = load_policy(run, which)
         task = {k: v for k, v in kwargs.items() if k != "randomization"}  # the task, as the nominal sim has it
         out[name] = {"run_dir": run, "pure_sim": laps_in_sim(episodes, agent, task),
                      "training_sim": {**laps_in_sim(episodes, agent, kwargs), "env_kwargs": kwargs}}
@@ -110,6 +111,8 @@ def main() -> None:
     parser.add_argument("--car-profile", default="diff_drive", help="the car profile of Drive runs")
     parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--domain", type=int, default=207)
+    parser.add_argument("--policy", choices=["latest", "best"], default="latest",
+                        help="each run's newest checkpoint's policy, or its best evaluation's (keep_best)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     runs = dict(r.split("=", 1) for r in args.runs)
@@ -119,8 +122,10 @@ def main() -> None:
     runs = {n: r for n, r in runs.items() if n not in drives}
     sizes = {name: image_size(run) for name, run in runs.items()}
     groups = {size: [n for n in runs if sizes[n] == size] for size in sorted(set(sizes.values()))}
-    result: dict = {"runs": {name: {"run_dir": run, "pure_sim": policy_success(run, None, args.episodes),
-                                    "training_sim": training_sim(run, args.episodes)}
+    policies = {name: None if args.policy == "latest" else str(policy_file(run, "best")) for name, run in runs.items()}
+    result: dict = {"runs": {name: {"run_dir": run, "policy": args.policy,
+                                    "pure_sim": policy_success(run, None, args.episodes, policy_file=policies[name]),
+                                    "training_sim": training_sim(run, args.episodes, policies[name])}
                              for name, run in runs.items()}}
     for reality, (size, names) in ((r, g) for r in args.realities for g in groups.items()):
         path = camera_profile(args.profile, size, folder) if size else profile_file(args.profile, folder)
@@ -130,7 +135,7 @@ def main() -> None:
             wait_kinematics(graph)
             for name, run in ((n, runs[n]) for n in names):
                 try:
-                    got = policy_success(run, path, args.episodes)
+                    got = policy_success(run, path, args.episodes, policy_file=policies[name])
                 except (TimeoutError, RuntimeError) as exc:  # recorded; the other runs still go
                     got = {"error": f"{type(exc).__name__}: {exc}"}
                 result["runs"][name][reality] = got
@@ -138,7 +143,8 @@ def main() -> None:
         finally:
             graph.stop()
     if drives:
-        result["drive"] = drive_gap(drives, args.realities, args.car_profile, args.episodes, args.domain, folder)
+        result["drive"] = drive_gap(drives, args.realities, args.car_profile, args.episodes, args.domain, folder,
+                                    args.policy)
     result["setup"] = {"episodes": args.episodes, "profile": args.profile, "car_profile": args.car_profile,
                        "realities": args.realities}
     print(f"results: {write_result('transfer_gap', result, args.out, tables=tables(result))}")

@@ -63,7 +63,7 @@ import threading
 from dataclasses import dataclass, field
 from dataclasses import replace as with_fields
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import tyro
 
@@ -296,8 +296,11 @@ class EvalArgs:
     bootstrap 95 % CI) or of a base policy (a saved policy folder or a ws:// policy server) per task."""
 
     run_dirs: Annotated[tuple[str, ...], tyro.conf.Positional, tyro.conf.arg(metavar="RUN_DIR|POLICY")]
-    """Run folders (their latest checkpoint's policy), or one base policy: a folder with policy.json, ws://HOST:PORT
-    or lerobot:<type>:<folder>."""
+    """Run folders (their latest checkpoint's policy, or ``--policy best``), or one base policy: a folder with
+    policy.json, ws://HOST:PORT or lerobot:<type>:<folder>."""
+    policy: Literal["latest", "best"] = "latest"
+    """Run folders: which policy of each: the newest checkpoint's, or the best evaluation's the learner kept
+    (``keep_best``)."""
     episodes: int = 10
     """Episodes per run (the same placements for every run) or per task."""
     video: str | None = None
@@ -333,7 +336,7 @@ def cmd_eval(argv: list[str]) -> int:
                                           args.base_policy, args.execution, args.video, args.instruction)
             print(json.dumps(result, indent=2))
             return 0
-        result = evaluate_runs(list(args.run_dirs), args.episodes, args.video, view=args.view)
+        result = evaluate_runs(list(args.run_dirs), args.episodes, args.video, view=args.view, policy=args.policy)
     except (ConfigError, ValueError, FileNotFoundError) as exc:
         return fail("eval", exc)
     except PolicyError as exc:  # a base policy that cannot run: its error, not a 0 % success

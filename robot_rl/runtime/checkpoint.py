@@ -11,6 +11,7 @@ no transition.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -27,6 +28,7 @@ from robot_rl.utils.failpoint import failpoint
 from robot_rl.utils.log import get_logger
 from robot_rl.utils.manifest import write_manifest
 from robot_rl.utils.run_dir import (  # noqa: F401  (re-exported: tests, benchmarks)
+    BEST,
     NoCompleteCheckpoint,
     checkpoint_folders,
     has_checkpoint,
@@ -75,6 +77,42 @@ def save_checkpoint(run_dir: str | Path, agent: Agent, replay: ReplayBuffer | No
         shutil.copyfile(final / "policy.safetensors", root / "policies" / f"{final.name}.safetensors")
     for old in checkpoint_folders(run_dir)[keep:]:
         shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def evaluation_score(evaluation: dict[str, float]) -> tuple[float, float]:
+    """How good an evaluation is: its success rate first (a task without a success check: -inf), then its mean
+    return."""
+    def finite(x: Any) -> float:
+        return float(x) if x is not None and math.isfinite(float(x)) else -math.inf
+
+    return finite(evaluation.get("success_rate")), finite(evaluation.get("return_mean"))
+
+
+def best_evaluation(run_dir: str | Path) -> dict[str, Any] | None:
+    """What ``<run>/best/eval.json`` says (env steps, evaluation), or None when the run has kept no best policy."""
+    try:
+        return json.loads((Path(run_dir) / BEST / "eval.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def save_best_policy(run_dir: str | Path, agent: Agent, evaluation: dict[str, float], env_steps: int) -> Path:
+    """``agent``'s policy weights as the run's best (``<run>/best/``: ``policy.safetensors`` and ``eval.json``),
+    built under a temporary name and swapped in, so a crash leaves the previous best whole."""
+    root = Path(run_dir)
+    final, tmp, old = root / BEST, root / f".{BEST}.tmp{os.getpid()}", root / f".{BEST}.old"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_file(agent.policy_state(), str(tmp / "policy.safetensors"))
+    atomic_write(tmp / "eval.json", lambda f: f.write_text(json.dumps({"env_steps": env_steps,
+                                                                       "evaluation": evaluation}, indent=2)))
+    fsync_tree(tmp)
+    shutil.rmtree(old, ignore_errors=True)
+    if final.exists():
+        os.replace(final, old)
+    os.replace(tmp, final)
+    shutil.rmtree(old, ignore_errors=True)
     return final
 
 

@@ -31,7 +31,7 @@ from robot_rl.training.config import TrainConfig
 from robot_rl.training.env_stages import evaluation_stages
 from robot_rl.training.stats import bootstrap_ci, iqm_ci
 from robot_rl.utils.failpoint import failpoint
-from robot_rl.utils.run_dir import latest_checkpoint
+from robot_rl.utils.run_dir import policy_file
 from robot_rl.utils.video import write_video
 from robot_rl.view.config import ViewConfig
 from robot_rl.view.live import OperatorView, ViewFrame, copy_cameras
@@ -111,29 +111,31 @@ def across_runs(per_run: list[dict[str, np.ndarray]]) -> dict[str, float]:
     return out
 
 
-def load_run(run: str | Path, render_mode: str | None = None) -> tuple[Any, gym.Env, Any, Any]:
-    """A run folder's config, a fresh env of its task, its agent with the latest checkpoint's policy weights and
-    the actor that evaluates it (the agent itself, or the agent on its base policy: close it when it is not). A
-    robot trained with a learned reward is judged by that reward classifier (a sim by its own success check)."""
+def load_run(run: str | Path, render_mode: str | None = None,
+             policy: str = "latest") -> tuple[Any, gym.Env, Any, Any]:
+    """A run folder's config, a fresh env of its task, its agent with its ``policy`` weights (``latest``: the newest
+    checkpoint's; ``best``: its best evaluation's) and the actor that evaluates it (the agent itself, or the agent on
+    its base policy: close it when it is not). A robot trained with a learned reward is judged by that reward
+    classifier (a sim by its own success check)."""
 
 
     cfg = load_yaml(TrainConfig, Path(run) / "config.yaml")
     env = make_env(cfg.env, render_mode=render_mode, stages=evaluation_stages(cfg))
     agent = build_agent(cfg, ObsSpec.from_space(env.observation_space), action_dim_of(env.action_space))
-    agent.load_policy_state(load_file(str(latest_checkpoint(run) / "policy.safetensors")))
+    agent.load_policy_state(load_file(str(policy_file(run, policy))))
     return cfg, env, agent, evaluation_agent(cfg, agent, env)
 
 
 def evaluate_runs(run_dirs: list[str | Path], episodes: int, video: str | Path | None = None,
-                  seed: int = 10_000, view: ViewConfig | None = None) -> dict[str, Any]:
-    """Evaluates the latest policy of each run, every run on the same episodes (episode i resets with
-    ``seed + i``); with ``video``, writes the first run's episodes to it (several cameras side by side when the
-    env renders more than one); with ``view`` enabled, shows the first run's episodes in the operator view (saved
-    under ``<first run>/eval_view`` unless ``view.save_dir`` says otherwise)."""
+                  seed: int = 10_000, view: ViewConfig | None = None, policy: str = "latest") -> dict[str, Any]:
+    """Evaluates the ``policy`` (``latest`` or ``best``: :func:`load_run`) of each run, every run on the same
+    episodes (episode i resets with ``seed + i``); with ``video``, writes the first run's episodes to it (several
+    cameras side by side when the env renders more than one); with ``view`` enabled, shows the first run's episodes
+    in the operator view (saved under ``<first run>/eval_view`` unless ``view.save_dir`` says otherwise)."""
 
     per_run, result = [], {}
     for i, run in enumerate(run_dirs):
-        _, env, agent, actor = load_run(run, "rgb_array" if video and i == 0 else None)
+        _, env, agent, actor = load_run(run, "rgb_array" if video and i == 0 else None, policy)
         frames: list[np.ndarray] | None = [] if video and i == 0 else None
         live = None
         if view is not None and view.enabled and i == 0:

@@ -1,5 +1,6 @@
 """Where a run folder keeps its checkpoints: ``<run>/checkpoints/<env steps>/`` (each with a manifest, written last)
-and ``<run>/checkpoints/latest`` naming the newest (written by robot_rl.runtime.checkpoint). Plain path functions,
+and ``<run>/checkpoints/latest`` naming the newest (written by robot_rl.runtime.checkpoint); ``<run>/best/`` holds
+the policy of its best evaluation so far (``policy.safetensors``, ``eval.json``). Plain path functions,
 so anything that reads a run folder (evaluation, dataset export, policy export, distillation) finds an intact
 checkpoint without importing the training runtime."""
 
@@ -61,3 +62,23 @@ def _unverified(folder: Path) -> str | None:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return f"counters.json cannot be read ({exc}) (and there is no {MANIFEST})"
     return None
+
+
+BEST = "best"
+"""The run's sub-folder with the policy of its best evaluation so far (the learner's ``keep_best``)."""
+POLICIES = ("latest", "best")
+"""Which of a run's policies to load: the newest intact checkpoint's, or the best evaluation's."""
+
+
+def policy_file(run_dir: str | Path, which: str = "latest") -> Path:
+    """The weights file of the run's ``latest`` policy (the newest intact checkpoint's) or its ``best`` one (the
+    best evaluation's, kept by the learner)."""
+    if which == "latest":
+        return latest_checkpoint(run_dir) / "policy.safetensors"
+    if which != "best":
+        raise ValueError(f"policy: {which!r} is not one of {', '.join(POLICIES)}")
+    path = Path(run_dir) / BEST / "policy.safetensors"
+    if not path.is_file():
+        raise FileNotFoundError(f"no best policy in {run_dir}: the learner keeps one at each evaluation "
+                                f"(keep_best); a robot's learner does not evaluate")
+    return path

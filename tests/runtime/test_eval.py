@@ -58,3 +58,47 @@ def test_eval_two_seeds_reports_iqm_and_writes_a_video(tmp_path):
             steps = len(rec["episode/step"])
             assert 1 <= steps <= 20 and len(rec["camera/render"]) == len(rec["action/policy"]) == steps
             assert rec["events"].values[-1].startswith(f"episode {path.stem[-1]}: ")
+
+
+def test_the_best_evaluation_keeps_its_policy_and_eval_loads_it(tmp_path):
+    """Each evaluation that is at least as good as every earlier one (success rate, then mean return) writes its
+    policy to ``best/``: the weights the checkpoint taken at the same env step holds; ``robot-rl eval --policy best``
+    evaluates them."""
+    from safetensors.torch import load_file
+
+    from robot_rl.runtime.checkpoint import evaluation_score
+    from robot_rl.utils.run_dir import policy_file
+
+    # 450 steps: the last evaluation is the end's, right before the final checkpoint (at 400, the end would
+    # checkpoint again after the updates still owed, over the one taken beside that evaluation)
+    cfg = TrainConfig(name="best", runs_dir=str(tmp_path), seed=0, total_env_steps=450, random_steps=100,
+                      learning_starts=100, eval_every=100, eval_episodes=2, checkpoint_every=100, checkpoint_keep=5,
+                      progress=False)
+    cfg = replace(cfg, {"env.id": "robot_rl/Reach-v0", "env.max_episode_steps": 20, "agent.num_critics": 2,
+                        "agent.utd": 1, "agent.batch_size": 32, "agent.hidden_dims": (32, 32),
+                        "runtime.processes": False})
+    run = train(cfg)[0]
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    evals = [(r["step"], {k[5:]: v for k, v in r.items() if k.startswith("eval/")}) for r in rows
+             if "eval/return_mean" in r]
+    assert len(evals) >= 5, evals
+    best = json.loads((run / "best" / "eval.json").read_text())
+    scores = [evaluation_score(e) for _, e in evals]
+    expected = max(range(len(evals)), key=lambda i: (scores[i], i))  # the best, the later of equals
+    assert best["env_steps"] == evals[expected][0], (best, evals)
+    kept = load_file(str(policy_file(run, "best")))
+    at_that_step = load_file(str(run / "checkpoints" / f"{best['env_steps']:010d}" / "policy.safetensors"))
+    assert kept.keys() == at_that_step.keys() and all((kept[k] == at_that_step[k]).all() for k in kept)
+    proc = subprocess.run([sys.executable, "-m", "robot_rl.cli", "eval", str(run), "--policy", "best", "--episodes",
+                           "1"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "success_rate" in json.loads(proc.stdout)
+
+
+def test_an_evaluation_is_scored_by_success_then_return() -> None:
+    from robot_rl.runtime.checkpoint import evaluation_score
+
+    assert evaluation_score({"success_rate": 0.5, "return_mean": -3.0}) > evaluation_score(
+        {"success_rate": 0.4, "return_mean": 9.0})
+    assert evaluation_score({"success_rate": float("nan"), "return_mean": 2.0}) > evaluation_score(
+        {"success_rate": float("nan"), "return_mean": 1.0})  # a task without a success check: its return

@@ -23,7 +23,15 @@ from typing import Any
 
 from robot_rl.envs.contract import drives_hardware
 from robot_rl.envs.make import make_env
-from robot_rl.runtime.checkpoint import load_agent_from, oldest_kept_counters, resume_point, save_checkpoint
+from robot_rl.runtime.checkpoint import (
+    best_evaluation,
+    evaluation_score,
+    load_agent_from,
+    oldest_kept_counters,
+    resume_point,
+    save_best_policy,
+    save_checkpoint,
+)
 from robot_rl.runtime.learner.intake import Intake
 from robot_rl.runtime.learner.publisher import Publisher
 from robot_rl.runtime.learner.rate import UpdateRate
@@ -72,6 +80,8 @@ class Learner:
         self._started, self._eval_seconds = time.perf_counter(), 0.0
         self.last_metrics: dict[str, float] = {}
         self.last_eval: dict[str, float] = {}
+        kept = best_evaluation(self.run_dir) if resume else None  # a resumed run's best stays until beaten
+        self.best_score = evaluation_score(kept["evaluation"]) if kept else None
         self._eval_agent: Any = None  # the agent, with the base policy when it acts on one (first evaluation)
         self.finished = False
         self._stop_signal = 0
@@ -165,6 +175,10 @@ class Learner:
             self.last_eval = evaluate(self._eval_agent, self.eval_env, self.cfg.eval_episodes,
                                       seed=Seeds(self.cfg.seed).evaluation())
         self._eval_seconds += time.perf_counter() - t0
+        score = evaluation_score(self.last_eval)
+        if self.cfg.keep_best and (self.best_score is None or score >= self.best_score):
+            save_best_policy(self.run_dir, self.agent, self.last_eval, self.counters.env_steps)
+            self.best_score = score
         row = {f"eval/{k}": v for k, v in self.last_eval.items()}
         row["eval/updates"] = self.counters.updates
         row["eval/learner_wall_s"] = time.perf_counter() - self._started  # since this learner process started
