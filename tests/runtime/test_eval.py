@@ -93,6 +93,13 @@ def test_the_best_evaluation_keeps_its_policy_and_eval_loads_it(tmp_path):
                            "1"], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "success_rate" in json.loads(proc.stdout)
+    from robot_rl.runtime.learner.loop import Learner
+
+    resumed = Learner(cfg, run, resume=True)  # a resume competes with the best kept, not from scratch
+    try:
+        assert resumed.best_score == evaluation_score(best["evaluation"])
+    finally:
+        resumed.close(unlink=True)
 
 
 def test_an_evaluation_is_scored_by_success_then_return() -> None:
