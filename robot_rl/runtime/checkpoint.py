@@ -29,6 +29,7 @@ from robot_rl.utils.log import get_logger
 from robot_rl.utils.manifest import write_manifest
 from robot_rl.utils.run_dir import (  # noqa: F401  (re-exported: tests, benchmarks)
     BEST,
+    BEST_OLD,
     NoCompleteCheckpoint,
     checkpoint_folders,
     has_checkpoint,
@@ -90,18 +91,23 @@ def evaluation_score(evaluation: dict[str, float]) -> tuple[float, float]:
 
 
 def best_evaluation(run_dir: str | Path) -> dict[str, Any] | None:
-    """What ``<run>/best/eval.json`` says (env steps, evaluation), or None when the run has kept no best policy."""
-    try:
-        return json.loads((Path(run_dir) / BEST / "eval.json").read_text())
-    except (OSError, ValueError):
-        return None
+    """What ``<run>/best/eval.json`` says (env steps, evaluation), or None when the run has kept no best policy
+    (after a crash while a new best was swapped in: what the previous one says)."""
+    for folder in (BEST, BEST_OLD):
+        try:
+            return json.loads((Path(run_dir) / folder / "eval.json").read_text())
+        except (OSError, ValueError):
+            continue
+    return None
 
 
 def save_best_policy(run_dir: str | Path, agent: Agent, evaluation: dict[str, float], env_steps: int) -> Path:
     """``agent``'s policy weights as the run's best (``<run>/best/``: ``policy.safetensors`` and ``eval.json``),
     built under a temporary name and swapped in, so a crash leaves the previous best whole."""
     root = Path(run_dir)
-    final, tmp, old = root / BEST, root / f".{BEST}.tmp{os.getpid()}", root / f".{BEST}.old"
+    final, tmp, old = root / BEST, root / f".{BEST}.tmp{os.getpid()}", root / BEST_OLD
+    if old.is_dir() and not final.exists():  # a crash between the two renames: the previous best goes back
+        os.replace(old, final)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     save_file(agent.policy_state(), str(tmp / "policy.safetensors"))

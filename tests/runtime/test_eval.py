@@ -109,3 +109,31 @@ def test_an_evaluation_is_scored_by_success_then_return() -> None:
         {"success_rate": 0.4, "return_mean": 9.0})
     assert evaluation_score({"success_rate": float("nan"), "return_mean": 2.0}) > evaluation_score(
         {"success_rate": float("nan"), "return_mean": 1.0})  # a task without a success check: its return
+
+
+def test_a_crash_while_a_new_best_is_swapped_in_keeps_the_previous_best(tmp_path) -> None:
+    """Between moving the old best aside and renaming the new one in, a crash leaves ``.best.old`` alone: it is
+    still loaded, and the next save puts it back before replacing it."""
+    import os
+
+    import torch
+    from safetensors.torch import load_file
+
+    from robot_rl.runtime.checkpoint import best_evaluation, save_best_policy
+    from robot_rl.utils.run_dir import BEST, BEST_OLD, policy_file
+
+    class Policy:
+        def __init__(self, value: float) -> None:
+            self.value = value
+
+        def policy_state(self) -> dict[str, torch.Tensor]:
+            return {"w": torch.full((2,), self.value)}
+
+    save_best_policy(tmp_path, Policy(1.0), {"success_rate": 0.5}, 100)
+    os.replace(tmp_path / BEST, tmp_path / BEST_OLD)  # the crash: the old best moved aside, no new one yet
+    assert load_file(str(policy_file(tmp_path, "best")))["w"][0] == 1.0
+    assert best_evaluation(tmp_path)["env_steps"] == 100  # what a resume competes with
+    save_best_policy(tmp_path, Policy(2.0), {"success_rate": 0.9}, 200)
+    assert load_file(str(policy_file(tmp_path, "best")))["w"][0] == 2.0
+    assert not (tmp_path / BEST_OLD).exists() and json.loads((tmp_path / BEST / "eval.json").read_text())[
+        "env_steps"] == 200
