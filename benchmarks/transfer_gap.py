@@ -122,7 +122,7 @@ def main() -> None:
     runs = {n: r for n, r in runs.items() if n not in drives}
     sizes = {name: image_size(run) for name, run in runs.items()}
     groups = {size: [n for n in runs if sizes[n] == size] for size in sorted(set(sizes.values()))}
-    policies = {name: None if args.policy == "latest" else str(policy_file(run, "best")) for name, run in runs.items()}
+    policies = {name: str(policy_file(run, args.policy)) for name, run in runs.items()}
     result: dict = {"runs": {name: {"run_dir": run, "policy": args.policy,
                                     "pure_sim": policy_success(run, None, args.episodes, policy_file=policies[name]),
                                     "training_sim": training_sim(run, args.episodes, policies[name])}

@@ -17,6 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
 from robot_rl.agents.base import Agent
@@ -29,7 +30,6 @@ from robot_rl.utils.log import get_logger
 from robot_rl.utils.manifest import write_manifest
 from robot_rl.utils.run_dir import (  # noqa: F401  (re-exported: tests, benchmarks)
     BEST,
-    BEST_OLD,
     NoCompleteCheckpoint,
     checkpoint_folders,
     has_checkpoint,
@@ -91,35 +91,24 @@ def evaluation_score(evaluation: dict[str, float]) -> tuple[float, float]:
 
 
 def best_evaluation(run_dir: str | Path) -> dict[str, Any] | None:
-    """What ``<run>/best/eval.json`` says (env steps, evaluation), or None when the run has kept no best policy
-    (after a crash while a new best was swapped in: what the previous one says)."""
-    for folder in (BEST, BEST_OLD):
-        try:
-            return json.loads((Path(run_dir) / folder / "eval.json").read_text())
-        except (OSError, ValueError):
-            continue
-    return None
+    """The env steps and evaluation of the run's best policy (``<run>/best/policy.safetensors``'s metadata), or
+    None when the run has kept none."""
+    try:
+        with safe_open(str(Path(run_dir) / BEST / "policy.safetensors"), "pt") as f:
+            meta = f.metadata() or {}
+        return {"env_steps": int(meta["env_steps"]), "evaluation": json.loads(meta["evaluation"])}
+    except (OSError, ValueError, KeyError, SafetensorError):
+        return None
 
 
 def save_best_policy(run_dir: str | Path, agent: Agent, evaluation: dict[str, float], env_steps: int) -> Path:
-    """``agent``'s policy weights as the run's best (``<run>/best/``: ``policy.safetensors`` and ``eval.json``),
-    built under a temporary name and swapped in, so a crash leaves the previous best whole."""
-    root = Path(run_dir)
-    final, tmp, old = root / BEST, root / f".{BEST}.tmp{os.getpid()}", root / BEST_OLD
-    if old.is_dir() and not final.exists():  # a crash between the two renames: the previous best goes back
-        os.replace(old, final)
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    save_file(agent.policy_state(), str(tmp / "policy.safetensors"))
-    atomic_write(tmp / "eval.json", lambda f: f.write_text(json.dumps({"env_steps": env_steps,
-                                                                       "evaluation": evaluation}, indent=2)))
-    fsync_tree(tmp)
-    shutil.rmtree(old, ignore_errors=True)
-    if final.exists():
-        os.replace(final, old)
-    os.replace(tmp, final)
-    shutil.rmtree(old, ignore_errors=True)
-    return final
+    """``agent``'s policy weights as the run's best, that evaluation and its env steps in the file's metadata: one
+    file, written atomically, so a crash leaves the previous best whole."""
+    path = Path(run_dir) / BEST / "policy.safetensors"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    meta = {"env_steps": str(env_steps), "evaluation": json.dumps(evaluation)}
+    atomic_write(path, lambda f: save_file(agent.policy_state(), str(f), metadata=meta))
+    return path
 
 
 def oldest_kept_counters(run_dir: str | Path) -> dict[str, Any] | None:

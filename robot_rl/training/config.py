@@ -183,8 +183,9 @@ class TrainConfig:
     are deleted, the last ``checkpoint_keep`` kept), to evaluate the policy at earlier marks again."""
     keep_best: bool = True
     """Keep the policy of the best evaluation so far (highest success rate, then mean return; the later of equals)
-    in ``<run>/best/``: a policy that degrades late in training leaves the best one behind (``robot-rl eval RUN
-    --policy best``). A robot's learner does not evaluate, so keeps none."""
+    in ``<run>/best/policy.safetensors``, that evaluation in its metadata: a policy that degrades late in training
+    leaves the best one behind (``robot-rl eval RUN --policy best``). A robot's learner does not evaluate, so keeps
+    none."""
     log_every: int = 250
     """Write training scalars every this many env steps."""
     progress: bool = True

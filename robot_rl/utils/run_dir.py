@@ -1,8 +1,8 @@
 """Where a run folder keeps its checkpoints: ``<run>/checkpoints/<env steps>/`` (each with a manifest, written last)
-and ``<run>/checkpoints/latest`` naming the newest (written by robot_rl.runtime.checkpoint); ``<run>/best/`` holds
-the policy of its best evaluation so far (``policy.safetensors``, ``eval.json``). Plain path functions,
-so anything that reads a run folder (evaluation, dataset export, policy export, distillation) finds an intact
-checkpoint without importing the training runtime."""
+and ``<run>/checkpoints/latest`` naming the newest (written by robot_rl.runtime.checkpoint);
+``<run>/best/policy.safetensors`` holds the policy of its best evaluation so far (that evaluation in the file's
+metadata). Plain path functions, so anything that reads a run folder (evaluation, dataset export, policy export,
+distillation) finds an intact checkpoint without importing the training runtime."""
 
 from __future__ import annotations
 
@@ -66,8 +66,6 @@ def _unverified(folder: Path) -> str | None:
 
 BEST = "best"
 """The run's sub-folder with the policy of its best evaluation so far (the learner's ``keep_best``)."""
-BEST_OLD = ".best.old"
-"""The previous best while a new one is swapped in: what a crash between the two renames leaves."""
 POLICIES = ("latest", "best")
 """Which of a run's policies to load: the newest intact checkpoint's, or the best evaluation's."""
 
@@ -80,8 +78,6 @@ def policy_file(run_dir: str | Path, which: str = "latest") -> Path:
     if which != "best":
         raise ValueError(f"policy: {which!r} is not one of {', '.join(POLICIES)}")
     path = Path(run_dir) / BEST / "policy.safetensors"
-    if not path.is_file():  # a crash while a new best was swapped in: the previous one
-        path = Path(run_dir) / BEST_OLD / "policy.safetensors"
     if not path.is_file():
         raise FileNotFoundError(f"no best policy in {run_dir}: the learner keeps one at each evaluation "
                                 f"(keep_best); a robot's learner does not evaluate")

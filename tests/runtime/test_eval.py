@@ -10,6 +10,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from robot_rl.config import replace
 from robot_rl.runtime.supervisor import train
@@ -66,7 +67,7 @@ def test_the_best_evaluation_keeps_its_policy_and_eval_loads_it(tmp_path):
     evaluates them."""
     from safetensors.torch import load_file
 
-    from robot_rl.runtime.checkpoint import evaluation_score
+    from robot_rl.runtime.checkpoint import best_evaluation, evaluation_score
     from robot_rl.utils.run_dir import policy_file
 
     # 450 steps: the last evaluation is the end's, right before the final checkpoint (at 400, the end would
@@ -82,7 +83,7 @@ def test_the_best_evaluation_keeps_its_policy_and_eval_loads_it(tmp_path):
     evals = [(r["step"], {k[5:]: v for k, v in r.items() if k.startswith("eval/")}) for r in rows
              if "eval/return_mean" in r]
     assert len(evals) >= 5, evals
-    best = json.loads((run / "best" / "eval.json").read_text())
+    best = best_evaluation(run)
     scores = [evaluation_score(e) for _, e in evals]
     expected = max(range(len(evals)), key=lambda i: (scores[i], i))  # the best, the later of equals
     assert best["env_steps"] == evals[expected][0], (best, evals)
@@ -111,29 +112,34 @@ def test_an_evaluation_is_scored_by_success_then_return() -> None:
         {"success_rate": float("nan"), "return_mean": 1.0})  # a task without a success check: its return
 
 
-def test_a_crash_while_a_new_best_is_swapped_in_keeps_the_previous_best(tmp_path) -> None:
-    """Between moving the old best aside and renaming the new one in, a crash leaves ``.best.old`` alone: it is
-    still loaded, and the next save puts it back before replacing it."""
-    import os
+def test_a_best_policy_that_fails_to_save_leaves_the_previous_best(tmp_path) -> None:
+    """A save that fails half-way through writing (the file-size limit reached, as on a full disk) leaves the
+    previous best policy and its evaluation, and no temporary file."""
+    import resource
+    import signal
 
     import torch
     from safetensors.torch import load_file
 
     from robot_rl.runtime.checkpoint import best_evaluation, save_best_policy
-    from robot_rl.utils.run_dir import BEST, BEST_OLD, policy_file
+    from robot_rl.utils.run_dir import BEST, policy_file
 
     class Policy:
-        def __init__(self, value: float) -> None:
-            self.value = value
+        def __init__(self, size: int) -> None:
+            self.size = size
 
         def policy_state(self) -> dict[str, torch.Tensor]:
-            return {"w": torch.full((2,), self.value)}
+            return {"w": torch.ones(self.size)}
 
-    save_best_policy(tmp_path, Policy(1.0), {"success_rate": 0.5}, 100)
-    os.replace(tmp_path / BEST, tmp_path / BEST_OLD)  # the crash: the old best moved aside, no new one yet
-    assert load_file(str(policy_file(tmp_path, "best")))["w"][0] == 1.0
-    assert best_evaluation(tmp_path)["env_steps"] == 100  # what a resume competes with
-    save_best_policy(tmp_path, Policy(2.0), {"success_rate": 0.9}, 200)
-    assert load_file(str(policy_file(tmp_path, "best")))["w"][0] == 2.0
-    assert not (tmp_path / BEST_OLD).exists() and json.loads((tmp_path / BEST / "eval.json").read_text())[
-        "env_steps"] == 200
+    save_best_policy(tmp_path, Policy(4), {"success_rate": 0.5}, 100)
+    limits, handler = resource.getrlimit(resource.RLIMIT_FSIZE), signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, limits[1]))  # writes past 100 kB fail with EFBIG
+    try:
+        with pytest.raises(OSError):
+            save_best_policy(tmp_path, Policy(1_000_000), {"success_rate": 0.9}, 200)  # 4 MB
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, handler)
+    assert load_file(str(policy_file(tmp_path, "best")))["w"].shape == (4,)
+    assert best_evaluation(tmp_path) == {"env_steps": 100, "evaluation": {"success_rate": 0.5}}
+    assert [p.name for p in (tmp_path / BEST).iterdir()] == ["policy.safetensors"]
