@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_rl.datasets.bag_demos import topic_series
+from robot_rl.datasets.bag_demos import one_bag, topic_series
 from robot_rl.robots.car_profile import CarProfile
 
 
@@ -49,9 +49,7 @@ def read_car_bag(folder: str | Path, profile: CarProfile) -> CarLog:
     """The car traffic of ``profile``'s command and odometry topics in the bag at ``folder``."""
     from rosbags.highlevel import AnyReader  # optional: data
 
-    folder = Path(folder)
-    if not folder.exists():
-        raise ValueError(f"calibrate-car: no bag at {folder}")
+    folder = one_bag(folder, "calibrate-car")
     with AnyReader([folder]) as reader:
         command_t, commands = topic_series(reader, profile.command.topic)
         odom_t, odoms = topic_series(reader, profile.odom.topic)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from robot_rl.datasets.bag_demos import image_from_msg, topic_series
+from robot_rl.datasets.bag_demos import image_from_msg, one_bag, topic_series
 from robot_rl.robots.profile import ArmProfile
 
 
@@ -59,9 +59,7 @@ def read_bag(folder: str | Path, profile: ArmProfile) -> DriverLog:
     if profile.command.interface != "joint_position":
         raise ValueError(f"calibrate: profile {profile.name} commands {profile.command.interface}; calibration "
                          "replays joint position commands (a joint_position profile of the same arm)")
-    folder = Path(folder)
-    if not folder.exists():
-        raise ValueError(f"calibrate: no bag at {folder}")
+    folder = one_bag(folder, "calibrate")
     names = list(profile.joint_states.names)
     fingers = list(profile.gripper.joints)
     with AnyReader([folder]) as reader:
@@ -99,7 +97,7 @@ def read_images(folder: str | Path, topic: str) -> list[tuple[float, float, np.n
     """The bag's frames on ``topic`` (``sensor_msgs/Image``) as (header stamp s, logged s, uint8 RGB image)."""
     from rosbags.highlevel import AnyReader  # optional: data
 
-    with AnyReader([Path(folder)]) as reader:
+    with AnyReader([one_bag(folder, "calibrate")]) as reader:
         times, msgs = topic_series(reader, topic)
         return [(m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec, t * 1e-9, image_from_msg(m))
                 for t, m in zip(times, msgs, strict=True)]

@@ -41,6 +41,23 @@ def topic_series(reader: Any, topic: str) -> tuple[np.ndarray, list[Any]]:
     return np.array([t for t, _ in items], np.int64), [m for _, m in items]
 
 
+def one_bag(folder: str | Path, command: str) -> Path:
+    """The rosbag2 bag at ``folder``: the folder itself when it holds a ``metadata.yaml``, or its only bag one level
+    down (``robot-rl record-excitation --out log`` writes ``log/episode_000000``, and a person passes ``log``)."""
+    folder = Path(folder)
+    if (folder / "metadata.yaml").is_file():
+        return folder
+    if not folder.is_dir():
+        raise ValueError(f"{command}: no bag at {folder}")
+    inner = sorted(p.parent for p in folder.glob("*/metadata.yaml"))
+    if len(inner) == 1:
+        return inner[0]
+    if inner:
+        raise ValueError(f"{command}: {folder} holds {len(inner)} bags ({', '.join(p.name for p in inner[:4])}); "
+                         "pass one of them")
+    raise ValueError(f"{command}: {folder} is not a rosbag2 bag (no metadata.yaml in it or in a folder inside it)")
+
+
 def _before(times: np.ndarray, t: int) -> int:
     """The newest message logged at or before ``t``; the first one when none was (the recorder may log the state
     an env stepped from a moment after the command it sent on it)."""

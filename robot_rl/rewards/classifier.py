@@ -193,6 +193,16 @@ class TrainResult:
     """Frames per split."""
     best_epoch: int
 
+    def constant(self) -> str | None:
+        """``"success"`` or ``"failure"`` when the classifier says that for every held-out frame (validation and
+        test), whatever they show: as a reward it would end every episode at its first step, or never."""
+        held = [self.metrics[s] for s in ("val", "test") if self.metrics[s]["frames"]]
+        if held and all(m["tn"] + m["fn"] == 0 for m in held):
+            return "success"
+        if held and all(m["tp"] + m["fp"] == 0 for m in held):
+            return "failure"
+        return None
+
 
 def train_classifier(data: FrameSet | Sequence[FrameSet], cfg: RewardClassifierConfig | None = None,
                      progress: bool = False) -> TrainResult:

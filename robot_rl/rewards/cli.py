@@ -213,3 +213,8 @@ def _print_report(result: TrainResult, out: Path) -> None:
     print("test near = held-out frames within 3 steps of a label change (the hard cases)")
     print(json.dumps({"classifier": str(out), "threshold": round(result.threshold, 4),
                       "test": {k: round(v, 4) for k, v in result.metrics["test"].items()}}))
+    if (says := result.constant()) is not None:
+        ends = "at its first step" if says == "success" else "never (by the classifier)"
+        log.warning(f"the classifier says {says} for every held-out frame: as the reward it ends every episode "
+                    f"{ends}. Record more frames, in more episodes with both outcomes (each episode's frames stay "
+                    "in one split), or train more epochs (--epochs)")

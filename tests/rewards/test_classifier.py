@@ -158,3 +158,18 @@ def test_command_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv
     assert main([*argv, "--out", str(tmp_path / "out"), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_a_classifier_that_says_one_thing_for_every_frame_is_flagged(tmp_path: Path, caplog) -> None:
+    """Frames that show nothing of the outcome (all alike): the classifier can only say the same for every one, as
+    a robot day's too few frames made it (every training episode then ended at its first step); train-reward says
+    so. A classifier that learned is not flagged."""
+    blank = synthetic()
+    blank.pixels["front"][:] = 0
+    assert train_classifier(blank, small_cfg()).constant() in ("success", "failure")
+    assert train_classifier(synthetic(), small_cfg(epochs=8, lr=3e-3)).constant() is None
+    write_frames(tmp_path / "blank.zarr", blank)
+    with caplog.at_level("WARNING"):
+        assert main(["train-reward", str(tmp_path / "blank.zarr"), "--epochs", "2", "--threads", "1", "--out",
+                     str(tmp_path / "clf"), "--no-progress"]) == 0
+    assert "for every held-out frame" in caplog.text, caplog.text
