@@ -79,7 +79,9 @@ def evaluate(run: Path, base: str, profile: str, episodes: int, stop_at: float |
     out = []
     try:
         for steps, policy in marks:
-            ok = policy_successes(base if policy is None else str(run), episodes, env, policy_file=policy)
+            # sim_kwargs {}: the state sim only sizes the agent (a robot run's own env kwargs are the robot's)
+            ok = policy_successes(base if policy is None else str(run), episodes, env, sim_kwargs={},
+                                  policy_file=policy)
             out.append({"robot_steps": steps, "success": float(ok.mean())})
             print(run.name, out[-1], flush=True)
             if stop_at is not None and ok.mean() >= stop_at:
@@ -99,7 +101,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=20)
     parser.add_argument("--demos", nargs="*", default=[], help="demo datasets (zarr) in every batch of both runs")
     parser.add_argument("--finetune-flags", default="", help="more robot-rl train flags for the fine-tuning run, "
-                        "e.g. '--learning-starts 1000 --agent.actor-lr 3e-5'")
+                        "e.g. '--agent.critic-warmup-updates 500' or '--agent.actor-lr 3e-5'")
     parser.add_argument("--domain", type=int, default=213)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()

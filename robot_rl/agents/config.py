@@ -166,4 +166,14 @@ class SACConfig(ActorCriticConfig):
     encoder, HL-Gauss, bf16 and compile always use autograd."""
     compile: bool = False
     """torch.compile the update step; see benchmarks/learner_speed.py before enabling."""
+    critic_warmup_updates: int = 0
+    """Learner updates at the start of training that train only the critics (the actor and the temperature wait).
+    Counted again from the start when the agent is initialised from another run (``init_from``): the policy trained
+    there acts unchanged while the critics learn what its actions lead to here (the robot after the sim), before the
+    actor follows them. 0: off."""
+
+    def validate(self) -> None:
+        """Raises ValueError naming the offending field."""
+        super().validate()
+        self.require([(self.critic_warmup_updates >= 0, "critic_warmup_updates must be >= 0")])
 

@@ -49,6 +49,7 @@ class SACAgent(ActorCriticAgent):
         # the hand-derived CPU path (manual_grad.py): the same maths as losses(), kept equal to it by tests
         manual = cfg.manual_grad if cfg.manual_grad is not None else self.device.type == "cpu"
         self._manual = ManualSACStep(self) if manual and not cfg.compile and supports(self) else None
+        self.critic_warmup_left = cfg.critic_warmup_updates
 
     def make_actor(self, init: torch.Generator) -> torch.nn.Module:
         with keep_global_rng():
@@ -68,8 +69,27 @@ class SACAgent(ActorCriticAgent):
         return action[0] if single else action
 
     # ---------------------------------------------------------------- learning
+    def actor_trains(self) -> bool:
+        """After the critic warm-up (``critic_warmup_updates``)."""
+        return self.critic_warmup_left <= 0
+
     def after_update(self) -> dict[str, float]:
-        return {**super().after_update(), "alpha": self.alpha}
+        out = {**super().after_update(), "alpha": self.alpha}
+        if self.critic_warmup_left > 0:
+            self.critic_warmup_left -= 1
+            out["critic_warmup_left"] = float(self.critic_warmup_left)
+        return out
+
+    def initialised_from_another_run(self) -> None:
+        """``init_from`` loaded another run's agent: its critic warm-up starts again (the critics meet a new env)."""
+        self.critic_warmup_left = self.cfg.critic_warmup_updates
+
+    def learned_state(self) -> dict[str, Any]:
+        return {**super().learned_state(), "critic_warmup_left": self.critic_warmup_left}
+
+    def load_learned_state(self, state: Mapping[str, Any]) -> None:
+        super().load_learned_state(state)
+        self.critic_warmup_left = int(state.get("critic_warmup_left", 0))  # (absent: saved before it existed)
 
     def train_step(self, mb: Batch, update_actor: bool) -> Metrics:
         if self._manual is None:

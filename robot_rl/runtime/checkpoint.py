@@ -159,6 +159,8 @@ def load_agent_from(run_dir: str | Path, agent: Agent) -> Path:
     except (RuntimeError, KeyError, ValueError) as exc:  # another agent, other sizes: the state does not fit
         raise ValueError(f"init_from: {path} holds another agent than this run builds (agent and observation "
                          f"settings must match): {str(exc).splitlines()[0][:300]}") from None
+    if hasattr(agent, "initialised_from_another_run"):  # optional: what an agent counts per run starts again
+        agent.initialised_from_another_run()
     log.info("agent initialised from %s", path)
     return path
 

@@ -346,3 +346,27 @@ def losses_at(agent: SACAgent, tb, alpha, members, update_actor: bool):
     with torch.no_grad():
         agent.log_alpha.fill_(math.log(float(alpha)) if float(alpha) > 0 else -math.inf)
     return agent.losses(tb, members, update_actor)
+
+
+def test_critic_warmup_trains_only_the_critics_then_the_actor_and_starts_again_after_init_from(tmp_path):
+    """``critic_warmup_updates``: the actor and the temperature wait while the critics learn (a sim policy on a robot
+    keeps acting as it did); a checkpoint resumes the count; ``init_from`` (another run's agent) starts it again."""
+    agent = SACAgent(ObsSpec(D), A, small(critic_warmup_updates=2, utd=2))
+    actor, alpha = [p.clone() for p in agent.actor.parameters()], agent.alpha
+    critic = [p.clone() for p in agent.critic.net.parameters()]
+    metrics = agent.update(batch(utd=2, seed=1))
+    assert metrics["critic_warmup_left"] == 1
+    save_state(tmp_path / "agent.safetensors", agent.state_dict())
+    agent.update(batch(utd=2, seed=2))
+    assert all(torch.equal(a, b) for a, b in zip(actor, agent.actor.parameters())) and agent.alpha == alpha
+    assert any(not torch.equal(a, b) for a, b in zip(critic, agent.critic.net.parameters()))
+    assert "critic_warmup_left" not in agent.update(batch(utd=2, seed=3))  # the third update trains the actor
+    assert any(not torch.equal(a, b) for a, b in zip(actor, agent.actor.parameters())) and agent.alpha != alpha
+
+    resumed = SACAgent(ObsSpec(D), A, small(critic_warmup_updates=2, utd=2))
+    resumed.load_state_dict(load_state(tmp_path / "agent.safetensors"))
+    assert resumed.critic_warmup_left == 1  # a resume goes on with the warm-up where it was
+    resumed.initialised_from_another_run()
+    assert resumed.critic_warmup_left == 2  # init_from: the critics meet a new env
+    with pytest.raises(ValueError, match="critic_warmup_updates"):
+        small(critic_warmup_updates=-1).validate()

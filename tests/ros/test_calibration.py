@@ -34,8 +34,10 @@ def test_calibration_finds_a_hidden_reality_profile_from_40_s_of_log(graph, tmp_
     assert all(c in (0, -2) for c in codes.values()), codes
     out = tmp_path / "calibration"
     done = subprocess.run([*CLI, "calibrate", "--bag", bag, "--profile", str(profile), "--out", str(out),
-                           "--fit.fit-seconds", "40",
-                           "--fit.iterations", "10", "--fit.population", "10"], capture_output=True, text=True,
+                           "--fit.fit-seconds", "40", "--fit.iterations", "10", "--fit.population", "10",
+                           # the polish again from +-1 ms of latency only (3 polishes, not 7): on a CI run's log
+                           # the same result as the default's +-1-3 ms, in 92 s of fit instead of 163 s
+                           "--fit.latency-restarts", "1"], capture_output=True, text=True,
                           timeout=420)
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads((out / "calibration.json").read_text())

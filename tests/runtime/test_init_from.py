@@ -26,7 +26,7 @@ def sim_run(tmp_path_factory) -> str:
 @pytest.mark.timeout(300)
 def test_a_run_starts_from_another_runs_agent_and_acts_without_random_warm_up(sim_run, tmp_path) -> None:
     trained = load_state(latest_checkpoint(sim_run) / "agent.safetensors")
-    cfg = small_config(tmp_path / "robot", init_from=sim_run, random_steps=-1)
+    cfg = small_config(tmp_path / "robot", init_from=sim_run, random_steps=-1, **{"agent.critic_warmup_updates": 7})
     assert cfg.warmup_steps(drives_hardware=False) == 0  # a trained policy acts from the first step
     (tmp_path / "robot" / "t").mkdir(parents=True)
     learner = Learner(cfg, tmp_path / "robot" / "t")
@@ -42,6 +42,7 @@ def test_a_run_starts_from_another_runs_agent_and_acts_without_random_warm_up(si
         finally:
             fresh.close(unlink=True)
         assert learner.replay.partitions["online"].size == 0 and learner.counters.env_steps == 0
+        assert learner.agent.critic_warmup_left == 7  # the critics meet this run's env first
     finally:
         learner.close(unlink=True)
 
