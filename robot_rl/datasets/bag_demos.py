@@ -41,15 +41,22 @@ def topic_series(reader: Any, topic: str) -> tuple[np.ndarray, list[Any]]:
     return np.array([t for t, _ in items], np.int64), [m for _, m in items]
 
 
-def one_bag(folder: str | Path, command: str) -> Path:
-    """The rosbag2 bag at ``folder``: the folder itself when it holds a ``metadata.yaml``, or its only bag one level
-    down (``robot-rl record-excitation --out log`` writes ``log/episode_000000``, and a person passes ``log``)."""
+def bags_in(folder: str | Path) -> list[Path]:
+    """The rosbag2 bags at ``folder``: the folder itself when it holds a ``metadata.yaml``, else the bags one level
+    down, in name order (none: an empty list)."""
     folder = Path(folder)
     if (folder / "metadata.yaml").is_file():
-        return folder
+        return [folder]
+    return sorted(p.parent for p in folder.glob("*/metadata.yaml"))
+
+
+def one_bag(folder: str | Path, command: str) -> Path:
+    """The one rosbag2 bag at ``folder`` (:func:`bags_in`): ``robot-rl record-excitation --out log`` writes
+    ``log/episode_000000``, and a person passes either."""
+    folder = Path(folder)
     if not folder.is_dir():
         raise ValueError(f"{command}: no bag at {folder}")
-    inner = sorted(p.parent for p in folder.glob("*/metadata.yaml"))
+    inner = bags_in(folder)
     if len(inner) == 1:
         return inner[0]
     if inner:
@@ -175,10 +182,8 @@ def bag_episodes(folder: str | Path, limits: ArmLimits | None = None, object_sta
     if index.is_file():
         lines = [json.loads(x) for x in index.read_text().splitlines() if x.strip()]
         bags = [(folder / e["bag"], e) for e in lines if not e.get("aborted")]
-    elif (folder / "metadata.yaml").is_file():
-        bags = [(folder, {})]
     else:
-        bags = [(p.parent, {}) for p in sorted(folder.glob("*/metadata.yaml"))]
+        bags = [(p, {}) for p in bags_in(folder)]
     if not bags:
         raise FileNotFoundError(f"no rosbag2 bags under {folder}")
 
