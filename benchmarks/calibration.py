@@ -64,7 +64,8 @@ def calibrate_against(reality: str, args: argparse.Namespace, folder: Path) -> d
     profile = folder / "arm_with_camera.yaml"
     profile.write_text(yaml.safe_dump({"extends": args.profile, "cameras": [
         {"name": "front", "source": "ros", "topic": "/camera/color/image_raw"},
-        {"name": "wrist", "source": "ros", "topic": "/wrist_camera/color/image_raw"}]}))
+        {"name": "wrist", "source": "ros", "topic": "/wrist_camera/color/image_raw"}],
+        "joint_states": {"effort": args.efforts}}))
     env = dict(os.environ, ROS_DOMAIN_ID=str(args.domain), ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     os.environ.update(ROS_DOMAIN_ID=env["ROS_DOMAIN_ID"], ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST")
     driver = subprocess.Popen([sys.executable, "-c", "import sys; from robot_rl_sim.ros_arm_driver import main; "
@@ -96,6 +97,9 @@ def main() -> None:
     p.add_argument("--population", type=int, default=10)
     p.add_argument("--image-size", type=int, default=128, help="the camera's frames (pixels square)")
     p.add_argument("--domain", type=int, default=91)
+    p.add_argument("--efforts", choices=("motor_torque", "none"), default="motor_torque",
+                   help="the profile's joint_states.effort: the rehearsal driver's efforts are its motors' torques "
+                        "(friction read off them); none: friction fitted with the latency and bandwidth")
     p.add_argument("--no-response", dest="response", action="store_false",
                    help="skip robot-rl record-response (the training sim's stiffness and delay then come from the "
                         "joint fit's estimate)")
@@ -103,7 +107,8 @@ def main() -> None:
     p.add_argument("--keep", default=None, help="folder to keep the logs and calibrations in (default: a temporary "
                                                  "folder, removed)")
     args = p.parse_args()
-    figures: dict = {"realities": {}, "setup": {"seconds": args.seconds, "fit_seconds": args.fit_seconds}}
+    figures: dict = {"realities": {}, "setup": {"seconds": args.seconds, "fit_seconds": args.fit_seconds,
+                                                "efforts": args.efforts}}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = args.keep or tmp
         Path(tmp).mkdir(parents=True, exist_ok=True)

@@ -11,7 +11,11 @@ Why several polishes: along the valley the error is pitted at the scale of a phy
 command's first step moves as its due time crosses a step), and a polish stays in the pit it starts in. On a
 ``typical`` log, CMA-ES's best (latency 17.4 ms, viscous friction 0.43, 0.28 mrad) polished to itself; the same
 point 1 ms earlier polished to 16.7 ms, 0.20 (the hidden 0.2) at 0.18 mrad. So the polish starts again from its
-result shifted by whole half physics steps of latency, each way, and the least error wins."""
+result shifted by whole half physics steps of latency, each way, and the least error wins.
+
+With the motors' efforts in the log (the profile's ``joint_states.effort: motor_torque``) there is no valley: the
+friction is read off the efforts first (:mod:`robot_rl.calibration.friction`), and CMA-ES and the polish fit the
+latency and bandwidth only."""
 
 from __future__ import annotations
 
@@ -24,8 +28,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from robot_rl.calibration.friction import friction_from_efforts
 from robot_rl.calibration.log import DriverLog, opening_speed
-from robot_rl.calibration.replay import ArmReplay, Dynamics
+from robot_rl.calibration.replay import MOVING, ArmReplay, Dynamics
 from robot_rl.utils.log import get_logger
 
 logger = get_logger(__name__)
@@ -93,6 +98,8 @@ class Calibration:
     """s of log the dynamics were fitted on."""
     history: list[float] = field(default_factory=list)
     """The best RMS error after each generation."""
+    friction_from: str = "replay"
+    """Where the friction was fitted: ``efforts`` (the motors' torques) or ``replay`` (with latency and bandwidth)."""
 
     def reality(self) -> dict[str, float]:
         """As a reality profile's fields (:class:`robot_rl_sim.reality.RealityProfile`)."""
@@ -108,6 +115,7 @@ class Calibration:
     def summary(self) -> dict:
         return {**self.reality(), "rms_before_rad": self.rms_before, "rms_after_rad": self.rms_after,
                 "evaluations": self.evaluations, "fit_seconds": round(self.seconds, 1),
+                "friction_from": self.friction_from,
                 "dynamics": asdict(self.dynamics)}
 
 
@@ -144,25 +152,23 @@ def joint_noise(log: DriverLog) -> float:
     return float(math.sqrt(np.median(variances)))
 
 
-def _unit_to_dynamics(u: np.ndarray) -> Dynamics:
+def _unit_to_dynamics(u: np.ndarray, friction: tuple[float, float] | None = None) -> Dynamics:
+    """The dynamics at ``u`` in the unit box: latency, bandwidth and, unless ``friction`` (Coulomb, viscous) is
+    given, the two frictions."""
     u = np.clip(u, 0.0, 1.0)
     (l0, l1), (b0, b1), (c0, c1), (v0, v1) = BOUNDS.values()
+    coulomb, viscous = friction if friction is not None else (c0 + u[2] * (c1 - c0), v0 + u[3] * (v1 - v0))
     return Dynamics(command_latency=float(l0 + u[0] * (l1 - l0)),
                     bandwidth_scale=float(math.exp(math.log(b0) + u[1] * (math.log(b1) - math.log(b0)))),
-                    coulomb_friction=float(c0 + u[2] * (c1 - c0)), viscous_friction=float(v0 + u[3] * (v1 - v0)))
+                    coulomb_friction=float(coulomb), viscous_friction=float(viscous))
 
 
-def _dynamics_to_unit(d: Dynamics) -> np.ndarray:
+def _dynamics_to_unit(d: Dynamics, friction: tuple[float, float] | None = None) -> np.ndarray:
     (l0, l1), (b0, b1), (c0, c1), (v0, v1) = BOUNDS.values()
-    return np.array([(d.command_latency - l0) / (l1 - l0),
-                     (math.log(d.bandwidth_scale) - math.log(b0)) / (math.log(b1) - math.log(b0)),
-                     (d.coulomb_friction - c0) / (c1 - c0), (d.viscous_friction - v0) / (v1 - v0)])
-
-
-MOVING = 0.05
-"""rad/s: joint samples slower than this are left out of the fit: where friction holds a joint, the position it
-stops at within its dead band (up to friction / stiffness, mrad on light joints) hangs on the slightest difference,
-which makes the error rugged for the search; while the joint moves, friction slows it by its own amount."""
+    u = np.array([(d.command_latency - l0) / (l1 - l0),
+                  (math.log(d.bandwidth_scale) - math.log(b0)) / (math.log(b1) - math.log(b0)),
+                  (d.coulomb_friction - c0) / (c1 - c0), (d.viscous_friction - v0) / (v1 - v0)])
+    return u[:2] if friction is not None else u
 
 
 def residuals(replay: ArmReplay, log: DriverLog, dyn: Dynamics) -> np.ndarray:
@@ -175,28 +181,30 @@ def rms(replay: ArmReplay, log: DriverLog, dyn: Dynamics) -> float:
     return float(np.sqrt(np.mean(residuals(replay, log, dyn) ** 2)))
 
 
-_JOB: tuple[ArmReplay, DriverLog] | None = None  # a worker's replay and log (inherited through fork)
+_JOB: tuple[ArmReplay, DriverLog, tuple[float, float] | None] | None = None
+"""A worker's replay, log and fixed friction (inherited through fork)."""
 
 
 def _rms_of(u: np.ndarray) -> float:
-    replay, part = _JOB
-    return rms(replay, part, _unit_to_dynamics(np.asarray(u)))
+    replay, part, friction = _JOB
+    return rms(replay, part, _unit_to_dynamics(np.asarray(u), friction))
 
 
 def _residuals_of(u: np.ndarray) -> np.ndarray:
-    replay, part = _JOB
-    return residuals(replay, part, _unit_to_dynamics(np.asarray(u))).astype(np.float32)  # half the bytes back
+    replay, part, friction = _JOB
+    return residuals(replay, part, _unit_to_dynamics(np.asarray(u), friction)).astype(np.float32)  # half the bytes back
 
 
 class _Evaluator:
     """Replays a generation's candidates, on ``workers`` forked processes when more than one."""
 
-    def __init__(self, replay: ArmReplay, part: DriverLog, workers: int) -> None:
-        self.replay, self.part, self.workers, self.pool = replay, part, workers, None
+    def __init__(self, replay: ArmReplay, part: DriverLog, workers: int,
+                 friction: tuple[float, float] | None = None) -> None:
+        self.replay, self.part, self.workers, self.friction, self.pool = replay, part, workers, friction, None
 
     def __enter__(self) -> _Evaluator:
         global _JOB
-        _JOB = (self.replay, self.part)
+        _JOB = (self.replay, self.part, self.friction)
         if self.workers > 1:
             self.pool = multiprocessing.get_context("fork").Pool(self.workers)
         return self
@@ -267,8 +275,9 @@ def _polishes(x: np.ndarray, evaluator: _Evaluator, cfg: FitConfig, dt: float, e
     return best, best_error, evaluations
 
 
-def fit(log: DriverLog, cfg: FitConfig, replay: ArmReplay | None = None) -> Calibration:
-    """See the module docstring."""
+def fit(log: DriverLog, cfg: FitConfig, replay: ArmReplay | None = None, efforts: bool = False) -> Calibration:
+    """See the module docstring. ``efforts``: the log's joint efforts are the motors' torques; friction is then read
+    off them (:mod:`robot_rl.calibration.friction`) and CMA-ES fits the latency and bandwidth only."""
     import cma  # deferred: only calibration needs it
 
     cfg.validate()
@@ -276,13 +285,18 @@ def fit(log: DriverLog, cfg: FitConfig, replay: ArmReplay | None = None) -> Cali
     replay = replay or ArmReplay()
     part = log.window(0.0, cfg.fit_seconds)
     before = rms(replay, part, Dynamics())
+    measured = friction_from_efforts(part, replay) if efforts else None
+    fixed = (measured.coulomb, measured.viscous) if measured else None
+    if measured:
+        logger.info(f"calibrate: friction from {measured.samples} steps of the efforts: Coulomb {measured.coulomb:.3f} "
+                    f"N m, viscous {measured.viscous:.3f} N m s/rad (velocity RMS {1e3 * measured.rms:.2f} mrad/s)")
     options = {"bounds": [0.0, 1.0], "popsize": cfg.population, "seed": cfg.seed + 1, "verbose": -9,
                "maxiter": cfg.iterations}
-    es = cma.CMAEvolutionStrategy(_dynamics_to_unit(Dynamics(0.01, 1.0, 0.1, 0.1)), cfg.sigma, options)
+    es = cma.CMAEvolutionStrategy(_dynamics_to_unit(Dynamics(0.01, 1.0, 0.1, 0.1), fixed), cfg.sigma, options)
     history: list[float] = []
     evaluations = 0
     workers = cfg.workers or min(os.cpu_count() or 1, cfg.population)
-    with _Evaluator(replay, part, workers) as evaluator:
+    with _Evaluator(replay, part, workers, fixed) as evaluator:
         while not es.stop():
             candidates = es.ask()
             es.tell(candidates, evaluator.map(_rms_of, candidates))
@@ -294,9 +308,10 @@ def fit(log: DriverLog, cfg: FitConfig, replay: ArmReplay | None = None) -> Cali
         if cfg.polish_iterations:
             x, error, evaluations = _polishes(x, evaluator, cfg, replay.dt, evaluations, started)
             history.append(error)
-    best = _unit_to_dynamics(x)
+    best = _unit_to_dynamics(x, fixed)
     speed = opening_speed(log.state_stamp, log.opening, log.gripper_t) if len(log.gripper_t) else 0.0
     return Calibration(dynamics=best, state_latency=state_latency(log), joint_noise=joint_noise(log),
                        gripper_speed=speed, sim_gripper_speed=replay.gripper_speed() if speed else 0.0,
                        rms_before=before, rms_after=error, evaluations=evaluations,
-                       seconds=time.monotonic() - started, window=part.seconds, history=history)
+                       seconds=time.monotonic() - started, window=part.seconds, history=history,
+                       friction_from="efforts" if measured else "replay")

@@ -59,7 +59,7 @@ def calibrate(cfg: CalibrateConfig) -> dict:
     profile = load_profile(cfg.profile, "arm")
     log = read_bag(cfg.bag, profile)
     replay = ArmReplay(cfg.task)
-    result = fit(log, cfg.fit, replay)
+    result = fit(log, cfg.fit, replay, efforts=profile.joint_states.effort == "motor_torque")
     cameras = [got for cam in profile.cameras if (got := fit_logged_camera(cfg, log, cam.name, cam.topic))]
     response = None
     if cfg.response:

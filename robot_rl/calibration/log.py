@@ -29,6 +29,8 @@ class DriverLog:
     """[M, J] arm joint positions."""
     state_qd: np.ndarray
     """[M, J] arm joint velocities."""
+    state_effort: np.ndarray
+    """[M, J] arm joint efforts (NaN where a state has none)."""
     opening: np.ndarray
     """[M] the gripper's opening (m: the fingers' positions summed; NaN where the state has no fingers)."""
     gripper_t: np.ndarray
@@ -47,7 +49,8 @@ class DriverLog:
         c = (self.command_t >= t0 + start - 1.0) & (self.command_t < t0 + end)
         g = (self.gripper_t >= t0 + start - 1.0) & (self.gripper_t < t0 + end)
         return DriverLog(self.command_t[c], self.command_q[c], self.state_stamp[s], self.state_t[s], self.state_q[s],
-                         self.state_qd[s], self.opening[s], self.gripper_t[g], self.gripper_opening[g])
+                         self.state_qd[s], self.state_effort[s], self.opening[s], self.gripper_t[g],
+                         self.gripper_opening[g])
 
 
 def read_bag(folder: str | Path, profile: ArmProfile) -> DriverLog:
@@ -80,7 +83,9 @@ def read_bag(folder: str | Path, profile: ArmProfile) -> DriverLog:
                    if fingers and all(f in index for f in fingers) else np.nan)
         stamp = msg.header.stamp.sec + 1e-9 * msg.header.stamp.nanosec
         rows.append((stamp, t * 1e-9, np.asarray(msg.position, np.float64)[arm],
-                     np.asarray(msg.velocity, np.float64)[arm] if len(msg.velocity) else np.zeros(len(arm)), opening))
+                     np.asarray(msg.velocity, np.float64)[arm] if len(msg.velocity) else np.zeros(len(arm)), opening,
+                     np.asarray(msg.effort, np.float64)[arm] if len(msg.effort) == len(msg.name)
+                     else np.full(len(arm), np.nan)))
     if len(rows) < 100:
         raise ValueError(f"calibrate: the joint states in {folder} do not name the profile's joints {names}")
     rows.sort(key=lambda r: r[0])
@@ -88,6 +93,7 @@ def read_bag(folder: str | Path, profile: ArmProfile) -> DriverLog:
         command_t=command_t * 1e-9, command_q=np.array([np.asarray(m.data, np.float64) for m in commands]),
         state_stamp=np.array([r[0] for r in rows]), state_t=np.array([r[1] for r in rows]),
         state_q=np.array([r[2] for r in rows]), state_qd=np.array([r[3] for r in rows]),
+        state_effort=np.array([r[5] for r in rows]),
         opening=np.array([r[4] for r in rows], np.float64),
         gripper_t=grip_t * 1e-9,
         gripper_opening=np.array([2.0 * float(np.mean(m.data)) for m in grips]))  # each finger: half

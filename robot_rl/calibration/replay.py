@@ -4,6 +4,8 @@ loop), with the parameters calibration fits: how late commands act, the loop's b
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import mujoco
@@ -16,6 +18,11 @@ from robot_rl_sim.driver_emulation import ForwardPositionEmulation, JointTracker
 
 NOMINAL_OMEGA = 50.0
 """rad/s: the emulated driver's joint loop bandwidth (``joint_omega``), which ``bandwidth_scale`` scales."""
+
+MOVING = 0.05
+"""rad/s: joint samples slower than this are left out of the fit: where friction holds a joint, the position it
+stops at within its dead band (up to friction / stiffness, mrad on light joints) hangs on the slightest difference,
+which makes the error rugged for the search; while the joint moves, friction slows it by its own amount."""
 
 
 @dataclass(frozen=True)
@@ -48,16 +55,23 @@ class ArmReplay:
     def run(self, log: DriverLog, dyn: Dynamics) -> np.ndarray:
         """The arm's joint positions [M, 7] at the log's joint state stamps, from its first state (position and
         velocity), each logged command applied ``dyn.command_latency`` after it was logged."""
-        env, m = self.env, self.env.model
-        d = mujoco.MjData(m)
-        d.qpos[:] = env.data.qpos
+        d = mujoco.MjData(self.env.model)
+        d.qpos[:] = self.env.data.qpos
         d.qpos[self.qpos] = log.state_q[0]
         d.qvel[self.arm_dofs] = log.state_qd[0]
-        m.dof_frictionloss[self.arm_dofs] = self.nominal_friction + dyn.coulomb_friction
-        m.dof_damping[self.arm_dofs] = self.nominal_damping + dyn.viscous_friction
-        try:
+        with self.friction(dyn.coulomb_friction, dyn.viscous_friction):
             return self._replay(log, dyn, d)
-        finally:  # the model is the nominal one again, whatever happened
+
+    @contextmanager
+    def friction(self, coulomb: float, viscous: float) -> Iterator[None]:
+        """The model with ``coulomb`` N m of dry friction and ``viscous`` N m s/rad of damping added to every arm
+        joint; the nominal one again afterwards, whatever happened."""
+        m = self.env.model
+        m.dof_frictionloss[self.arm_dofs] = self.nominal_friction + coulomb
+        m.dof_damping[self.arm_dofs] = self.nominal_damping + viscous
+        try:
+            yield
+        finally:
             m.dof_frictionloss[self.arm_dofs] = self.nominal_friction
             m.dof_damping[self.arm_dofs] = self.nominal_damping
 

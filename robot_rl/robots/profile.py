@@ -34,6 +34,11 @@ GRIPPER_INTERFACES = ("action", "parallel_action", "forward", "none")
 ``control_msgs/action/ParallelGripperCommand`` server (ros2_controllers' parallel_gripper_controller: the position of
 its one joint in ``command.position[0]``, ``max_effort`` in ``command.effort[0]``), a forward position controller
 (``Float64MultiArray``) or none."""
+JOINT_EFFORTS = ("none", "motor_torque")
+"""What the ``effort`` of the driver's joint states is, for calibration: ``motor_torque`` is the torque (N m) each
+joint's motor applies, the part friction takes included (a ros2_control hardware interface whose effort state is the
+motor's commanded or measured torque); ``none`` for anything else: no effort, a torque measured after the gearbox (a
+Franka's ``tau_J``), a motor current in A (a UR's)."""
 SUCCESS_SOURCES = ("topic", "key", "teleop", "classifier", "none")
 """Where success comes from: a ``std_msgs/Bool`` topic, a key press (Enter on the terminal), the teleop device's
 success button, the learned reward classifier (``env.reward``), or nowhere."""
@@ -47,6 +52,10 @@ class JointStateSource:
     """``sensor_msgs/JointState`` topic (joint_state_broadcaster's)."""
     names: tuple[str, ...] = ()
     """Arm joints, in the order the commands use (7 for a Franka, 6 for a UR)."""
+    effort: str = "none"
+    """What the joint states' ``effort`` is (``JOINT_EFFORTS``): with ``motor_torque``, ``robot-rl calibrate`` reads
+    the joints' friction off the efforts (one physics step from each logged state), which joint positions alone
+    tell apart from the latency and the joint loop's bandwidth only roughly."""
 
 
 @dataclass
@@ -185,6 +194,7 @@ class ArmProfile:
         _check_choice("command.interface", self.command.interface, ARM_INTERFACES)
         _check_choice("gripper.interface", self.gripper.interface, GRIPPER_INTERFACES)
         _check_choice("success.source", self.success.source, SUCCESS_SOURCES)
+        _check_choice("joint_states.effort", self.joint_states.effort, JOINT_EFFORTS)
         self.limits.validate()
         if not self.joint_states.names:
             raise ConfigError("joint_states.names: list the arm's joints (in command order)")
