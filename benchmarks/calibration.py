@@ -108,7 +108,7 @@ def main() -> None:
                                                  "folder, removed)")
     args = p.parse_args()
     figures: dict = {"realities": {}, "setup": {"seconds": args.seconds, "fit_seconds": args.fit_seconds,
-                                                "efforts": args.efforts}}
+                                                "efforts": args.efforts, "image_size": args.image_size}}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = args.keep or tmp
         Path(tmp).mkdir(parents=True, exist_ok=True)
@@ -131,7 +131,8 @@ def tables(figures: dict) -> list[Table]:
     for reality, found in figures["realities"].items():
         truth = load_reality(reality)
         table = Table(f"Reality profile {reality}: hidden in the driver, found from {setup['seconds']:.0f} s of log "
-                      f"(dynamics fitted on {setup['fit_seconds']:.0f} s, {found['evaluations']} replays, "
+                      f"and {setup.get('image_size', 128)}-pixel frames (dynamics fitted on "
+                      f"{setup['fit_seconds']:.0f} s, {found['evaluations']} replays, "
                       f"{found['wall_s']:.0f} s in all)", ["parameter", "hidden", "found", "error"], echo=False)
         for key, label in FIELDS:
             if key in found and not key.startswith(("camera_", "brightness")):
