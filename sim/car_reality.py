@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from robot_rl_sim.reality import BUNDLED, bundled_realities, check_numbers, read_reality
 
 CAR_BUNDLED = BUNDLED / "car"
@@ -92,3 +94,14 @@ class DrivetrainLags:
         """One physics step towards the commanded ``v``, ``w``: the driven (speed, yaw rate)."""
         v_now = self.speed.step(v)
         return v_now, self.yaw_rate.step(w) + self.trim * v_now
+
+    def series(self, v: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`step` over a whole series of commanded twists, one per physics step, from rest (the calibration's
+        replay: its commands do not depend on the car's state). The lags are left as they were."""
+        from scipy.signal import lfilter  # deferred: only the calibration's replay runs whole series
+
+        def lag(f: FirstOrderLag, x: np.ndarray) -> np.ndarray:  # y[k] = y[k-1] + alpha (x[k] - y[k-1]), y[-1] = 0
+            return lfilter([f.alpha], [1.0, f.alpha - 1.0], np.asarray(x, np.float64))
+
+        v_now = lag(self.speed, v)
+        return v_now, lag(self.yaw_rate, w) + self.trim * v_now

@@ -76,6 +76,15 @@ def record_car_excitation(cfg: CarExcitationConfig) -> dict:
         env.reset()
         recorder = BagRecorder(link.node, {profile.command.topic: Command, profile.odom.topic: Odometry}, cfg.out)
         recorder.start_episode()
+        # the car stands still until the recorder hears the driver's commands: its subscription to the safety
+        # node's publisher can take seconds to match on a loaded machine, and a log whose first seconds of driving
+        # lack their commands replays a car that moved by itself
+        deadline = time.monotonic() + cfg.connect_timeout
+        while not all(recorder.heard(t) for t in (profile.command.topic, profile.odom.topic)):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"record-car-excitation: no commands on {profile.command.topic} or no odometry on "
+                                   f"{profile.odom.topic} reached the recorder within {cfg.connect_timeout:.0f} s")
+            env.step(np.zeros(2, np.float32))
         lim = profile.limits
         start = time.monotonic()
         while (t := time.monotonic() - start) < cfg.seconds:

@@ -73,6 +73,9 @@ class CarFitConfig:
     """s without a command after which the replayed car's wheels stop, as the driver's watchdog does."""
     seed: int = 0
     """CMA-ES seed."""
+    searches: int = 2
+    """First drivetrain searches, each from its own seed; the one whose result's replay errs least goes on (on one
+    30 s log a single search ended with its error 0.013 or 0.019, the command latency 1 or 8 ms off, by its seed)."""
     grip_steps: int = 25
     """Floor grips tried, evenly spaced over ``GRIP``."""
     refine_iterations: int = 10
@@ -83,9 +86,10 @@ class CarFitConfig:
     def validate(self) -> None:
         if (self.fit_seconds <= 0 or self.segment <= 0 or self.iterations < 1 or self.population < 4
                 or not 0 < self.sigma <= 0.5 or self.command_timeout <= 0 or self.grip_steps < 3
-                or self.refine_iterations < 0):
+                or self.refine_iterations < 0 or self.searches < 1):
             raise ValueError("calibrate-car: fit_seconds, segment and command_timeout must be > 0, iterations >= 1, "
-                             "population >= 4, sigma in (0, 0.5], grip_steps >= 3, refine_iterations >= 0")
+                             "population >= 4, sigma in (0, 0.5], grip_steps >= 3, refine_iterations >= 0, "
+                             "searches >= 1")
 
 
 @dataclass
@@ -167,34 +171,48 @@ class CarReplay:
         set_floor_grip(m, dt.floor_friction)
         d = mujoco.MjData(m)
         d.qpos[:] = env.data.qpos
-        due = log.command_t + dt.command_latency
+        times, left, right = self.wheel_targets(log, dt)
+        done_by = np.searchsorted(times, log.odom_stamp, side="left")  # physics steps before each stamp
+        a, b = env.wheel_ctrl
         out = np.zeros((len(log.odom_stamp), 2))
-        lags = DrivetrainLags(dt.speed_time_constant, dt.yaw_rate_time_constant, dt.trim_curvature, self.dt)
-        t, anchor = log.odom_stamp[0], -math.inf
+        step, anchor = 0, -math.inf
         for k, stamp in enumerate(log.odom_stamp):
             if stamp - anchor >= self.segment:
                 self._place(d, log.pose[k])
                 anchor = stamp
-            while t < stamp:
-                i = int(np.searchsorted(due, t, side="right")) - 1
-                v_cmd, w_cmd = self._held(log, due, i, t)
-                j = int(np.searchsorted(due, t + self.dt, side="right")) - 1
-                if j > i:  # a command lands within this step: its share of it (the error stays smooth in latency)
-                    share = (t + self.dt - due[j]) / self.dt
-                    v_next, w_next = self._held(log, due, j, t + self.dt)
-                    v_cmd, w_cmd = v_cmd + share * (v_next - v_cmd), w_cmd + share * (w_next - w_cmd)
-                d.ctrl[env.wheel_ctrl[0]], d.ctrl[env.wheel_ctrl[1]] = (
-                    float(u) for u in twist_to_wheel_speeds(*lags.step(v_cmd, w_cmd), env.drive))
+            for s in range(step, int(done_by[k])):
+                d.ctrl[a], d.ctrl[b] = left[s], right[s]
                 mujoco.mj_step(m, d)
-                t += self.dt
+            step = max(step, int(done_by[k]))
             out[k] = self._motion(d)[::2]
         return out
 
-    def _held(self, log: CarLog, due: np.ndarray, i: int, t: float) -> tuple[float, float]:
-        """The logged command ``i`` at time ``t``: zero before the first one and once the watchdog's timeout ran."""
-        if i < 0 or t - due[i] > self.timeout:
-            return 0.0, 0.0
-        return float(log.command[i, 0]), float(log.command[i, 1])
+    def wheel_targets(self, log: CarLog, dt: Drivetrain) -> tuple[np.ndarray, list[float], list[float]]:
+        """The replay's physics step times from the log's first odometry stamp, and the wheel speed targets at each:
+        the logged commands held from their due time (logged + the command latency) until the next, or zero once
+        the watchdog's timeout ran; a command landing within a step takes its share of it (the error stays smooth
+        in latency); then the drivetrain's lags and trim. None of it depends on the car's state, so it is computed
+        for the whole log at once."""
+        t0, last = float(log.odom_stamp[0]), float(log.odom_stamp[-1])
+        times = t0 + self.dt * np.arange(int(math.ceil((last - t0) / self.dt)) + 1)
+        due = log.command_t + dt.command_latency
+        v, w = self._held(log, due, times)
+        landing = np.searchsorted(due, times + self.dt, side="right") - 1
+        lands = landing > np.searchsorted(due, times, side="right") - 1
+        share = np.where(lands, (times + self.dt - due[np.maximum(landing, 0)]) / self.dt, 0.0)
+        v_next, w_next = self._held(log, due, times + self.dt)
+        v, w = v + share * (v_next - v), w + share * (w_next - w)
+        lags = DrivetrainLags(dt.speed_time_constant, dt.yaw_rate_time_constant, dt.trim_curvature, self.dt)
+        left, right = twist_to_wheel_speeds(*lags.series(v, w), self.env.drive)
+        return times, left.tolist(), right.tolist()
+
+    def _held(self, log: CarLog, due: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The logged command in force at each time ``t``: zero before the first one and once the watchdog's timeout
+        ran."""
+        i = np.searchsorted(due, t, side="right") - 1
+        live = (i >= 0) & (t - due[np.maximum(i, 0)] <= self.timeout)
+        cmd = np.where(live[:, None], log.command[np.maximum(i, 0)], 0.0)
+        return cmd[:, 0], cmd[:, 1]
 
     def _motion(self, d: mujoco.MjData) -> tuple[float, float, float]:
         """(forward, lateral speed, yaw rate) in the car's frame."""
@@ -285,8 +303,13 @@ def fit_car(log: CarLog, cfg: CarFitConfig, replay: CarReplay | None = None) -> 
     gain = odometry_gain_error(log)
     before = replay.error(part, Drivetrain(), gain)
     history: list[float] = []
-    found, evaluations = _search(replay, part, gain, Drivetrain(0.05, 0.1, 0.1, 0.0), cfg.sigma, cfg.iterations, cfg,
-                                 history)
+    evaluations, tried = 0, []
+    for k in range(cfg.searches):
+        result, n = _search(replay, part, gain, Drivetrain(0.05, 0.1, 0.1, 0.0), cfg.sigma, cfg.iterations,
+                            cfg, history)  # its own seed: history's length
+        tried.append((replay.error(part, result, gain), k, result))
+        evaluations += n + 1
+    found = min(tried)[2]
     found = replace(found, floor_friction=fit_grip(replay, part, found, gain, cfg.grip_steps))
     evaluations += cfg.grip_steps
     if cfg.refine_iterations:

@@ -225,6 +225,10 @@ class BagRecorder:
             self._subs.append(node.create_subscription(Image, topic, lambda m, t=topic: self._compress(t, m),
                                                        qos or IMAGE_DEPTH))
 
+    def heard(self, topic: str) -> bool:
+        """Whether a message on ``topic`` (as given to the recorder) has arrived: its subscription is matched."""
+        return topic in self._heard
+
     def _on(self, topic: str, type_name: str, data: bytes, t_ns: int | None = None) -> None:
         if topic not in self._heard:
             self._heard.add(topic)

@@ -1,14 +1,22 @@
 """Car reality profiles (robot_rl_sim.car_reality): the bundled cars load, say where every value comes from, and grow
-harder from mild to hard; a bad profile fails naming what is wrong; the drivetrain lag is a first-order lag."""
+harder from mild to hard; a bad profile fails naming what is wrong; the drivetrain lag is a first-order lag, the same
+stepped or over a whole series."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import fields
 
+import numpy as np
 import pytest
 
-from robot_rl_sim.car_reality import CarRealityProfile, FirstOrderLag, bundled_car_realities, load_car_reality
+from robot_rl_sim.car_reality import (
+    CarRealityProfile,
+    DrivetrainLags,
+    FirstOrderLag,
+    bundled_car_realities,
+    load_car_reality,
+)
 
 NUMBERS = [f.name for f in fields(CarRealityProfile) if f.name not in ("name", "sources")]
 
@@ -58,3 +66,15 @@ def test_the_lag_reaches_63_percent_after_one_time_constant_and_zero_is_no_lag()
         y = lag.step(1.0)
     assert y == pytest.approx(1.0 - math.exp(-1.0), abs=1e-9)
     assert FirstOrderLag(0.0, dt).step(0.7) == 0.7
+
+
+@pytest.mark.parametrize("taus", [(0.15, 0.158), (0.0, 0.3)])
+def test_a_whole_series_of_commands_is_driven_as_step_by_step(taus) -> None:
+    """The calibration's replay drives a log's commands through the lags at once (``series``); the emulated car and
+    the Drive task step them: the same law."""
+    rng = np.random.default_rng(0)
+    v, w = rng.uniform(-2, 2, 500), rng.uniform(-3, 3, 500)
+    stepped = DrivetrainLags(*taus, 0.14, 0.005)
+    expected = np.array([stepped.step(a, b) for a, b in zip(v, w, strict=True)])
+    got = DrivetrainLags(*taus, 0.14, 0.005).series(v, w)
+    assert np.allclose(np.stack(got, axis=1), expected, atol=1e-12)
