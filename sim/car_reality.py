@@ -95,13 +95,15 @@ class DrivetrainLags:
         v_now = self.speed.step(v)
         return v_now, self.yaw_rate.step(w) + self.trim * v_now
 
-    def series(self, v: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`step` over a whole series of commanded twists, one per physics step, from rest (the calibration's
-        replay: its commands do not depend on the car's state). The lags are left as they were."""
+    def series(self, v: np.ndarray, w: np.ndarray, start: tuple[float, float] = (0.0, 0.0)
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`step` over a whole series of commanded twists, one per physics step (the calibration's replay: its
+        commands do not depend on the car's state), from the driven (speed, yaw rate) ``start`` (default: at rest).
+        The lags are left as they were."""
         from scipy.signal import lfilter  # deferred: only the calibration's replay runs whole series
 
-        def lag(f: FirstOrderLag, x: np.ndarray) -> np.ndarray:  # y[k] = y[k-1] + alpha (x[k] - y[k-1]), y[-1] = 0
-            return lfilter([f.alpha], [1.0, f.alpha - 1.0], np.asarray(x, np.float64))
+        def lag(f: FirstOrderLag, x: np.ndarray, y0: float) -> np.ndarray:  # y[k] = y[k-1] + alpha (x[k] - y[k-1])
+            return lfilter([f.alpha], [1.0, f.alpha - 1.0], np.asarray(x, np.float64), zi=[(1.0 - f.alpha) * y0])[0]
 
-        v_now = lag(self.speed, v)
-        return v_now, lag(self.yaw_rate, w) + self.trim * v_now
+        v_now = lag(self.speed, v, start[0])
+        return v_now, lag(self.yaw_rate, w, start[1] - self.trim * start[0]) + self.trim * v_now

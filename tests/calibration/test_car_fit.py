@@ -76,3 +76,16 @@ def test_the_car_fit_finds_the_drivetrain_that_made_the_log() -> None:
     assert kwargs["action_latency_steps"] == 2  # 50 + 30 ms: 1.6 steps at 20 Hz
     lo, hi = kwargs["speed_lag"]
     assert lo < TRUE.speed_time_constant < hi
+
+
+def test_the_grip_is_read_at_the_knee_of_a_noisy_scan() -> None:
+    """A scan like a ROS log's: the log error rising 2.8 per unit of grip below the car's 0.74 and 0.1 above it,
+    with 3 % of chaos on every point; the knee is read within 0.03 whatever the noise, from every point of the
+    scan."""
+    from robot_rl.calibration.car_fit import GRIP, grip_knee
+
+    grips = np.linspace(*GRIP, 25)
+    for seed in range(10):
+        noise = np.random.default_rng(seed).normal(0.0, 0.03, grips.size)
+        errors = 0.013 * np.exp(2.8 * np.maximum(0.0, 0.74 - grips) + 0.1 * np.maximum(0.0, grips - 0.74) + noise)
+        assert abs(grip_knee(grips, errors) - 0.74) < 0.03, seed

@@ -78,3 +78,7 @@ def test_a_whole_series_of_commands_is_driven_as_step_by_step(taus) -> None:
     expected = np.array([stepped.step(a, b) for a, b in zip(v, w, strict=True)])
     got = DrivetrainLags(*taus, 0.14, 0.005).series(v, w)
     assert np.allclose(np.stack(got, axis=1), expected, atol=1e-12)
+    # from a car already moving (a log's window that starts mid-drive): the stepped lags' state, continued
+    more = np.array([stepped.step(a, b) for a, b in zip(w, v, strict=True)])
+    got = DrivetrainLags(*taus, 0.14, 0.005).series(w, v, start=tuple(expected[-1]))
+    assert np.allclose(np.stack(got, axis=1), more, atol=1e-12)
