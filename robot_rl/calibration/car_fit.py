@@ -33,6 +33,10 @@ BOUNDS = {"command_latency": (0.0, 0.3), "speed_time_constant": (0.0, 0.6), "yaw
 0.3 s, 0.25 s and 0.24 1/m)."""
 GRIP = (0.3, 1.5)
 """The floor grips scanned (the bundled ``hard`` car's is 0.5)."""
+GRIP_TOLERANCE = 0.02
+"""A grip whose replay error is within this share of the best near the knee explains the log as well."""
+GRIP_REACH = 0.1
+"""How far above the scan's knee its best error is looked for."""
 
 
 @dataclass(frozen=True)
@@ -267,13 +271,17 @@ def _from_unit(u: np.ndarray) -> Drivetrain:
 
 
 def fit_grip(replay: CarReplay, log: CarLog, dt: Drivetrain, gain_error: float, steps: int) -> float:
-    """The floor grip at the knee of the replay's error over the grips scanned, the drivetrain ``dt`` held
-    (:func:`grip_knee`). The error falls as the grip rises to the car's and is flat above the grip at which the
-    wheels stop slipping: the least grip that explains the log sits at that knee (a car that never slipped in its
-    log gets about the grip it would need to)."""
+    """The least floor grip whose replay, with the drivetrain ``dt`` held, errs within ``GRIP_TOLERANCE`` of the
+    best near the knee (:func:`grip_knee`, up to ``GRIP_REACH`` above it), the scan's errors averaged with their
+    neighbours' (what chaos is left in each). The error falls as the grip rises to the car's and is flat above the
+    grip at which the wheels stop slipping (on a log the sim made: it rises again): the least grip that explains the
+    log sits at that knee (a car that never slipped in its log gets about the grip it would need to). The best
+    error is taken near the knee because far above it, on the flat, the best is only the luckiest."""
     grips = np.linspace(*GRIP, steps)
     errors = np.array([replay.error(log, replace(dt, floor_friction=float(g)), gain_error) for g in grips])
-    return grip_knee(grips, errors)
+    smooth = np.convolve(np.pad(errors, 1, mode="edge"), np.ones(3) / 3, mode="valid")
+    near = grips <= grip_knee(grips, errors) + GRIP_REACH + 1e-9
+    return float(grips[int(np.argmax(smooth <= smooth[near].min() * (1 + GRIP_TOLERANCE)))])
 
 
 def grip_knee(grips: np.ndarray, errors: np.ndarray) -> float:
