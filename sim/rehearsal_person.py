@@ -179,8 +179,8 @@ class RehearsalPerson:
 
     def watch_episode(self, proc: Any, take_over: bool, episode_s: float = 6.0) -> bool:
         """Watches one episode of the policy (training or evaluation) until the env's reset brings the arm home
-        again; with ``take_over``, steers the task's demonstration from 1 to 3.5 s after it began watching (an
-        intervention from the episode's first steps), then lets go. Returns whether the scene showed success."""
+        again; with ``take_over``, steers the task's demonstration for the first 3.5 s it watches (an intervention
+        from the episode's first steps), then lets go. Returns whether the scene showed success."""
         start, left, success = time.monotonic(), False, False
         while proc.poll() is None and time.monotonic() - start < episode_s + 8.0:
             seen = self.seen()
@@ -189,8 +189,9 @@ class RehearsalPerson:
             left |= away > 0.02
             if left and away < 0.01:
                 break
-            # from before the start countdown (1.5 s) ends: a reach's episode can be over within 0.5 s of it
-            if take_over and 1.0 < time.monotonic() - start < 3.5:
+            # from the moment it watches: whatever wait comes before the episode (nothing is recorded while the run
+            # waits), the stick is held as it starts; a reach's episode can be over within 0.5 s
+            if take_over and time.monotonic() - start < 3.5:
                 self.stick(*self.demo_action(seen))
                 self.busy_s += 0.05
             else:

@@ -335,12 +335,12 @@ def fit_car(log: CarLog, cfg: CarFitConfig, replay: CarReplay | None = None) -> 
     before = replay.error(part, Drivetrain(), gain)
     history: list[float] = []
     evaluations, tried = 0, []
-    for k in range(cfg.searches):
+    for _ in range(cfg.searches):  # each from its own seed (_search's: the history's length)
         result, n = _search(replay, part, gain, Drivetrain(0.05, 0.1, 0.1, 0.0), cfg.sigma, cfg.iterations,
-                            cfg, history)  # its own seed: history's length
-        tried.append((replay.error(part, result, gain), k, result))
+                            cfg, history)
+        tried.append((replay.error(part, result, gain), result))
         evaluations += n + 1
-    found = min(tried)[2]
+    found = min(tried, key=lambda t: t[0])[1]
     found = replace(found, floor_friction=fit_grip(replay, part, found, gain, cfg.grip_steps))
     evaluations += cfg.grip_steps
     if cfg.refine_iterations:
