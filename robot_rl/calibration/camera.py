@@ -128,6 +128,16 @@ def candidate_pose(xpos: np.ndarray, xmat: np.ndarray, x: np.ndarray) -> tuple[n
     return np.asarray(xpos, np.float64) + xmat @ x[:3], xmat @ turn
 
 
+def project(points: np.ndarray, pos: np.ndarray, mat: np.ndarray, fovy: float, size: int) -> np.ndarray:
+    """[N, 2] pixel coordinates (column, row; the image's top left is 0, 0) of world ``points`` [N, 3] in a square
+    ``size`` image from a camera at ``pos`` with orientation ``mat`` (3x3, MuJoCo's camera axes as columns: x right,
+    y up, looking along -z) and vertical field of view ``fovy`` (degrees)."""
+    local = (np.asarray(points, np.float64) - pos) @ np.asarray(mat, np.float64).reshape(3, 3)
+    focal = size / 2.0 / math.tan(math.radians(fovy) / 2.0)
+    depth = -local[:, 2]
+    return np.stack([size / 2.0 + focal * local[:, 0] / depth, size / 2.0 - focal * local[:, 1] / depth], axis=1)
+
+
 class CameraScene:
     """The sim task's scene rendering a camera from candidate poses and lenses, the arm as each frame shows it."""
 

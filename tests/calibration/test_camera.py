@@ -9,7 +9,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from robot_rl.calibration.camera import CameraFitConfig, CameraFrame, candidate_pose, fit_camera
+from robot_rl.calibration.camera import CameraFitConfig, CameraFrame, candidate_pose, fit_camera, project
 from robot_rl_sim import arm_tasks
 from robot_rl_sim.camera_error import camera_error, true_pose
 from robot_rl_sim.reality import load_reality
@@ -41,6 +41,22 @@ def test_candidate_pose_matches_the_reality_profiles_camera_error() -> None:
     x = np.r_[offset, 0.0, reality.camera_rotation_error, 0.0, 0.0]
     for got, want in zip(candidate_pose(xpos, xmat, x), true_pose(xpos, xmat, reality), strict=True):
         np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+def test_project_puts_the_cube_where_the_renderer_draws_it() -> None:
+    """``project`` and MuJoCo's renderer agree: the cube's centre falls on red pixels of the front camera's image, a
+    point beside it off them."""
+    env = arm_tasks.PickCubeEnv(image_size=0)
+    env.reset(seed=0)
+    m, d, cid = env.model, env.data, env.model.camera("front").id
+    image = env.render_camera("front", 128).astype(int)
+    cube = d.xpos[m.body("cube").id]
+    (u, v), (u2, v2) = project(np.stack([cube, cube + [0.0, 0.06, 0.0]]), d.cam_xpos[cid], d.cam_xmat[cid],
+                               float(m.cam_fovy[cid]), 128)
+    r, g, b = image[int(v), int(u)]
+    assert r > 100 and r > 2 * g and r > 2 * b, (u, v, image[int(v), int(u)])
+    r, g, b = image[int(v2), int(u2)]
+    assert not (r > 2 * g and r > 2 * b), (u2, v2, image[int(v2), int(u2)])
 
 
 @pytest.mark.timeout(240)

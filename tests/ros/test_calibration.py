@@ -19,6 +19,40 @@ pytestmark = pytest.mark.ros
 CLI = [sys.executable, "-m", "robot_rl.cli"]
 
 
+def arm_image_shift(bag: str, profile, camera: dict) -> tuple[float, float]:
+    """Pixels (at 128) by which the fitted camera, and the described one, see the arm's links, hand and fingers off
+    where the hidden ``typical`` camera sees them (those in its image), the worst over the bag's held frames."""
+    import mujoco
+
+    from robot_rl.calibration.camera import candidate_pose, held_frames, project
+    from robot_rl.calibration.log import read_bag, read_images
+    from robot_rl.robots.profile import load_profile
+    from robot_rl_sim import arm_tasks
+    from robot_rl_sim.camera_error import true_fovy, true_pose
+    from robot_rl_sim.reality import load_reality
+
+    reality, arm = load_reality("typical"), load_profile(str(profile), "arm")
+    frames = held_frames(read_images(bag, arm.cameras[0].topic), read_bag(bag, arm), 6)
+    env = arm_tasks.PickCubeEnv(image_size=0)
+    env.reset(seed=0)
+    m, d, cid = env.model, env.data, env.model.camera("front").id
+    fovy, links = float(m.cam_fovy[cid]), [m.body(f"link{k}").id for k in range(8)] + [
+        m.body(n).id for n in ("hand", "finger_left", "finger_right")]
+    fitted = np.r_[camera["position"], camera["rotation"], camera["focal_error"]]
+    worst = [0.0, 0.0]
+    for frame in frames:
+        d.qpos[env.arm_qpos] = frame.q
+        mujoco.mj_forward(m, d)
+        xpos, xmat = d.cam_xpos[cid].copy(), d.cam_xmat[cid].reshape(3, 3).copy()
+        seen = project(d.xpos[links], *true_pose(xpos, xmat, reality), true_fovy(fovy, reality.camera_focal_error),
+                       128)
+        shown = np.all((seen >= 0) & (seen < 128), axis=1)  # the parts in the image
+        for k, (pos, mat, lens) in enumerate([(*candidate_pose(xpos, xmat, fitted), fitted[6]), (xpos, xmat, 0.0)]):
+            at = project(d.xpos[links], pos, mat, true_fovy(fovy, lens), 128)
+            worst[k] = max(worst[k], float(np.abs(at - seen)[shown].max()))
+    return worst[0], worst[1]
+
+
 @pytest.mark.timeout(480)
 def test_calibration_finds_a_hidden_reality_profile_from_40_s_of_log(graph, tmp_path) -> None:
     from robot_rl.calibration.excite import ExcitationConfig, record_excitation
@@ -61,15 +95,18 @@ def test_calibration_finds_a_hidden_reality_profile_from_40_s_of_log(graph, tmp_
     for key in ("gripper_speed", "joint_noise", "tracking_bandwidth_scale", "joint_coulomb_friction",
                 "joint_viscous_friction", "camera_rotation_error", "brightness_change"):
         assert abs(found[key] / getattr(truth, key) - 1) <= 0.15, (key, found)
-    # the camera from its frames: its latency off their stamps (DDS and the recorder add a few ms); its offset and
-    # focal length only roughly, since at 128 pixels they trade (the camera's 1.7 mm along its axis, 0.6 m from the
-    # arm, moves the arm's image by about 0.1 pixel): 3.0-4.6 mm and 1.8-2.6 % seen for the hidden 3 mm and 2 %
+    # the camera from its frames: its latency off their stamps (DDS and the recorder add a few ms)
     assert abs(found["camera_latency"] - truth.camera_latency) < 0.01, found
-    for key in ("camera_position_error", "camera_focal_error"):
-        assert abs(found[key] / getattr(truth, key) - 1) <= 0.6, (key, found)
     assert found["rms_after_rad"] < found["rms_before_rad"] / 5, found  # the calibrated sim follows the robot
     camera = found["cameras"][0]
     assert camera["frames"] == 6 and camera["rms_after"] < camera["rms_before"] / 10, camera
+    # and where it is, as the images tell: the fitted camera sees the arm where the hidden one does, within a quarter
+    # pixel at every pose (the described camera: about 2.5). Its offset and focal length alone are not pinned at 128
+    # pixels: the 1.7 mm along its axis, 0.6 m from the arm, move the arm's image by about 0.1 pixel and trade with
+    # the lens (3.0-4.9 mm and 1.8-2.6 % seen for the hidden 3 mm and 2 %)
+    shift, described = arm_image_shift(bag, profile, camera)
+    print("the arm in the image, px off the hidden camera's: fitted", shift, "described", described)
+    assert shift < 0.25 and described > 2.0, (shift, described, camera)
     # what it wrote: a reality profile the driver loads, env kwargs around the fit, a report with its picture
     fitted = load_reality(str(out / "reality.yaml"))
     assert fitted.tracking_bandwidth_scale == found["tracking_bandwidth_scale"]
