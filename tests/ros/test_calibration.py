@@ -102,7 +102,7 @@ def test_calibration_finds_a_hidden_reality_profile_from_40_s_of_log(graph, tmp_
     assert camera["frames"] == 6 and camera["rms_after"] < camera["rms_before"] / 10, camera
     # and where it is, as the images tell: the fitted camera sees the arm where the hidden one does, within a quarter
     # pixel at every pose (the described camera: about 2.5). Its offset and focal length alone are not pinned at 128
-    # pixels: the 1.7 mm along its axis, 0.6 m from the arm, move the arm's image by about 0.1 pixel and trade with
+    # pixels: the 1.7 mm along its axis, 0.6 m from the arm, move the arm's image by 0.1-0.2 pixel and trade with
     # the lens (3.0-4.9 mm and 1.8-2.6 % seen for the hidden 3 mm and 2 %)
     shift, described = arm_image_shift(bag, profile, camera)
     print("the arm in the image, px off the hidden camera's: fitted", shift, "described", described)
