@@ -120,18 +120,26 @@ class CameraRig:
     def camera_stats(self) -> dict[str, CameraStats]:
         return {name: cam.stats for name, cam in self.cameras.items()}
 
-    def read(self) -> RigReading:
-        """The newest set of frames within the skew and staleness bounds (waits at most ``sync_timeout``)."""
+    def read(self, after: float | None = None, timeout: float | None = None) -> RigReading:
+        """The newest set of frames within the skew and staleness bounds (waits at most ``sync_timeout``).
+
+        ``after`` (``time.monotonic()`` seconds): only frames captured at or after it, as a reset's first observation
+        needs (a camera's frames arrive tens of ms after their capture: without it, the newest frame can still show
+        the scene before the reset). Waits for them at most ``timeout`` (default ``sync_timeout``), then raises
+        ``CameraError``: an episode never starts from a frame of before its reset."""
         cfg = self.cfg
-        deadline = time.monotonic() + cfg.sync_timeout
+        deadline = time.monotonic() + (cfg.sync_timeout if timeout is None else timeout)
         self._stats.reads += 1
         waited = False
         while True:
             latest = {name: cam.latest_stamp() for name, cam in self.cameras.items()}
-            missing = [name for name, t in latest.items() if t is None]
+            missing = [name for name, t in latest.items() if t is None or (after is not None and t < after)]
             if not missing:
                 ref_name = min(latest, key=lambda n: latest[n])  # type: ignore[arg-type, return-value]
                 picked = {name: cam.nearest(latest[ref_name]) for name, cam in self.cameras.items()}
+                if after is not None:  # the nearest of a camera's kept frames may be older: its newest is not
+                    picked = {name: p if p[1] >= after else cam.nearest(latest[name])  # type: ignore[index]
+                              for (name, p), cam in zip(picked.items(), self.cameras.values(), strict=True)}
                 stamps = {name: p[1] for name, p in picked.items()}  # type: ignore[index]
                 skew = max(stamps.values()) - min(stamps.values())
                 now = time.monotonic()
@@ -153,6 +161,11 @@ class CameraRig:
             lag = min(late, key=lambda n: -math.inf if latest[n] is None else latest[n])
             t = latest[lag]
             self.cameras[lag].wait_newer(-math.inf if t is None else t, left)
+        if after is not None and missing:
+            ages = {n: "no frame" if latest[n] is None else f"newest captured {after - latest[n]:.3f} s before"
+                    for n in missing}
+            raise CameraError(f"no frame from camera(s) {missing} captured after the requested time within "
+                              f"{cfg.sync_timeout if timeout is None else timeout} s: {ages}")
         self._stats.out_of_bound += 1
         late = sorted(set(late))
         for name in late:

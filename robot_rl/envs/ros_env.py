@@ -226,8 +226,11 @@ class RosArmEnv(gym.Env):
         self._pub_gripper.publish(self._Float64(data=float(opening)))
         self.publish_times.append(now)
 
-    def _observe(self, after: float) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The synchronised observation from messages stamped at or after ``after`` (wall clock)."""
+    def _observe(self, after: float, frames_after: float | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The synchronised observation from messages stamped at or after ``after`` (the node's clock).
+        ``frames_after`` (``time.monotonic()``): the rig's frames too, captured then or later (a reset's first
+        observation: a camera's newest frame, tens of ms old, may still show the scene before the reset, which a
+        real robot's slow reset hides and an instant one does not)."""
         ref = self.sources.reference()
         if not self.link.streams[ref].wait_newer(after, self.cfg.obs_timeout, than=self._obs_stamp):
             raise RobotUnavailable(f"no fresh {ref} within {self.cfg.obs_timeout} s (robot graph stalled?)")
@@ -250,7 +253,7 @@ class RosArmEnv(gym.Env):
         if self.rig is not None:
             # The rig waits (up to its sync_timeout) for a set within its skew and staleness bounds and counts
             # the late cameras; its stamps are monotonic, the state's are wall clock.
-            reading = self.rig.read()
+            reading = self.rig.read(after=frames_after, timeout=None if frames_after is None else self.cfg.obs_timeout)
             obs["pixels"] = reading.pixels
             state_t = wall_to_monotonic(snap[ref][0])
             info["obs_skew"] = max(skew, *(abs(t - state_t) for t in reading.stamps.values()))
@@ -285,7 +288,7 @@ class RosArmEnv(gym.Env):
             self._episode_outcome = {"success": False, "terminated": False, "truncated": False}
         self._tick = self.clock.now()  # the first observation is stamped after this: its messages are in the bag
         self._obs_stamp = -math.inf  # a restarted driver's clock (sim time) may start again below the last stamp
-        obs, info = self._observe(self._tick)
+        obs, info = self._observe(self._tick, frames_after=time.monotonic())
         # the first target is the pose the first observation shows (the first action moves from what was seen)
         self.target_pos, self.target_quat = (np.array(x, np.float64) for x in self._observed_pose)
         info["is_success"] = False

@@ -97,6 +97,29 @@ def test_a_stale_camera_is_waited_for_a_bounded_time_then_counted_late():
     assert rig.stats.late == {"front": 0, "wrist": 1}
 
 
+def test_a_read_after_a_time_has_only_frames_captured_then_or_later():
+    # every frame arrives 120 ms after its capture (a camera's latency): the newest frame at any moment shows the
+    # scene of 120 ms before, as the first observation after an instant reset would
+    rig, feed, devs = two_cameras("after", offset=0.0, max_skew=0.01, sync_timeout=0.1, strict=False)
+    feed.stop()
+    feed = Injector([(devs[0], -0.12), (devs[1], -0.12)], fps=FPS)
+    try:
+        rig.start()
+        rig.read(timeout=2.0)
+        t = time.monotonic()
+        assert max(rig.read().stamps.values()) < t  # without the bound, a frame of before t
+        reading = rig.read(after=t, timeout=1.0)
+        waited = time.monotonic() - t
+        assert min(reading.stamps.values()) >= t and 0.1 <= waited < 0.6, (reading.stamps, t, waited)
+        feed.remove(devs[1])  # the wrist camera stops delivering: no frame of after the time ever comes
+        t = time.monotonic()
+        with pytest.raises(CameraError, match=r"\['wrist'\] captured after the requested time within 0.3 s"):
+            rig.read(after=t, timeout=0.3)
+        assert time.monotonic() - t < 0.6
+    finally:
+        stop_all(rig, feed, devs)
+
+
 def test_a_camera_without_frames_fails_the_read_with_its_reason():
     cams = (CameraConfig(name="front", source="realsense", serial="rig-absent", open_timeout=0,
                          reconnect_interval=0.05),)

@@ -138,3 +138,47 @@ def test_a_typical_reality_profile_delays_softens_and_slows_the_driver(graph, tm
     # a warmer, brighter image: red gained 1 + x, blue 1 - x
     gain = (1 + r.brightness_change) / (1 - r.brightness_change)
     assert typical["red_over_blue"] / nominal["red_over_blue"] > 1 + 0.7 * (gain - 1), found
+
+
+def _red_centre(image: np.ndarray) -> np.ndarray:
+    """The mean pixel (column, row) of the cube's red in an RGB image."""
+    red = (image[..., 0] > 120) & (image[..., 1] < 80) & (image[..., 2] < 80)
+    rows, cols = np.nonzero(red)
+    assert len(rows), "no red pixel: the cube is not in view"
+    return np.array([cols.mean(), rows.mean()])
+
+
+@pytest.mark.timeout(180)
+def test_the_first_observation_after_a_reset_shows_the_scene_after_it(graph, tmp_path) -> None:
+    """The camera's frames arrive 70 ms after their capture (``typical``), and the driver's reset moves the cube at
+    once: the env's first observation still has frames of after the reset, the cube where it now lies (as a few
+    periods later), not where the last episode left it."""
+    from robot_rl.config import to_dict
+    from robot_rl.envs.ros_env import RosArmEnv
+    from robot_rl.robots.profile import load_profile, with_overrides
+    from tests.ros.test_profiles import start_profile_graph, wait_kinematics
+
+    camera = {"name": "front", "source": "ros", "topic": "/front_camera/color/image_raw", "resize": [32, 32]}
+    path = tmp_path / f"{PROFILE}_front.yaml"
+    profile = with_overrides(load_profile(f"rehearsal/{PROFILE}"), {"cameras": [camera]})
+    path.write_text(yaml.safe_dump(to_dict(profile)))
+    start_profile_graph(graph, str(path), "-p", "reality:=typical", "-p", "image_size:=32")
+    wait_kinematics(graph)
+    env = RosArmEnv(profile=str(path), reset_service="arm_driver/reset", connect_timeout=60.0)
+    try:
+        moves, errors = [], []
+        last = None
+        for seed in range(3):
+            obs, _ = env.reset(seed=seed)
+            first = _red_centre(obs["pixels"]["front"])
+            for _ in range(4):  # held: the scene stays as the reset left it; these frames are surely of after it
+                obs = env.step(env.hold_action())[0]
+            settled = _red_centre(obs["pixels"]["front"])
+            errors.append(float(np.linalg.norm(first - settled)))
+            if last is not None:
+                moves.append(float(np.linalg.norm(settled - last)))
+            last = settled
+    finally:
+        env.close()
+    assert min(moves) > 1.0, f"the resets did not move the cube in the image: {moves}"  # else nothing is shown
+    assert max(errors) < 0.5, f"first observation's cube off where it lies, in pixels: {errors} (moves {moves})"
