@@ -7,6 +7,9 @@ pace (the actor never blocked mid-episode, the learner catching up between episo
         [--steps 2000] [--eval-every 500] [--episodes 20] [--scratch-steps 4000] [--demos ZARR ...]
         [--finetune-flags 'FLAGS'] [--out FILE]
 
+A pixel base (its env has ``image_size``) runs on a robot with the front and wrist cameras as ROS image topics
+and no object pose, as ``transfer_gap.py`` checks it; give it the base's own demos (recorded with frames).
+
 ``finetune`` starts from the base run's agent (``init_from``: networks, optimizers, temperature; no random
 warm-up). ``scratch`` starts fresh (500 random steps, then SAC with the same settings). ``--demos``: prior data in
 every batch of both (e.g. the sim demos the base run trained with); without any, fine-tuning from the sim policy
@@ -35,6 +38,7 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 from common import Table, write_result  # noqa: E402
 from ros_latency import policy_successes  # noqa: E402
+from transfer_gap import camera_profile, image_size  # noqa: E402
 
 from tests.ros.graph import Graph, ros_env  # noqa: E402
 from tests.ros.test_profiles import profile_file, start_profile_graph, wait_kinematics  # noqa: E402
@@ -44,14 +48,15 @@ def train_on_robot(name: str, base: str, profile: str, steps: int, every: int, f
                    init: bool, demos: list[str], flags: list[str] = ()) -> Path:
     """``robot-rl train`` through the robot env; returns the run folder. ``flags``: more ``robot-rl train`` flags
     (overriding the config written here)."""
-    agent = yaml.safe_load((Path(base) / "config.yaml").read_text())["agent"]
+    base_cfg = yaml.safe_load((Path(base) / "config.yaml").read_text())
     cfg = {"name": name, "runs_dir": str(folder), "progress": False, "seed": 0,
            "env": {"id": "robot_rl.envs.ros_env:robot_rl/RosArm-v0",
                    "kwargs": {"profile": profile, "reset_service": "arm_driver/reset", "connect_timeout": 60.0}},
            "total_env_steps": steps, "eval_every": 0, "eval_episodes": 1, "checkpoint_every": every,
            "checkpoint_every_s": 0.0, "keep_policies": True, "checkpoint_keep": 2, "log_every": 100,
            "runtime": {"num_actors": 1, "max_update_lag": 0, "catch_up_between_episodes": True},
-           "demos": [str(Path(d).resolve()) for d in demos], "agent": agent}
+           "demos": [str(Path(d).resolve()) for d in demos], "agent": base_cfg["agent"],
+           "replay": base_cfg.get("replay", {})}  # the base's capacities (a pixel run's fit in RAM)
     if init:
         cfg.update(init_from=str(Path(base).resolve()), learning_starts=256)
     else:
@@ -67,9 +72,10 @@ def train_on_robot(name: str, base: str, profile: str, steps: int, every: int, f
     return folder / name
 
 
-def evaluate(run: Path, base: str, profile: str, episodes: int, stop_at: float | None) -> list[dict]:
+def evaluate(run: Path, base: str, profile: str, episodes: int, stop_at: float | None, sim_kwargs: dict) -> list[dict]:
     """Each kept policy of ``run`` (in order of robot steps; the base's first, at 0) through the robot; stops after
-    the first at or above ``stop_at`` (None: every one, to see whether fine-tuning keeps what it reached)."""
+    the first at or above ``stop_at`` (None: every one, to see whether fine-tuning keeps what it reached).
+    ``sim_kwargs``: the sim that sizes the agent (the base's observations: its cameras, no object state)."""
     from robot_rl.envs.ros_env import RosArmEnv
 
     policies = sorted((run / "checkpoints" / "policies").glob("*.safetensors"), key=lambda p: int(p.stem))
@@ -79,8 +85,7 @@ def evaluate(run: Path, base: str, profile: str, episodes: int, stop_at: float |
     out = []
     try:
         for steps, policy in marks:
-            # sim_kwargs {}: the state sim only sizes the agent (a robot run's own env kwargs are the robot's)
-            ok = policy_successes(base if policy is None else str(run), episodes, env, sim_kwargs={},
+            ok = policy_successes(base if policy is None else str(run), episodes, env, sim_kwargs=sim_kwargs,
                                   policy_file=policy)
             out.append({"robot_steps": steps, "success": float(ok.mean())})
             print(run.name, out[-1], flush=True)
@@ -93,7 +98,8 @@ def evaluate(run: Path, base: str, profile: str, episodes: int, stop_at: float |
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--base", required=True, help="the calibrated-sim PickCube (state) run")
+    parser.add_argument("--base", required=True, help="the calibrated-sim PickCube run (state, or pixels: its "
+                        "robot then has the front and wrist cameras as ROS image topics and no object pose)")
     parser.add_argument("--reality", default="typical")
     parser.add_argument("--steps", type=int, default=2000, help="robot steps of fine-tuning")
     parser.add_argument("--scratch-steps", type=int, default=4000, help="robot steps from scratch (0: skip)")
@@ -107,11 +113,15 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.update(ros_env(args.domain))
     folder = Path(tempfile.mkdtemp(prefix="robot_finetune_"))
-    path = profile_file("ros2_control_joint_position", folder)
+    size = image_size(args.base)
+    path = camera_profile("ros2_control_joint_position", size, folder) if size else \
+        profile_file("ros2_control_joint_position", folder)
+    base_kwargs = yaml.safe_load((Path(args.base) / "config.yaml").read_text())["env"].get("kwargs") or {}
+    sim_kwargs = {k: v for k, v in base_kwargs.items() if k != "randomization"}  # sizes the agent (as the base's)
     arms = [("finetune", args.steps, True)] + ([("scratch", args.scratch_steps, False)] if args.scratch_steps else [])
     result: dict = {"arms": {}}
     graph = Graph(args.domain, folder)
-    start_profile_graph(graph, path, "-p", f"reality:={args.reality}")
+    start_profile_graph(graph, path, "-p", f"reality:={args.reality}", *(["-p", f"image_size:={size}"] if size else []))
     try:
         wait_kinematics(graph)
         for name, steps, init in arms:
@@ -119,13 +129,13 @@ def main() -> None:
             run = train_on_robot(name, args.base, path, steps, args.eval_every, folder, args.domain, init, args.demos,
                                  shlex.split(args.finetune_flags) if init else [])
             wall = time.monotonic() - started
-            evals = evaluate(run, args.base if init else "", path, args.episodes, None if init else 0.95)
+            evals = evaluate(run, args.base if init else "", path, args.episodes, None if init else 0.95, sim_kwargs)
             reached = next((e["robot_steps"] for e in evals if e["success"] >= 0.95), None)
             result["arms"][name] = {"steps": steps, "train_wall_s": round(wall), "evals": evals,
                                     "robot_steps_to_95": reached}
     finally:
         graph.stop()
-    result["setup"] = {"base": args.base, "reality": args.reality, "episodes": args.episodes,
+    result["setup"] = {"base": args.base, "image_size": size, "reality": args.reality, "episodes": args.episodes,
                        "eval_every": args.eval_every, "demos": args.demos, "finetune_flags": args.finetune_flags}
     print(json.dumps(result["arms"]))
     print(f"results: {write_result('robot_finetune', result, args.out, tables=tables(result))}")
@@ -133,7 +143,8 @@ def main() -> None:
 
 def tables(result: dict) -> list[Table]:
     s = result["setup"]
-    table = Table(f"PickCube (state) on the `{s['reality']}` robot (the rehearsal): success of the run's policy, "
+    obs = f"pixels, {s['image_size']}-pixel cameras" if s.get("image_size") else "state"
+    table = Table(f"PickCube ({obs}) on the `{s['reality']}` robot (the rehearsal): success of the run's policy, "
                   f"deterministic, the same {s['episodes']} placements, at each mark of robot steps",
                   ["run", "robot steps: success", "robot steps to >= 95 %", "training wall time"], echo=False)
     for name, arm in result["arms"].items():
