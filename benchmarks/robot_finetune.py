@@ -72,15 +72,18 @@ def train_on_robot(name: str, base: str, profile: str, steps: int, every: int, f
     return folder / name
 
 
-def evaluate(run: Path, base: str, profile: str, episodes: int, stop_at: float | None, sim_kwargs: dict) -> list[dict]:
+def evaluate(run: Path, base: str, profile: str, episodes: int, stop_at: float | None, sim_kwargs: dict,
+             only: set[int] | None = None) -> list[dict]:
     """Each kept policy of ``run`` (in order of robot steps; the base's first, at 0) through the robot; stops after
     the first at or above ``stop_at`` (None: every one, to see whether fine-tuning keeps what it reached).
-    ``sim_kwargs``: the sim that sizes the agent (the base's observations: its cameras, no object state)."""
+    ``sim_kwargs``: the sim that sizes the agent (the base's observations: its cameras, no object state). ``only``:
+    just the policies kept at these robot steps."""
     from robot_rl.envs.ros_env import RosArmEnv
 
     policies = sorted((run / "checkpoints" / "policies").glob("*.safetensors"), key=lambda p: int(p.stem))
     marks = [(0, None)] if base else []
     marks += [(int(p.stem), p) for p in policies]
+    marks = [(steps, p) for steps, p in marks if only is None or steps in only]
     env = RosArmEnv(profile=profile, reset_service="arm_driver/reset", connect_timeout=60.0, obs_timeout=1.0)
     out = []
     try:
@@ -108,17 +111,24 @@ def main() -> None:
     parser.add_argument("--demos", nargs="*", default=[], help="demo datasets (zarr) in every batch of both runs")
     parser.add_argument("--finetune-flags", default="", help="more robot-rl train flags for the fine-tuning run, "
                         "e.g. '--agent.critic-warmup-updates 500' or '--agent.actor-lr 3e-5'")
+    parser.add_argument("--keep", default=None, help="the folder of the robot runs (default: a temporary one)")
+    parser.add_argument("--reevaluate", default="", help="ARM:STEPS,...: no training; the policies --keep's ARM run "
+                        "kept at those robot steps, evaluated again (e.g. on more --episodes)")
     parser.add_argument("--domain", type=int, default=213)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     os.environ.update(ros_env(args.domain))
-    folder = Path(tempfile.mkdtemp(prefix="robot_finetune_"))
+    folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="robot_finetune_"))
+    folder.mkdir(parents=True, exist_ok=True)
     size = image_size(args.base)
     path = camera_profile("ros2_control_joint_position", size, folder) if size else \
         profile_file("ros2_control_joint_position", folder)
     base_kwargs = yaml.safe_load((Path(args.base) / "config.yaml").read_text())["env"].get("kwargs") or {}
     sim_kwargs = {k: v for k, v in base_kwargs.items() if k != "randomization"}  # sizes the agent (as the base's)
     arms = [("finetune", args.steps, True)] + ([("scratch", args.scratch_steps, False)] if args.scratch_steps else [])
+    again = args.reevaluate.partition(":")
+    if args.reevaluate:
+        arms = []
     result: dict = {"arms": {}}
     graph = Graph(args.domain, folder)
     start_profile_graph(graph, path, "-p", f"reality:={args.reality}", *(["-p", f"image_size:={size}"] if size else []))
@@ -133,10 +143,17 @@ def main() -> None:
             reached = next((e["robot_steps"] for e in evals if e["success"] >= 0.95), None)
             result["arms"][name] = {"steps": steps, "train_wall_s": round(wall), "evals": evals,
                                     "robot_steps_to_95": reached}
+        if args.reevaluate:
+            only = {int(x) for x in again[2].split(",")}
+            evals = evaluate(folder / again[0], "", path, args.episodes, None, sim_kwargs, only)
+            reached = next((e["robot_steps"] for e in evals if e["success"] >= 0.95), None)
+            result["arms"][f"{again[0]}, evaluated again"] = {"steps": max(only), "train_wall_s": None,
+                                                              "evals": evals, "robot_steps_to_95": reached}
     finally:
         graph.stop()
     result["setup"] = {"base": args.base, "image_size": size, "reality": args.reality, "episodes": args.episodes,
-                       "eval_every": args.eval_every, "demos": args.demos, "finetune_flags": args.finetune_flags}
+                       "eval_every": args.eval_every, "demos": args.demos, "finetune_flags": args.finetune_flags,
+                       "reevaluate": args.reevaluate}
     print(json.dumps(result["arms"]))
     print(f"results: {write_result('robot_finetune', result, args.out, tables=tables(result))}")
 
@@ -151,7 +168,7 @@ def tables(result: dict) -> list[Table]:
         marks = ", ".join(f"{e['robot_steps']}: {100 * e['success']:.0f} %" for e in arm["evals"])
         reached = arm["robot_steps_to_95"]
         table.add(name, marks, "not within " + str(arm["steps"]) if reached is None else str(reached),
-                  f"{arm['train_wall_s']} s for {arm['steps']} steps")
+                  "-" if arm["train_wall_s"] is None else f"{arm['train_wall_s']} s for {arm['steps']} steps")
     return [table]
 
 
