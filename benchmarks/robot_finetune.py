@@ -99,6 +99,11 @@ def evaluate(run: Path, base: str, profile: str, episodes: int, stop_at: float |
     return out
 
 
+def first_at_95(evals: list[dict]) -> int | None:
+    """The robot steps of the first mark at or above 95 % (None: none)."""
+    return next((e["robot_steps"] for e in evals if e["success"] >= 0.95), None)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", required=True, help="the calibrated-sim PickCube run (state, or pixels: its "
@@ -117,6 +122,8 @@ def main() -> None:
     parser.add_argument("--domain", type=int, default=213)
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    if args.reevaluate and not args.keep:
+        parser.error("--reevaluate evaluates the runs of an earlier --keep folder: give it with --keep")
     os.environ.update(ros_env(args.domain))
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="robot_finetune_"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -125,10 +132,8 @@ def main() -> None:
         profile_file("ros2_control_joint_position", folder)
     base_kwargs = yaml.safe_load((Path(args.base) / "config.yaml").read_text())["env"].get("kwargs") or {}
     sim_kwargs = {k: v for k, v in base_kwargs.items() if k != "randomization"}  # sizes the agent (as the base's)
-    arms = [("finetune", args.steps, True)] + ([("scratch", args.scratch_steps, False)] if args.scratch_steps else [])
-    again = args.reevaluate.partition(":")
-    if args.reevaluate:
-        arms = []
+    arms = [] if args.reevaluate else \
+        [("finetune", args.steps, True)] + ([("scratch", args.scratch_steps, False)] if args.scratch_steps else [])
     result: dict = {"arms": {}}
     graph = Graph(args.domain, folder)
     start_profile_graph(graph, path, "-p", f"reality:={args.reality}", *(["-p", f"image_size:={size}"] if size else []))
@@ -140,15 +145,14 @@ def main() -> None:
                                  shlex.split(args.finetune_flags) if init else [])
             wall = time.monotonic() - started
             evals = evaluate(run, args.base if init else "", path, args.episodes, None if init else 0.95, sim_kwargs)
-            reached = next((e["robot_steps"] for e in evals if e["success"] >= 0.95), None)
             result["arms"][name] = {"steps": steps, "train_wall_s": round(wall), "evals": evals,
-                                    "robot_steps_to_95": reached}
+                                    "robot_steps_to_95": first_at_95(evals)}
         if args.reevaluate:
-            only = {int(x) for x in again[2].split(",")}
-            evals = evaluate(folder / again[0], "", path, args.episodes, None, sim_kwargs, only)
-            reached = next((e["robot_steps"] for e in evals if e["success"] >= 0.95), None)
-            result["arms"][f"{again[0]}, evaluated again"] = {"steps": max(only), "train_wall_s": None,
-                                                              "evals": evals, "robot_steps_to_95": reached}
+            arm, _, marks = args.reevaluate.partition(":")
+            only = {int(x) for x in marks.split(",")}
+            evals = evaluate(folder / arm, "", path, args.episodes, None, sim_kwargs, only)
+            result["arms"][f"{arm}, evaluated again"] = {"steps": max(only), "train_wall_s": None, "evals": evals,
+                                                         "robot_steps_to_95": first_at_95(evals)}
     finally:
         graph.stop()
     result["setup"] = {"base": args.base, "image_size": size, "reality": args.reality, "episodes": args.episodes,

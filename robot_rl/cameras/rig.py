@@ -128,7 +128,8 @@ class CameraRig:
         the scene before the reset). Waits for them at most ``timeout`` (default ``sync_timeout``), then raises
         ``CameraError``: an episode never starts from a frame of before its reset."""
         cfg = self.cfg
-        deadline = time.monotonic() + (cfg.sync_timeout if timeout is None else timeout)
+        wait = cfg.sync_timeout if timeout is None else timeout
+        deadline = time.monotonic() + wait
         self._stats.reads += 1
         waited = False
         while True:
@@ -137,9 +138,9 @@ class CameraRig:
             if not missing:
                 ref_name = min(latest, key=lambda n: latest[n])  # type: ignore[arg-type, return-value]
                 picked = {name: cam.nearest(latest[ref_name]) for name, cam in self.cameras.items()}
-                if after is not None:  # the nearest of a camera's kept frames may be older: its newest is not
-                    picked = {name: p if p[1] >= after else cam.nearest(latest[name])  # type: ignore[index]
-                              for (name, p), cam in zip(picked.items(), self.cameras.values(), strict=True)}
+                if after is not None:  # the frame nearest the reference may be older than ``after``; the newest is not
+                    picked = {name: p if p[1] >= after else self.cameras[name].nearest(latest[name])  # type: ignore[index]
+                              for name, p in picked.items()}
                 stamps = {name: p[1] for name, p in picked.items()}  # type: ignore[index]
                 skew = max(stamps.values()) - min(stamps.values())
                 now = time.monotonic()
@@ -164,8 +165,8 @@ class CameraRig:
         if after is not None and missing:
             ages = {n: "no frame" if latest[n] is None else f"newest captured {after - latest[n]:.3f} s before"
                     for n in missing}
-            raise CameraError(f"no frame from camera(s) {missing} captured after the requested time within "
-                              f"{cfg.sync_timeout if timeout is None else timeout} s: {ages}")
+            raise CameraError(f"no frame from camera(s) {missing} captured after the requested time within {wait} s: "
+                              f"{ages}")
         self._stats.out_of_bound += 1
         late = sorted(set(late))
         for name in late:
