@@ -244,8 +244,8 @@ def held_frames(images: list[tuple[float, float, np.ndarray]], log: DriverLog, c
 
 def _polish(scene: CameraScene, x: np.ndarray, cfg: CameraFitConfig, trim: float) -> tuple[np.ndarray, int]:
     """scipy's trust-region least squares on the pixel residuals from CMA-ES's best (``x``, in units of ``BOX``),
-    robust (soft L1) where CMA-ES's error is trimmed. Returns the point of the least trimmed error seen, and the
-    renders made."""
+    robust (soft L1) where CMA-ES's error is trimmed. Returns the point of the least error trimmed by ``trim`` (the
+    last search's) seen, and the renders made."""
     from scipy.optimize import least_squares  # deferred: only calibration needs scipy
 
     best = [scene.error(x * BOX, trim=trim)[0], x]
