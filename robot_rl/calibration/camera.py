@@ -114,7 +114,7 @@ class CameraCalibration:
     seconds: float
     """s the fit took."""
     history: list[float] = field(default_factory=list)
-    """Best error after each generation."""
+    """Best error after each generation, of the first search and then of the second (their trims differ)."""
 
     def reality(self) -> dict[str, float]:
         """As a reality profile's camera fields (magnitudes: the profile's offset lies along the optical diagonal
