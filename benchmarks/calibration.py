@@ -2,7 +2,7 @@
 Fast DDS), ``robot-rl record-excitation`` records its log, ``robot-rl calibrate`` fits the sim to the log alone;
 each of the profile's values beside what calibration found, and the sim's joint error replaying the log before
 and after. The arm has a camera beside it and one on its wrist (``front``, ``wrist``, ``--image-size`` pixels
-square), whose frames of the arm held at six poses calibration fits each camera's pose, lens and colour to.
+square), whose frames of the arm held at twelve poses calibration fits each camera's pose, lens and colour to.
 
     MUJOCO_GL=egl .venv/bin/python benchmarks/calibration.py [--realities typical] [--seconds 120]
         [--fit-seconds 40] [--iterations 15] [--population 10] [--image-size 128] [--out FILE] [--keep DIR]

@@ -35,8 +35,9 @@ length error (fraction). A hand-eye calibration off by more than 3 cm or 5 degre
 class CameraFitConfig:
     """How a camera's pose, lens and colour are fitted from the log's images."""
 
-    frames: int = 6
-    """Logged frames of the held arm fitted (spread over the log; each evaluation renders every one)."""
+    frames: int = 12
+    """Logged frames of the held arm fitted (spread over the log; each evaluation renders every one, so the fit's
+    time grows with them; six left the fixed camera's offset 1-2 mm off along its axis, twelve within 0.2)."""
     size: int = 128
     """Pixels (square) the frames are shrunk to and the sim renders at: the blur and the search then behave the same
     whatever the camera's resolution (256-pixel frames left the front camera's depth and focal length trading, 12 mm

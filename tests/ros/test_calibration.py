@@ -2,7 +2,7 @@
 (hidden from calibration) in its own process; ``robot-rl record-excitation`` moves the arm and records a bag over
 ROS 2; ``robot-rl calibrate`` reads only the bag and must find each of the profile's values (latencies within a
 control period, the rest within 15 %; the camera's rotation, lens and colour from its frames of the arm held at a
-few poses, its offset within 25 %), and a sim that follows the robot five times more closely than the nominal one."""
+few poses), and a sim that follows the robot five times more closely than the nominal one."""
 
 from __future__ import annotations
 
@@ -99,14 +99,14 @@ def test_calibration_finds_a_hidden_reality_profile_from_40_s_of_log(graph, tmp_
     assert abs(found["camera_latency"] - truth.camera_latency) < 0.01, found
     assert found["rms_after_rad"] < found["rms_before_rad"] / 5, found  # the calibrated sim follows the robot
     camera = found["cameras"][0]
-    assert camera["frames"] == 6 and camera["rms_after"] < camera["rms_before"] / 10, camera
-    # and where it is: its lens within 15 %, its offset within 25 % (1.7 mm of it lies along its axis, 0.6 m from the
-    # arm, a tenth of a pixel at 128: 120 s benchmark logs gave 3.05-3.57 mm for 3), and the fitted camera sees the
+    assert camera["frames"] == 12 and camera["rms_after"] < camera["rms_before"] / 10, camera
+    # and where it is: its lens and offset within 15 % (1.7 mm of the offset lies along its axis, 0.6 m from the arm,
+    # a tenth of a pixel at 128: twelve held poses tell it, six left it 3-19 % off), and the fitted camera sees the
     # arm where the hidden one does, within a quarter pixel at every pose (described: ~2.5)
     found_camera = camera["reality"]
     print("front camera", found_camera)
     assert abs(found_camera["camera_focal_error"] / truth.camera_focal_error - 1) <= 0.15, camera
-    assert abs(found_camera["camera_position_error"] / truth.camera_position_error - 1) <= 0.25, camera
+    assert abs(found_camera["camera_position_error"] / truth.camera_position_error - 1) <= 0.15, camera
     shift, described = arm_image_shift(bag, profile, camera)
     print("the arm in the image, px off the hidden camera's: fitted", shift, "described", described)
     assert shift < 0.25 and described > 2.0, (shift, described, camera)
