@@ -109,7 +109,7 @@ def main() -> None:
     parser.add_argument("--base", required=True, help="the calibrated-sim PickCube run (state, or pixels: its "
                         "robot then has the front and wrist cameras as ROS image topics and no object pose)")
     parser.add_argument("--reality", default="typical")
-    parser.add_argument("--steps", type=int, default=2000, help="robot steps of fine-tuning")
+    parser.add_argument("--steps", type=int, default=2000, help="robot steps of fine-tuning (0: skip)")
     parser.add_argument("--scratch-steps", type=int, default=4000, help="robot steps from scratch (0: skip)")
     parser.add_argument("--eval-every", type=int, default=500)
     parser.add_argument("--episodes", type=int, default=20)
@@ -133,7 +133,8 @@ def main() -> None:
     base_kwargs = yaml.safe_load((Path(args.base) / "config.yaml").read_text())["env"].get("kwargs") or {}
     sim_kwargs = {k: v for k, v in base_kwargs.items() if k != "randomization"}  # sizes the agent (as the base's)
     arms = [] if args.reevaluate else \
-        [("finetune", args.steps, True)] + ([("scratch", args.scratch_steps, False)] if args.scratch_steps else [])
+        ([("finetune", args.steps, True)] if args.steps else []) + \
+        ([("scratch", args.scratch_steps, False)] if args.scratch_steps else [])
     result: dict = {"arms": {}}
     graph = Graph(args.domain, folder)
     start_profile_graph(graph, path, "-p", f"reality:={args.reality}", *(["-p", f"image_size:={size}"] if size else []))

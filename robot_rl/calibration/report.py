@@ -20,7 +20,8 @@ from robot_rl_controllers.impedance import ImpedanceGains
 def env_kwargs(cal: Calibration, control_hz: float = 20.0, width: float = 0.3, response: dict | None = None) -> dict:
     """The arm task's kwargs for training in the calibrated sim: the fit ± ``width`` (a fraction) as randomization
     ranges (the gripper's speed too, where the robot's is slower than the sim's). The latencies (command + state)
-    become whole control steps of delay, one more step of jitter when they fall between.
+    become whole control steps of delay, one more step of jitter when they fall between. The state's EE velocity is
+    the step's mean (``ee_velocity: step``), as a robot moving at a steady speed through each period reports it.
 
     With a probe ``response`` fitted (:func:`robot_rl.calibration.response.fit_response`: the robot's end effector
     under the policy's own actions), the stiffness and the steps of delay are its pick, which the sim's arm then
@@ -41,7 +42,8 @@ def env_kwargs(cal: Calibration, control_hz: float = 20.0, width: float = 0.3, r
         k, delay, jitter = response["stiffness_scale"], response["action_latency_steps"], 0
     lo, hi = 1.0 - width, 1.0 + width
     grip = cal.reality()["gripper_speed"]  # 0: as fast as the sim's, which then stays as it is
-    return {"randomization": {
+    # the robot's driver interpolates each command over the period: its EE velocity reads as the step's mean
+    return {"ee_velocity": "step", "randomization": {
         "stiffness_scale": [round(k * lo, 3), round(k * hi, 3)],
         "joint_friction": [round(d.coulomb_friction * lo, 3), round(d.coulomb_friction * hi, 3)],
         "joint_damping": [round(d.viscous_friction * lo, 3), round(d.viscous_friction * hi, 3)],
@@ -92,8 +94,12 @@ def write_report(out: str | Path, cal: Calibration, log: DriverLog, source: str,
             c.camera: [round(v, 5) for v in c.position] + [round(v, 3) for v in c.rotation] + [round(c.focal_error, 4)]
             for c in cameras}
         kwargs["randomization"]["image_gains"] = [round(g, 4) for g in cameras[0].gains]  # one sim colour for all
-        # a frame is its latency old when it goes out and up to a frame period more when the env takes it
-        kwargs["randomization"]["image_latency_steps"] = int(np.ceil(cameras[0].latency * control_hz - 1e-6))
+        # the policy reads the newest frame beside the newest state: the frame is older by its latency less the
+        # state's (the rehearsal robot's frames were 60-70 ms older than its state for 75 and 11 ms); whole control
+        # steps, one more of jitter when it falls between (as the commands' delay)
+        lag = max(0.0, cameras[0].latency - cal.state_latency) * control_hz
+        kwargs["randomization"]["image_latency_steps"] = int(np.floor(lag))
+        kwargs["randomization"]["image_latency_jitter"] = int(lag - np.floor(lag) > 0.2)
     (out / "env_kwargs.json").write_text(json.dumps(kwargs, indent=1) + "\n")
     figures = {**cal.summary(), "log_seconds": round(log.seconds, 1), "env_kwargs": kwargs}
     if response is not None:

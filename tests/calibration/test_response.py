@@ -64,3 +64,4 @@ def test_env_kwargs_take_the_response_fit() -> None:
     assert probed["action_latency_jitter"] == 0
     assert probed["joint_friction"] == joint_only["joint_friction"]  # the rest is the joint fit's
     assert joint_only["stiffness_scale"][1] < 1.0  # without a probe: the joint loop's estimate
+    assert env_kwargs(cal)["ee_velocity"] == "step"  # the robot's EE velocity reads as the step's mean

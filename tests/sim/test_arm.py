@@ -271,3 +271,25 @@ def test_a_slower_gripper_closes_at_its_speed_and_the_expert_still_picks():
     assert success
     with pytest.raises(ValueError, match="gripper_speed"):
         RandomizationConfig(gripper_speed=(0.1, 0.05)).validate()
+
+
+def test_step_velocity_is_the_steps_displacement_and_reads_a_stiff_arms_speed():
+    """``ee_velocity="step"``: the state's EE velocity is the last control step's displacement over its period (0
+    at reset), where ``instant`` reads a stiff arm (a calibrated sim's 5x) slowing at the end of each burst."""
+    stiff = {"stiffness_scale": (5.0, 5.0)}
+    envs = {mode: PickCubeEnv(ee_velocity=mode, randomization=stiff) for mode in ("instant", "step")}
+    speeds = {}
+    for mode, env in envs.items():
+        obs, _ = env.reset(seed=3)
+        if mode == "step":
+            assert np.all(obs["state"][7:10] == 0)
+        for _ in range(6):
+            before = obs["state"][:3].copy()
+            obs, *_ = env.step(np.array([0.0, 0.0, -1.0, -1.0], np.float32))
+        if mode == "step":
+            np.testing.assert_allclose(obs["state"][7:10], (obs["state"][:3] - before) * env.cfg.control_hz, atol=1e-4)
+        speeds[mode] = -float(obs["state"][9])
+    assert speeds["step"] == pytest.approx(0.4, abs=0.02)  # max_step 0.02 m per 50 ms
+    assert speeds["instant"] < 0.8 * speeds["step"]
+    with pytest.raises(ValueError, match="ee_velocity"):
+        PickCubeEnv(ee_velocity="mean")
