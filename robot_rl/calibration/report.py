@@ -17,6 +17,13 @@ from robot_rl.calibration.replay import NOMINAL_OMEGA, ArmReplay, Dynamics
 from robot_rl_controllers.impedance import ImpedanceGains
 
 
+def whole_steps(seconds: float, control_hz: float) -> tuple[int, int]:
+    """A delay as the training sim's whole control steps, and one step of jitter when it falls more than a fifth of
+    a step past them."""
+    steps = seconds * control_hz
+    return int(np.floor(steps)), int(steps - np.floor(steps) > 0.2)
+
+
 def env_kwargs(cal: Calibration, control_hz: float = 20.0, width: float = 0.3, response: dict | None = None) -> dict:
     """The arm task's kwargs for training in the calibrated sim: the fit ± ``width`` (a fraction) as randomization
     ranges (the gripper's speed too, where the robot's is slower than the sim's). The latencies (command + state)
@@ -36,8 +43,7 @@ def env_kwargs(cal: Calibration, control_hz: float = 20.0, width: float = 0.3, r
     sim_omega = float(np.sqrt(ImpedanceGains().kp_pos))
     extra_lag = 1.0 / (NOMINAL_OMEGA * d.bandwidth_scale) - 1.0 / NOMINAL_OMEGA
     k = (1.0 / (1.0 + sim_omega * extra_lag)) ** 2
-    steps = (d.command_latency + cal.state_latency) * control_hz
-    delay, jitter = int(np.floor(steps)), int(steps - np.floor(steps) > 0.2)
+    delay, jitter = whole_steps(d.command_latency + cal.state_latency, control_hz)
     if response is not None:
         k, delay, jitter = response["stiffness_scale"], response["action_latency_steps"], 0
     lo, hi = 1.0 - width, 1.0 + width
@@ -97,9 +103,9 @@ def write_report(out: str | Path, cal: Calibration, log: DriverLog, source: str,
         # the policy reads the newest frame beside the newest state: the frame is older by its latency less the
         # state's (the rehearsal robot's frames were 60-70 ms older than its state for 75 and 11 ms); whole control
         # steps, one more of jitter when it falls between (as the commands' delay)
-        lag = max(0.0, cameras[0].latency - cal.state_latency) * control_hz
-        kwargs["randomization"]["image_latency_steps"] = int(np.floor(lag))
-        kwargs["randomization"]["image_latency_jitter"] = int(lag - np.floor(lag) > 0.2)
+        steps, jitter = whole_steps(max(0.0, cameras[0].latency - cal.state_latency), control_hz)
+        kwargs["randomization"]["image_latency_steps"] = steps
+        kwargs["randomization"]["image_latency_jitter"] = jitter
     (out / "env_kwargs.json").write_text(json.dumps(kwargs, indent=1) + "\n")
     figures = {**cal.summary(), "log_seconds": round(log.seconds, 1), "env_kwargs": kwargs}
     if response is not None:

@@ -65,3 +65,13 @@ def test_env_kwargs_take_the_response_fit() -> None:
     assert probed["joint_friction"] == joint_only["joint_friction"]  # the rest is the joint fit's
     assert joint_only["stiffness_scale"][1] < 1.0  # without a probe: the joint loop's estimate
     assert env_kwargs(cal)["ee_velocity"] == "step"  # the robot's EE velocity reads as the step's mean
+
+
+def test_a_delay_becomes_whole_steps_and_a_step_of_jitter_between_them() -> None:
+    """The commands' delay and the images' lag behind the state become the training sim's whole control steps,
+    one more step of jitter when they fall more than a fifth of a step past them."""
+    from robot_rl.calibration.report import whole_steps
+
+    assert whole_steps(0.064, 20.0) == (1, 1)  # the typical robot's frames beside its state: 1.3 steps
+    assert whole_steps(0.105, 20.0) == (2, 0)
+    assert whole_steps(0.0, 20.0) == (0, 0)

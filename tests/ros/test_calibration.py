@@ -1,8 +1,8 @@
 """Calibration recovers the robot from its log: the emulated driver runs the bundled ``typical`` reality profile
 (hidden from calibration) in its own process; ``robot-rl record-excitation`` moves the arm and records a bag over
 ROS 2; ``robot-rl calibrate`` reads only the bag and must find each of the profile's values (latencies within a
-control period, the rest within 15 %; the camera's rotation, lens and colour from its frames of the arm held at a
-few poses), and a sim that follows the robot five times more closely than the nominal one."""
+control period, the rest within 15 %; the camera's offset, rotation, lens and colour from its frames of the arm
+held at a few poses), and a sim that follows the robot five times more closely than the nominal one."""
 
 from __future__ import annotations
 
