@@ -18,10 +18,18 @@ from robot_rl_controllers.impedance import ImpedanceGains
 
 
 def whole_steps(seconds: float, control_hz: float) -> tuple[int, int]:
-    """A delay as the training sim's whole control steps, and one step of jitter when it falls more than a fifth of
-    a step past them."""
+    """The commands' delay as the training sim's whole control steps, and one step of jitter when it falls more than a
+    fifth of a step past them."""
     steps = seconds * control_hz
     return int(np.floor(steps)), int(steps - np.floor(steps) > 0.2)
+
+
+def frame_lag_steps(camera_latency: float, state_latency: float, control_hz: float) -> int:
+    """How many control steps older than the state the training sim's images are: the policy reads the newest frame
+    beside the newest state, older by the camera's latency less the state's, and the sim shows the frame nearest
+    that age, always the same. (Drawn 1 or 2 steps old for the rehearsal robot's 60-70 ms, the images taught
+    policies to act ahead of what they saw: on the robot's fresher frames they lifted before the gripper closed.)"""
+    return int(np.floor(max(0.0, camera_latency - state_latency) * control_hz + 0.5))
 
 
 def env_kwargs(cal: Calibration, control_hz: float = 20.0, width: float = 0.3, response: dict | None = None) -> dict:
@@ -100,12 +108,8 @@ def write_report(out: str | Path, cal: Calibration, log: DriverLog, source: str,
             c.camera: [round(v, 5) for v in c.position] + [round(v, 3) for v in c.rotation] + [round(c.focal_error, 4)]
             for c in cameras}
         kwargs["randomization"]["image_gains"] = [round(g, 4) for g in cameras[0].gains]  # one sim colour for all
-        # the policy reads the newest frame beside the newest state: the frame is older by its latency less the
-        # state's (the rehearsal robot's frames were 60-70 ms older than its state for 75 and 11 ms); whole control
-        # steps, one more of jitter when it falls between (as the commands' delay)
-        steps, jitter = whole_steps(max(0.0, cameras[0].latency - cal.state_latency), control_hz)
-        kwargs["randomization"]["image_latency_steps"] = steps
-        kwargs["randomization"]["image_latency_jitter"] = jitter
+        kwargs["randomization"].update(image_latency_steps=frame_lag_steps(cameras[0].latency, cal.state_latency,
+                                                                          control_hz), image_latency_jitter=0)
     (out / "env_kwargs.json").write_text(json.dumps(kwargs, indent=1) + "\n")
     figures = {**cal.summary(), "log_seconds": round(log.seconds, 1), "env_kwargs": kwargs}
     if response is not None:
