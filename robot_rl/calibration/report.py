@@ -27,8 +27,8 @@ def whole_steps(seconds: float, control_hz: float) -> tuple[int, int]:
 def frame_lag_steps(camera_latency: float, state_latency: float, control_hz: float) -> int:
     """How many control steps older than the state the training sim's images are: the policy reads the newest frame
     beside the newest state, older by the camera's latency less the state's, and the sim shows the frame nearest
-    that age, always the same. (Drawn 1 or 2 steps old for the rehearsal robot's 60-70 ms, the images taught
-    policies to act ahead of what they saw: on the robot's fresher frames they lifted before the gripper closed.)"""
+    that age, always the same. (Frames drawn 1 or 2 steps old at random teach a policy to act ahead of what it
+    sees: on a robot's fresher frames it lifts before a slow gripper has closed.)"""
     return int(np.floor(max(0.0, camera_latency - state_latency) * control_hz + 0.5))
 
 

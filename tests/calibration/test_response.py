@@ -69,12 +69,19 @@ def test_env_kwargs_take_the_response_fit() -> None:
 
 def test_a_delay_becomes_whole_steps_and_a_step_of_jitter_between_them() -> None:
     """The commands' delay becomes the training sim's whole control steps, one more step of jitter when it falls
-    more than a fifth of a step past them; the images' lag behind the state, the nearest whole steps."""
-    from robot_rl.calibration.report import frame_lag_steps, whole_steps
+    more than a fifth of a step past them."""
+    from robot_rl.calibration.report import whole_steps
 
     assert whole_steps(0.064, 20.0) == (1, 1)
     assert whole_steps(0.105, 20.0) == (2, 0)
     assert whole_steps(0.0, 20.0) == (0, 0)
+
+
+def test_the_images_lag_becomes_the_nearest_whole_steps_always_the_same() -> None:
+    """The images' lag behind the state: the camera's latency less the state's, the nearest whole control steps."""
+    from robot_rl.calibration.report import frame_lag_steps
+
+    assert frame_lag_steps(0.130, 0.035, 20.0) == 2  # 1.9 steps: the nearest, not the floor
     assert frame_lag_steps(0.075, 0.011, 20.0) == 1  # the typical robot's frames beside its state: 1.3 steps
     assert frame_lag_steps(0.130, 0.010, 20.0) == 2  # 2.4 steps
     assert frame_lag_steps(0.005, 0.010, 20.0) == 0  # a state later than the frames: no lag

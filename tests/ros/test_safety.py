@@ -143,6 +143,11 @@ def _speed_at(env, stamp: float, timeout: float = 5.0) -> float:
     raise TimeoutError(f"no EE twist stamped after {stamp:.3f}")
 
 
+PROBE_GAP_S = 0.1
+"""The probe's first EE speed after the hold stamped later than this: the speeds of the stop itself never reached the
+test process (seen once in CI with an even effort stream: none within 0.25 s of the hold), so there is nothing
+to judge the profile by."""
+
 STARVED_GAP_MS = 10.0
 """A hardware effort gap above this (5 periods of the 500 Hz stream) means the simulated hardware itself was starved
 of CPU: the arm coasted on stale torques, which says nothing about the stop profile."""
@@ -154,11 +159,11 @@ def test_watchdog_stops_the_arm_on_a_decelerating_profile_without_rebound(arm_gr
 
     decel = ArmSafetyConfig().stop_deceleration
     # Measured again (at most twice) only when the measurement itself was starved (the hardware reports a gap in
-    # its effort stream during the stop, or the probe received no EE speed after the hold); a stop measured with an
-    # even stream must pass every check.
+    # its effort stream during the stop, or the probe's EE speeds after the hold are missing or start late); a stop
+    # measured with an even stream must pass every check.
     for _ in range(3):
         stop = _measure_stop()
-        starved = stop["max_gap_ms"] > STARVED_GAP_MS or not len(stop["t"])
+        starved = stop["max_gap_ms"] > STARVED_GAP_MS or not len(stop["t"]) or stop["t"][0] > PROBE_GAP_S
         if not starved or not _stop_failures(stop, decel):
             break
     failures = _stop_failures(stop, decel)
@@ -208,6 +213,8 @@ def _stop_failures(stop: dict, decel: float) -> list[str]:
         n, first, last = stop["twist_span"]
         return [*failures, f"the probe received no EE speed after the hold ({n} in all, stamped {first:.2f} s to "
                            f"{last:.2f} s from the hold)"]
+    if t[0] > PROBE_GAP_S:
+        return [*failures, f"the probe's EE speeds after the hold start {t[0]:.2f} s after it"]
     if moving <= 0.1:
         return [*failures, f"not moving at the last command ({moving:.3f} m/s)"]
     # The fastest the commands moved the arm (over its last 5 periods): on a loaded machine the command stream is
