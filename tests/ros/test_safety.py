@@ -145,8 +145,7 @@ def _speed_at(env, stamp: float, timeout: float = 5.0) -> float:
 
 PROBE_GAP_S = 0.1
 """The probe's first EE speed after the hold stamped later than this: the speeds of the stop itself never reached the
-test process (seen once in CI with an even effort stream: none within 0.25 s of the hold), so there is nothing
-to judge the profile by."""
+test process (a delivery gap, with the hardware's effort stream even), so there is nothing to judge the profile by."""
 
 STARVED_GAP_MS = 10.0
 """A hardware effort gap above this (5 periods of the 500 Hz stream) means the simulated hardware itself was starved
