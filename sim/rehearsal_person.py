@@ -133,14 +133,15 @@ class RehearsalPerson:
             return gain * np.array([*xy, goal[2] - tool[2]]), False
         return gain * np.array([*xy, 0.0]), True
 
-    def demonstrate(self, give_up_s: float = 25.0) -> bool:
+    def demonstrate(self, proc: Any = None, give_up_s: float = 25.0) -> bool:
         """One attempt: the person steers until the scene shows success (then labels it) or gives up (a failure
-        label). Presses ready first (again when the robot does not follow: the recorder was not waiting yet)."""
+        label). Presses ready first (again when the robot does not follow: the recorder was not waiting yet), and
+        stops when the recorder ``proc`` (a Popen) has ended: a person does not steer for a program that quit."""
         start = time.monotonic()
         self.press("ready")
         moved_from = np.asarray(self.seen()["tool"])
         followed = False
-        while time.monotonic() - start < give_up_s:
+        while time.monotonic() - start < give_up_s and (proc is None or proc.poll() is None):
             seen = self.seen()
             if seen["success"]:
                 break

@@ -176,7 +176,7 @@ class RobotDay:
                 if not self.person.wait_home_or_end(proc):
                     break
                 self.person.put_back()
-                labels.append(self.person.demonstrate())
+                labels.append(self.person.demonstrate(proc))
             assert self._wait(proc, "record_demos", 120) == 0, self.log("record_demos")[-3000:]
             return {"attempts": len(labels), "successes": int(sum(labels))}
         return self._step("record demonstrations", body)
