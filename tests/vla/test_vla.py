@@ -103,7 +103,7 @@ def test_serve_policy_answers_like_the_local_policy_and_eval_runs_through_it(tra
         obs = obs_for(local, 3)
         noise = np.random.default_rng(1).normal(size=(4, 4)).astype(np.float32)
         # equal up to float rounding: the server's torch may sum in another order than this process's, whose
-        # thread count earlier tests set (CI on an AVX-512 EPYC: 6e-8 apart)
+        # thread count earlier tests set
         np.testing.assert_allclose(remote.infer(obs, "pick up the green cube", noise),
                                    local.infer(obs, "pick up the green cube", noise), rtol=0, atol=1e-5)
         t0 = time.perf_counter()
