@@ -77,4 +77,5 @@ def fit_logged_camera(cfg: CalibrateConfig, log: DriverLog, name: str, topic: st
     if not images:
         return None
     latency = float(np.median([logged - stamp for stamp, logged, _ in images]))
-    return fit_camera(held_frames(images, log, cfg.camera.frames), name, cfg.camera, cfg.task, latency)
+    frames = held_frames(images, log, cfg.camera.frames, average=cfg.camera.hold_average)
+    return fit_camera(frames, name, cfg.camera, cfg.task, latency)

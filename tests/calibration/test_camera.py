@@ -9,7 +9,8 @@ import mujoco
 import numpy as np
 import pytest
 
-from robot_rl.calibration.camera import CameraFitConfig, CameraFrame, candidate_pose, fit_camera, project
+from robot_rl.calibration.camera import CameraFitConfig, CameraFrame, candidate_pose, fit_camera, held_frames, project
+from robot_rl.calibration.log import DriverLog
 from robot_rl_sim import arm_tasks
 from robot_rl_sim.camera_error import camera_error, true_pose
 from robot_rl_sim.reality import load_reality
@@ -81,6 +82,25 @@ def test_frames_of_a_moving_arm_or_another_size_are_refused() -> None:
         fit_camera(frames, "front", CameraFitConfig(iterations=1))
     with pytest.raises(ValueError, match="not a camera"):
         fit_camera(frames[:1], "nowhere", CameraFitConfig(iterations=1))
+
+
+def test_a_held_frame_shows_the_mean_of_the_held_joint_states_not_their_noise() -> None:
+    # 500 Hz joint states: the arm held at q for 1 s (noise 3e-4 rad), then moving away; one frame stamped in the hold
+    t = np.arange(0.0, 2.0, 0.002)
+    q = np.zeros((len(t), 7)) + np.random.default_rng(0).normal(0.0, 3e-4, (len(t), 7))
+    moving = t > 1.0
+    q[moving] += (t[moving, None] - 1.0) * 0.5
+    qd = np.where(moving[:, None], 0.5, 0.0) * np.ones(7)
+    none = np.zeros(0)
+    log = DriverLog(none, np.zeros((0, 7)), t, t, q, qd, np.full_like(q, np.nan), np.full(len(t), 0.04), none, none)
+    image = np.zeros((8, 8, 3), np.uint8)
+    nearest = held_frames([(0.9, 0.95, image)], log, 1)[0]
+    averaged = held_frames([(0.9, 0.95, image)], log, 1, average=0.3)[0]
+    assert np.abs(nearest.q).max() > 3e-4  # one state: its noise
+    assert np.abs(averaged.q).max() < 1.5e-4  # 250 held states (the moving ones after 1 s left out): near 0
+    assert averaged.opening == pytest.approx(0.04)
+    with pytest.raises(ValueError, match="held still"):
+        held_frames([(1.5, 1.55, image)], log, 1, average=0.3)
 
 
 @pytest.mark.parametrize("camera", ["front", "wrist"])
