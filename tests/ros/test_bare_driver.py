@@ -161,7 +161,9 @@ def test_nothing_moves_that_nobody_asked_for(graph, tmp_path, profile: str) -> N
             ends.append((terminated, truncated))
             assert len(controls) < 60, controls
         held = controls.count("waiting")
-        peaks["held while the person gets ready"] = probe.peak_motion(began, began + held / env.cfg.control_hz)
+        # to a period before the first policy step's command: reset returns within a period, so the held periods
+        # end up to one period before began + held periods (a full window took in the arm's first 0.7-1.4 mm)
+        peaks["held while the person gets ready"] = probe.peak_motion(began, began + (held - 1) / env.cfg.control_hz)
 
         # The person presses the e-stop two steps into a 5-step episode and resets it later: the periods between
         # are held (nothing recorded, not the episode's steps), and the episode then runs its last 3 steps.
