@@ -70,9 +70,9 @@ class CameraFitConfig:
     """CMA-ES seed."""
 
     def validate(self) -> None:
-        if (self.frames < 1 or self.hold_average < 0 or self.size < 16 or self.blur < 0 or not 0 <= self.trim < 0.5
-                or self.iterations < 1
-                or self.population < 4 or self.refine_iterations < 0 or self.refit_iterations < 0
+        if (self.frames < 1 or self.hold_average < 0 or self.size < 16 or self.blur < 0
+                or not 0 <= self.trim < 0.5 or self.iterations < 1 or self.population < 4
+                or self.refine_iterations < 0 or self.refit_iterations < 0
                 or self.outlier <= 0):
             raise ValueError("calibrate: camera.frames >= 1, camera.hold_average >= 0, camera.size >= 16, "
                              "camera.blur >= 0, camera.trim in "
@@ -235,19 +235,21 @@ def held_frames(images: list[tuple[float, float, np.ndarray]], log: DriverLog, c
                 still: float = 0.01, average: float = 0.0) -> list[CameraFrame]:
     """Up to ``count`` frames (stamp, logged time, image), spread over the log, taken while every joint moved
     slower than ``still`` rad/s, each with the joint state nearest its stamp, or with ``average`` > 0 the mean of the
-    held states within ``average`` s of it (the arm is still, its sensor noise is not)."""
+    states within ``average`` s of it in the same hold (the arm is still, its sensor noise is not)."""
     held = []
     resting = np.all(np.abs(log.state_qd) < still, axis=1)
+    stamps = log.state_stamp
     for stamp, _, image in images:
-        i = int(np.clip(np.searchsorted(log.state_stamp, stamp), 1, len(log.state_stamp) - 1))
-        i = i if abs(log.state_stamp[i] - stamp) < abs(log.state_stamp[i - 1] - stamp) else i - 1
-        if abs(log.state_stamp[i] - stamp) < 0.05 and resting[i]:
-            near = resting & (np.abs(log.state_stamp - stamp) <= average) if average > 0 else np.arange(
-                len(resting)) == i
-            opening = log.opening[near]
-            held.append(CameraFrame(image=image, q=log.state_q[near].mean(axis=0),
-                                    opening=float(np.mean(opening)) if np.all(np.isfinite(opening)) else float("nan"),
-                                    stamp=stamp))
+        i = int(np.clip(np.searchsorted(stamps, stamp), 1, len(stamps) - 1))
+        i = i if abs(stamps[i] - stamp) < abs(stamps[i - 1] - stamp) else i - 1
+        if abs(stamps[i] - stamp) < 0.05 and resting[i]:
+            lo, hi = i, i + 1  # the hold around i, no further than ``average`` either side
+            while lo > 0 and resting[lo - 1] and stamp - stamps[lo - 1] <= average:
+                lo -= 1
+            while hi < len(stamps) and resting[hi] and stamps[hi] - stamp <= average:
+                hi += 1
+            held.append(CameraFrame(image=image, q=log.state_q[lo:hi].mean(axis=0),
+                                    opening=float(np.mean(log.opening[lo:hi])), stamp=stamp))
     if not held:
         raise ValueError("calibrate: no image was taken while the arm was held still (record the log with "
                          "robot-rl record-excitation, which records the cameras during its holds)")

@@ -85,11 +85,12 @@ def test_frames_of_a_moving_arm_or_another_size_are_refused() -> None:
 
 
 def test_a_held_frame_shows_the_mean_of_the_held_joint_states_not_their_noise() -> None:
-    # 500 Hz joint states: the arm held at q for 1 s (noise 3e-4 rad), then moving away; one frame stamped in the hold
+    # 500 Hz joint states: the arm held at 0 for 1 s (noise 3e-4 rad), moved for 0.1 s, held at 0.05 rad from 1.1 s;
+    # one frame stamped in the first hold, 0.2 s before the move
     t = np.arange(0.0, 2.0, 0.002)
     q = np.zeros((len(t), 7)) + np.random.default_rng(0).normal(0.0, 3e-4, (len(t), 7))
-    moving = t > 1.0
-    q[moving] += (t[moving, None] - 1.0) * 0.5
+    moving = (t > 1.0) & (t <= 1.1)
+    q[t > 1.0] += np.minimum(t[t > 1.0, None] - 1.0, 0.1) * 0.5
     qd = np.where(moving[:, None], 0.5, 0.0) * np.ones(7)
     none = np.zeros(0)
     log = DriverLog(none, np.zeros((0, 7)), t, t, q, qd, np.full_like(q, np.nan), np.full(len(t), 0.04), none, none)
@@ -97,10 +98,11 @@ def test_a_held_frame_shows_the_mean_of_the_held_joint_states_not_their_noise() 
     nearest = held_frames([(0.9, 0.95, image)], log, 1)[0]
     averaged = held_frames([(0.9, 0.95, image)], log, 1, average=0.3)[0]
     assert np.abs(nearest.q).max() > 3e-4  # one state: its noise
-    assert np.abs(averaged.q).max() < 1.5e-4  # 250 held states (the moving ones after 1 s left out): near 0
+    # 250 states of its own hold (not the move after 1 s, nor the next hold at 1.1-1.2 s): near 0
+    assert np.abs(averaged.q).max() < 1.5e-4
     assert averaged.opening == pytest.approx(0.04)
     with pytest.raises(ValueError, match="held still"):
-        held_frames([(1.5, 1.55, image)], log, 1, average=0.3)
+        held_frames([(1.05, 1.1, image)], log, 1, average=0.3)
 
 
 @pytest.mark.parametrize("camera", ["front", "wrist"])
