@@ -105,17 +105,24 @@ def round_trip(profile_path: str, seconds: float) -> dict:
 
 
 def policy_success(run_dir: str, profile_path: str | None, episodes: int, obs_timeout: float = 1.0,
-                   policy_file: str | Path | None = None) -> dict:
+                   policy_file: str | Path | None = None, ee_velocity: str | None = None) -> dict:
     """The run's latest policy (or ``policy_file``), deterministic, on the emulated hardware's first ``episodes``
-    placements: through the profile (``profile_path``), or in pure sim with those placements replayed (None)."""
+    placements: through the profile (``profile_path``), or in pure sim with those placements replayed (None). The
+    robot env reads the EE velocity as ``ee_velocity`` (None: as the run's sim did)."""
+    from robot_rl.config import load_yaml
     from robot_rl.envs.ros_env import RosArmEnv
+    from robot_rl.training.config import TrainConfig
 
     extra = {}
     if profile_path is None:
         ok = policy_successes(run_dir, episodes, policy_file=policy_file)
     else:
+        if ee_velocity is None:
+            ee_velocity = load_yaml(TrainConfig, Path(run_dir) / "config.yaml").env.kwargs.get("ee_velocity",
+                                                                                                "instant")
         env = RosArmEnv(profile=profile_path, reset_service="arm_driver/reset", connect_timeout=60.0,
-                        obs_timeout=obs_timeout)
+                        obs_timeout=obs_timeout, ee_velocity=ee_velocity)
+        extra["ee_velocity"] = ee_velocity
         try:
             ok = policy_successes(run_dir, episodes, env, policy_file=policy_file)
             extra["overruns"] = env.overruns

@@ -10,7 +10,8 @@ odometry gain error, another floor), on the same object placements or start pose
 Each run's latest policy, deterministic: in the nominal sim (the hardware's placements replayed), then
 through ``ros2_control_joint_position`` with the emulated driver (``reality:=NAME``) and the safety node in
 processes of their own, over Fast DDS (a pixel run's robot has its front and wrist cameras as ROS image topics, at
-its image size, and no object pose). A Drive run laps the track through ``--car-profile`` (``car_hardware`` with
+its image size, and no object pose); the robot env reads the EE velocity as the run's sim did (``ee_velocity``,
+``--robot-ee-velocity`` to choose). A Drive run laps the track through ``--car-profile`` (``car_hardware`` with
 ``reality:=NAME``, from ``sim/realities/car``, and the car safety node) from the driver's first start poses.
 Beside it, the policy in the sim it was trained in (its env kwargs; the nominal sim for a nominal run): the gap is
 that minus the rehearsal, in points, what training promised and the robot did not keep.
@@ -113,6 +114,8 @@ def main() -> None:
     parser.add_argument("--domain", type=int, default=207)
     parser.add_argument("--policy", choices=["latest", "best"], default="latest",
                         help="each run's newest checkpoint's policy, or its best evaluation's (keep_best)")
+    parser.add_argument("--robot-ee-velocity", choices=["instant", "step"], default=None,
+                        help="how the robot env reads the EE velocity (default: as each run's sim did)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     runs = dict(r.split("=", 1) for r in args.runs)
@@ -135,7 +138,8 @@ def main() -> None:
             wait_kinematics(graph)
             for name, run in ((n, runs[n]) for n in names):
                 try:
-                    got = policy_success(run, path, args.episodes, policy_file=policies[name])
+                    got = policy_success(run, path, args.episodes, policy_file=policies[name],
+                                         ee_velocity=args.robot_ee_velocity)
                 except (TimeoutError, RuntimeError) as exc:  # recorded; the other runs still go
                     got = {"error": f"{type(exc).__name__}: {exc}"}
                 result["runs"][name][reality] = got

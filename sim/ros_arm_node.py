@@ -362,10 +362,12 @@ class ArmHardwareNode(Node):
                 image = self.env.render_camera(cam, self.cfg.image_size, render)
             if self.image_gain is not None:
                 image = np.clip(image * self.image_gain, 0, 255).astype(np.uint8)
-            self._publish(pub, image_msg(image, stamp, frame), latency, self.now())
+            # a camera's latency counts from its frame's stamp (exposure) to delivery, the render's time inside it
+            # (a busy CPU's slower render once added ~10 ms to what a log read off the stamps)
+            self._publish(pub, image_msg(image, stamp, frame), latency, stamp)
             info = camera_info(self.model, cam, self.cfg.image_size, self.cfg.image_size, frame)
             info.header.stamp = to_stamp(stamp)
-            self._publish(pub_info, info, latency, self.now())
+            self._publish(pub_info, info, latency, stamp)
 
     def _publish_diag(self, window: float, behind: float) -> None:
         """Effort command rate and largest gap over the last ``window`` s, how far physics is behind real time."""

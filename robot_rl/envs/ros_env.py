@@ -102,6 +102,7 @@ class RosArmEnv(gym.Env):
         self.gripper = 1.0
         self._tick = 0.0
         self._obs_stamp = -math.inf  # the reference message the last observation was built from
+        self._last_pose: tuple[float, np.ndarray] | None = None  # (stamp, position) of it (ee_velocity: step)
         self._key = threading.Event()
         self._terminal_to_teleop = False
         self.publish_times: list[float] = []
@@ -239,6 +240,8 @@ class RosArmEnv(gym.Env):
         snap, skew = self.link.snapshot(self.state_keys + self.cam_keys, ref, self.cfg.sync_slack,
                                         self.cfg.obs_timeout)
         parts, (pos, quat) = self.sources.state(snap)
+        if self.cfg.ee_velocity == "step":
+            parts[2] = self._step_velocity(snap["pose"][0], pos)
         self._observed_pose = (pos, quat)
         if quat @ np.asarray(self.cfg.limits.home_quat) < 0:
             parts[1] = -quat
@@ -264,6 +267,15 @@ class RosArmEnv(gym.Env):
         """(position, quaternion, linear velocity) of the newest EE messages."""
         return self.sources.ee()
 
+    def _step_velocity(self, stamp: float, pos: np.ndarray) -> np.ndarray:
+        """The EE's mean velocity since the previous observation (``ee_velocity: step``): its displacement over the
+        time between the two poses' stamps, which vary by milliseconds from one period to the next on a robot (a
+        displacement over the nominal period would read them as speed); 0 on a reset's first observation."""
+        last, self._last_pose = self._last_pose, (stamp, np.array(pos, np.float64))
+        if last is None or not stamp > last[0]:
+            return np.zeros(3)
+        return (self._last_pose[1] - last[1]) / (stamp - last[0])
+
     # ------------------------------------------------------------------ gym API
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         super().reset(seed=seed)
@@ -288,6 +300,7 @@ class RosArmEnv(gym.Env):
             self._episode_outcome = {"success": False, "terminated": False, "truncated": False}
         self._tick = self.clock.now()  # the first observation is stamped after this: its messages are in the bag
         self._obs_stamp = -math.inf  # a restarted driver's clock (sim time) may start again below the last stamp
+        self._last_pose = None  # at rest after the reset: the first observation's step velocity is 0
         obs, info = self._observe(self._tick, frames_after=time.monotonic())
         # the first target is the pose the first observation shows (the first action moves from what was seen)
         self.target_pos, self.target_quat = (np.array(x, np.float64) for x in self._observed_pose)

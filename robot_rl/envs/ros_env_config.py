@@ -39,6 +39,12 @@ class RosArmEnvConfig:
     """Append the wrist wrench (6) to the state."""
     object_state: bool = True
     """Append the object position (3, from ``object_pose``: sim-privileged) to the state."""
+    ee_velocity: str = "instant"
+    """The state's EE linear velocity, as the policy was trained with it (the sim task's ``ee_velocity``):
+    ``instant``, the driver's twist (``ee_twist``) or, with a profile, the joint velocities through the URDF's
+    Jacobian; ``step``, the EE's displacement since the previous observation divided by the time between their
+    stamps (0 on a reset's first observation), what a sim trained with ``ee_velocity: step`` (``robot-rl
+    calibrate`` writes it) shows."""
     image_size: int = 0
     """Side of the camera images (0 = no pixels); must match the camera topics."""
     cameras: tuple[str, ...] = ()
@@ -98,6 +104,8 @@ class RosArmEnvConfig:
         self.limits.validate()
         if self.control_hz <= 0 or self.max_episode_steps <= 0:
             raise ValueError("control_hz and max_episode_steps must be > 0")
+        if self.ee_velocity not in ("instant", "step"):
+            raise ValueError(f"ee_velocity must be 'instant' or 'step', got {self.ee_velocity!r}")
         if self.sync_slack < 0 or self.obs_timeout <= 0:
             raise ValueError("sync_slack must be >= 0 and obs_timeout > 0")
         if self.success_source not in ("topic", "key", "none"):

@@ -182,3 +182,32 @@ def test_the_first_observation_after_a_reset_shows_the_scene_after_it(graph, tmp
         env.close()
     assert min(moves) > 1.0, f"the resets did not move the cube in the image: {moves}"  # else nothing is shown
     assert max(errors) < 0.5, f"first observation's cube off where it lies, in pixels: {errors} (moves {moves})"
+
+
+@pytest.mark.timeout(180)
+def test_a_step_velocity_is_the_displacement_between_observations(graph, tmp_path) -> None:
+    """``ee_velocity: step`` on the robot env reads what the sim's ``step`` reads: the EE's displacement since the
+    previous observation over the time between their stamps (0 on the reset's first observation); at a steady
+    command through the ``typical`` robot (its slower joint loop, its latencies) it settles at the target's speed."""
+    from robot_rl.envs.ros_env import RosArmEnv
+    from tests.ros.test_profiles import profile_file, start_profile_graph, wait_kinematics
+
+    path = profile_file(PROFILE, tmp_path)
+    start_profile_graph(graph, path, "-p", "reality:=typical")
+    wait_kinematics(graph)
+    env = RosArmEnv(profile=path, reset_service="arm_driver/reset", connect_timeout=60.0, ee_velocity="step")
+    try:
+        obs, info = env.reset(seed=0)
+        states, stamps = [obs["state"]], [info["stamp"]]
+        for _ in range(8):  # +y at the full step: the target moves max_step per period
+            obs, _, _, _, info = env.step(np.array([0.0, 1.0, 0.0, 1.0], np.float32))
+            states.append(obs["state"])
+            stamps.append(info["stamp"])
+    finally:
+        env.close()
+    pos, vel = np.array(states)[:, :3].astype(np.float64), np.array(states)[:, 7:10].astype(np.float64)
+    assert np.all(vel[0] == 0.0), vel[0]
+    expected = np.diff(pos, axis=0) / np.diff(stamps)[:, None]
+    assert np.allclose(vel[1:], expected, atol=1e-3), (vel, expected)
+    speed = env.cfg.limits.max_step * env.cfg.control_hz
+    assert abs(vel[-3:, 1].mean() / speed - 1) < 0.15, (vel[:, 1], speed)
