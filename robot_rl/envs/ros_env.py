@@ -238,10 +238,10 @@ class RosArmEnv(gym.Env):
         # Every topic of the reference's physics step carries its stamp, but topics are delivered independently:
         # the snapshot waits for all of them, or a stale object pose or twist gets paired in.
         snap, skew = self.link.snapshot(self.state_keys + self.cam_keys, ref, self.cfg.sync_slack,
-                                        self.cfg.obs_timeout)
+                                        self.cfg.obs_timeout, self.sources.unsynced)
         parts, (pos, quat) = self.sources.state(snap)
         if self.cfg.ee_velocity == "step":
-            parts[2] = self._step_velocity(snap["pose"][0], pos)
+            parts[2] = self._step_velocity(self.sources.pose(snap)[0], pos)
         self._observed_pose = (pos, quat)
         if quat @ np.asarray(self.cfg.limits.home_quat) < 0:
             parts[1] = -quat

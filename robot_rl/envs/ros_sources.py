@@ -3,10 +3,10 @@ robot profile's driver (:class:`ProfileSources`). Both subscribe on the env's :c
 and give the state parts in the sim tasks' layout: EE position (3), quaternion (4, w-x-y-z), EE linear velocity
 (3), gripper opening (1), [wrench (6)], [object position (3)].
 
-With a profile, the EE pose comes from TF (base frame -> tool frame, one value per ``/tf`` message that moves the
-chain), its velocity from the joint velocities through the URDF's Jacobian, the gripper opening from the gripper
-joints, the object position from the tracker's TF frame, the wrench from the profile's topic and success from the
-profile's source. No robot_rl-specific topic is read.
+With a profile, the EE pose comes from the joint states through the URDF's kinematics (what robot_state_publisher
+puts on TF, at the joint states' rate rather than its 20 Hz), its velocity from the joint velocities through the
+URDF's Jacobian, the gripper opening from the gripper joints, the object position from the tracker's TF frame, the
+wrench from the profile's topic and success from the profile's source. No robot_rl-specific topic is read.
 """
 
 from __future__ import annotations
@@ -35,33 +35,36 @@ def _wrench(msg: Any) -> np.ndarray:
 
 
 class _Sources:
-    """What both sources share: the reference stream and the state's layout. Subclasses give ``velocity(snap)``
-    and ``latest_velocity()``."""
+    """What both sources share: the state's layout. Subclasses give the reference stream, ``pose(snap)``,
+    ``velocity(snap)`` and ``ee()``."""
 
     link: RosLink
     cam_keys: list[str]
+    unsynced: tuple[str, ...] = ()
+    """Streams an observation takes as they are, without waiting for the reference's instant (see
+    :func:`robot_rl.ros.link.snapshot`)."""
 
     def reference(self) -> str:
-        """The stream whose stamp an observation is taken at: the first camera, else the EE pose."""
-        return self.cam_keys[0] if self.cam_keys else "pose"
+        """The stream whose stamp an observation is taken at."""
+        raise NotImplementedError
+
+    def pose(self, snap: Snap) -> tuple[float, np.ndarray, np.ndarray]:
+        """(stamp, position, quaternion w-x-y-z) of the EE in a synchronised snapshot."""
+        raise NotImplementedError
 
     def state(self, snap: Snap) -> tuple[list[np.ndarray], tuple[np.ndarray, np.ndarray]]:
         """The state parts (sim layout) of a synchronised snapshot, and the EE pose."""
-        pos, quat = snap["pose"][1]
+        _, pos, quat = self.pose(snap)
         gripper = snap["gripper"][1] if "gripper" in snap else 0.0
         parts = [pos, quat, self.velocity(snap), np.array([gripper])]
         parts += [snap[k][1] for k in ("wrench", "object") if k in snap]
         return parts, (pos, quat)
 
     def ee(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(position, quaternion, linear velocity) of the newest EE messages."""
-        pos, quat = self.link.streams["pose"].latest()[1]
-        return pos, quat, self.latest_velocity()
-
-    def velocity(self, snap: Snap) -> np.ndarray:
+        """(position, quaternion, linear velocity) of the EE from the newest messages."""
         raise NotImplementedError
 
-    def latest_velocity(self) -> np.ndarray:
+    def velocity(self, snap: Snap) -> np.ndarray:
         raise NotImplementedError
 
 
@@ -95,11 +98,20 @@ class TopicSources(_Sources):
     def connect(self, timeout: float) -> None:
         """Waits for what the observation needs (the env waits for the streams; nothing more to check)."""
 
+    def reference(self) -> str:
+        """The first camera, else the EE pose."""
+        return self.cam_keys[0] if self.cam_keys else "pose"
+
+    def pose(self, snap: Snap) -> tuple[float, np.ndarray, np.ndarray]:
+        stamp, (pos, quat) = snap["pose"]
+        return stamp, pos, quat
+
     def velocity(self, snap: Snap) -> np.ndarray:
         return snap["twist"][1]
 
-    def latest_velocity(self) -> np.ndarray:
-        return self.link.streams["twist"].latest()[1]
+    def ee(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        pos, quat = self.link.streams["pose"].latest()[1]
+        return pos, quat, self.link.streams["twist"].latest()[1]
 
 
 class ProfileSources(_Sources):
@@ -139,26 +151,27 @@ class ProfileSources(_Sources):
             link.subscribe("wrench", WrenchStamped, p.wrench.topic, _wrench, best_effort=True)
         if object_state and not p.objects:
             raise ValueError(f"object_state: profile {p.name} tracks no object (profile.objects)")
+        # The tracked object comes from TF, at the tracker's (or robot_state_publisher's) rate: 20 Hz by default
+        # (its publish_frequency), so an observation takes it as it is (unsynced) rather than wait for it.
         self.tf = TfBuffer()
-        self.tf.subscribe(link.node)
-        pose = link.streams["pose"] = Stream(lambda value: value)  # fed by put() from the TF lookups below
-        obj = link.streams["object"] = Stream(lambda value: value) if object_state else None
-        chains = [("pose", p.tool_frame, pose)] + ([("object", p.objects[0].frame, obj)] if obj is not None else [])
-        newest = {key: -np.inf for key, _, _ in chains}
+        if object_state:
+            self.tf.subscribe(link.node)
+            obj = link.streams["object"] = Stream(lambda value: value)  # fed by put() from the TF lookups below
+            newest = [-np.inf]
 
-        def on_tf(_: float) -> None:
-            for key, frame, stream in chains:
+            def on_tf(_: float) -> None:
                 try:
-                    pos, quat, t = self.tf.lookup(p.base_frame, frame)
+                    pos, _, t = self.tf.lookup(p.base_frame, p.objects[0].frame)
                 except TfError:
-                    continue
-                if np.isfinite(t) and t > newest[key]:
-                    newest[key] = t
-                    stream.put(t, (pos, quat) if key == "pose" else pos)
+                    return
+                if np.isfinite(t) and t > newest[0]:
+                    newest[0] = t
+                    obj.put(t, pos)
 
-        self.tf.on_update(on_tf)
+            self.tf.on_update(on_tf)
+        self.unsynced = ("object",)
         self.description = RobotDescription(link.node, p.robot_description, self._on_urdf)
-        self.state_keys = ["pose", "joints"] + ["gripper"] * bool(p.gripper.joints) + ["wrench"] * include_wrench + \
+        self.state_keys = ["joints"] + ["gripper"] * bool(p.gripper.joints) + ["wrench"] * include_wrench + \
             ["object"] * object_state
         self.cam_keys: list[str] = []  # the profile's cameras are read by the env's camera rig
         self.camera_topics: dict[str, str] = {}
@@ -179,10 +192,25 @@ class ProfileSources(_Sources):
         except ValueError:
             self.kin = None  # no velocity from a URDF that is not this robot's: the next observation fails loudly
 
+    def reference(self) -> str:
+        """The joint states: they come at the hardware rate, so each observation is of the period's end. (The
+        tool's TF comes at robot_state_publisher's rate, 20 Hz by default: at 20-50 Hz the observed instants
+        alternate, 40 and 60 ms apart at a 50 ms period, and a policy trained on a sim's even steps misjudges
+        the arm's motion.)"""
+        return "joints"
+
+    def pose(self, snap: Snap) -> tuple[float, np.ndarray, np.ndarray]:
+        """The tool pose from the joint positions through the URDF (the TF robot_state_publisher would send)."""
+        stamp, (q, _) = snap["joints"]
+        pos, quat = self.kin.forward(q)
+        return stamp, pos, quat
+
     def velocity(self, snap: Snap) -> np.ndarray:
         """The tool's linear velocity: the joint velocities through the URDF's Jacobian."""
         return self.kin.twist(*snap["joints"][1])[:3]
 
-    def latest_velocity(self) -> np.ndarray:
-        return self.kin.twist(*self.link.streams["joints"].latest()[1])[:3]
+    def ee(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        q, qd = self.link.streams["joints"].latest()[1]
+        pos, quat = self.kin.forward(q)
+        return pos, quat, self.kin.twist(q, qd)[:3]
 

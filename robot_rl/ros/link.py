@@ -79,13 +79,15 @@ class Stream:
 
 
 def snapshot(streams: dict[str, Stream], keys: list[str], reference: str, slack: float = 0.0,
-             timeout: float = 0.0) -> tuple[dict[str, tuple[float, Any]], float]:
+             timeout: float = 0.0, unsynced: tuple[str, ...] = ()) -> tuple[dict[str, tuple[float, Any]], float]:
     """Synchronised values: the newest ``reference`` item, and for every other key the buffered item nearest to
     its stamp. Returns ``({key: (stamp, value)}, max |stamp - reference stamp|)``.
 
     Topics are delivered independently, so the reference can come in before the other topics of its instant: with
     ``timeout`` > 0 every other key is first waited for (up to ``timeout`` s) until it has an item stamped at least
-    the reference's stamp minus ``slack``; TimeoutError if one does not come."""
+    the reference's stamp minus ``slack``; TimeoutError if one does not come. Keys in ``unsynced`` (a sensor at a
+    lower rate of its own, e.g. a tracker's TF frame beside joint states at the hardware rate) are not waited for:
+    their nearest item as it is (waiting would delay every observation by up to their period)."""
     ref = streams[reference].latest()
     if ref is None:
         raise RuntimeError(f"no {reference} message yet")
@@ -93,7 +95,7 @@ def snapshot(streams: dict[str, Stream], keys: list[str], reference: str, slack:
     for k in keys:
         if k == reference:
             continue
-        if timeout > 0 and not streams[k].wait_newer(ref[0] - slack, timeout):
+        if timeout > 0 and k not in unsynced and not streams[k].wait_newer(ref[0] - slack, timeout):
             raise TimeoutError(f"no {k} stamped {ref[0] - slack:.3f} or later within {timeout} s")
         item = streams[k].nearest(ref[0])
         if item is None:
@@ -198,10 +200,10 @@ class RosLink:
         """Waits until every stream in ``keys`` has a message; returns the ones still missing."""
         return self._wait(keys, lambda k: self.streams[k].latest() is not None, timeout)
 
-    def snapshot(self, keys: list[str], reference: str, slack: float = 0.0,
-                 timeout: float = 0.0) -> tuple[dict[str, tuple[float, Any]], float]:
+    def snapshot(self, keys: list[str], reference: str, slack: float = 0.0, timeout: float = 0.0,
+                 unsynced: tuple[str, ...] = ()) -> tuple[dict[str, tuple[float, Any]], float]:
         """See :func:`snapshot`."""
-        return snapshot(self.streams, keys, reference, slack, timeout)
+        return snapshot(self.streams, keys, reference, slack, timeout, unsynced)
 
     def close(self) -> None:
         if self._closed:
