@@ -105,10 +105,10 @@ def round_trip(profile_path: str, seconds: float) -> dict:
 
 
 def policy_success(run_dir: str, profile_path: str | None, episodes: int, obs_timeout: float = 1.0,
-                   policy_file: str | Path | None = None, ee_velocity: str | None = None) -> dict:
+                   policy_file: str | Path | None = None, ee_velocity: str = "instant") -> dict:
     """The run's latest policy (or ``policy_file``), deterministic, on the emulated hardware's first ``episodes``
     placements: through the profile (``profile_path``), or in pure sim with those placements replayed (None). The
-    robot env reads the EE velocity as ``ee_velocity`` (None: as the run's sim did)."""
+    robot env reads the EE velocity as ``ee_velocity`` (``trained``: as the run's sim did)."""
     from robot_rl.config import load_yaml
     from robot_rl.envs.ros_env import RosArmEnv
     from robot_rl.training.config import TrainConfig
@@ -117,7 +117,7 @@ def policy_success(run_dir: str, profile_path: str | None, episodes: int, obs_ti
     if profile_path is None:
         ok = policy_successes(run_dir, episodes, policy_file=policy_file)
     else:
-        if ee_velocity is None:
+        if ee_velocity == "trained":
             ee_velocity = load_yaml(TrainConfig, Path(run_dir) / "config.yaml").env.kwargs.get("ee_velocity",
                                                                                                 "instant")
         env = RosArmEnv(profile=profile_path, reset_service="arm_driver/reset", connect_timeout=60.0,

@@ -10,9 +10,10 @@ odometry gain error, another floor), on the same object placements or start pose
 Each run's latest policy, deterministic: in the nominal sim (the hardware's placements replayed), then
 through ``ros2_control_joint_position`` with the emulated driver (``reality:=NAME``) and the safety node in
 processes of their own, over Fast DDS (a pixel run's robot has its front and wrist cameras as ROS image topics, at
-its image size, and no object pose); the robot env reads the EE velocity as the run's sim did (``ee_velocity``,
-``--robot-ee-velocity`` to choose). A Drive run laps the track through ``--car-profile`` (``car_hardware`` with
-``reality:=NAME``, from ``sim/realities/car``, and the car safety node) from the driver's first start poses.
+its image size, and no object pose); the robot env reads the EE velocity through the Jacobian
+(``--robot-ee-velocity`` for another reading). A Drive run laps the track through ``--car-profile``
+(``car_hardware`` with ``reality:=NAME``, from ``sim/realities/car``, and the car safety node) from the driver's
+first start poses.
 Beside it, the policy in the sim it was trained in (its env kwargs; the nominal sim for a nominal run): the gap is
 that minus the rehearsal, in points, what training promised and the robot did not keep.
 """
@@ -114,8 +115,8 @@ def main() -> None:
     parser.add_argument("--domain", type=int, default=207)
     parser.add_argument("--policy", choices=["latest", "best"], default="latest",
                         help="each run's newest checkpoint's policy, or its best evaluation's (keep_best)")
-    parser.add_argument("--robot-ee-velocity", choices=["instant", "step"], default=None,
-                        help="how the robot env reads the EE velocity (default: as each run's sim did)")
+    parser.add_argument("--robot-ee-velocity", choices=["instant", "step", "trained"], default="instant",
+                        help="how the robot env reads the EE velocity (trained: as each run's sim did)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     runs = dict(r.split("=", 1) for r in args.runs)

@@ -252,7 +252,8 @@ class RosArmEnv(gym.Env):
         info = {"stamp": snap[ref][0], "obs_skew": skew}
         if self.recorder is not None:  # which messages this observation is made of: exact pairs in the bag's demos
             keys = self.state_keys + (self.cam_keys if self.rig is None else [])
-            self.recorder.note_observation({self.link.subscriptions[k].topic: round(snap[k][0] * 1e9) for k in keys})
+            subs = self.link.subscriptions  # a stream fed from another's messages (TF, the joints') has no topic
+            self.recorder.note_observation({subs[k].topic: round(snap[k][0] * 1e9) for k in keys if k in subs})
         if self.rig is not None:
             # The rig waits (up to its sync_timeout) for a set within its skew and staleness bounds and counts
             # the late cameras; its stamps are monotonic, the state's are wall clock.

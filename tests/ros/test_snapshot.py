@@ -41,6 +41,16 @@ def test_snapshot_slack_and_timeout() -> None:
         snapshot(_streams(), ["pose", "object"], "pose", timeout=0.05)
 
 
+@pytest.mark.timeout(30)
+def test_an_unsynced_stream_is_taken_as_it_is_without_waiting() -> None:
+    """A tracker's TF frame at its own, lower rate beside joint states at the hardware rate: waiting for its next
+    item would delay every observation by up to its period."""
+    t0 = time.monotonic()
+    snap, skew = snapshot(_streams(), ["pose", "object"], "pose", timeout=1.0, unsynced=("object",))
+    assert time.monotonic() - t0 < 0.5
+    assert snap["object"] == (1.00, "object@1.00") and skew == pytest.approx(0.01)
+
+
 def _deliver(stream: Stream, stamp: float, value: str) -> None:
     with stream.cond:
         stream.items.append((stamp, value))
