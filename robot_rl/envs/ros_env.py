@@ -239,9 +239,9 @@ class RosArmEnv(gym.Env):
         # the snapshot waits for all of them, or a stale object pose or twist gets paired in.
         snap, skew = self.link.snapshot(self.state_keys + self.cam_keys, ref, self.cfg.sync_slack,
                                         self.cfg.obs_timeout, self.sources.unsynced)
-        parts, (pos, quat) = self.sources.state(snap)
+        parts, (pose_stamp, pos, quat) = self.sources.state(snap)
         if self.cfg.ee_velocity == "step":
-            parts[2] = self._step_velocity(self.sources.pose(snap)[0], pos)
+            parts[2] = self._step_velocity(pose_stamp, pos)
         self._observed_pose = (pos, quat)
         if quat @ np.asarray(self.cfg.limits.home_quat) < 0:
             parts[1] = -quat

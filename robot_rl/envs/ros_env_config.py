@@ -44,8 +44,8 @@ class RosArmEnvConfig:
     ``instant``, the driver's twist (``ee_twist``) or, with a profile, the joint velocities through the URDF's
     Jacobian; ``step``, the EE's displacement since the previous observation divided by the time between their
     stamps (0 on a reset's first observation), what a sim trained with ``ee_velocity: step`` (``robot-rl
-    calibrate`` writes it) shows. Closer to that sim's reading, yet such policies did worse with it through the
-    rehearsal's ``typical`` robot (3 seeds, 100 placements: 56/40/71 % against 59/66/67 % with ``instant``)."""
+    calibrate`` writes it) shows. Check a policy through the rehearsal with both: ``step`` is closer to that sim's
+    reading, yet its policies transferred worse with it than with ``instant``."""
     image_size: int = 0
     """Side of the camera images (0 = no pixels); must match the camera topics."""
     cameras: tuple[str, ...] = ()

@@ -52,13 +52,13 @@ class _Sources:
         """(stamp, position, quaternion w-x-y-z) of the EE in a synchronised snapshot."""
         raise NotImplementedError
 
-    def state(self, snap: Snap) -> tuple[list[np.ndarray], tuple[np.ndarray, np.ndarray]]:
-        """The state parts (sim layout) of a synchronised snapshot, and the EE pose."""
-        _, pos, quat = self.pose(snap)
+    def state(self, snap: Snap) -> tuple[list[np.ndarray], tuple[float, np.ndarray, np.ndarray]]:
+        """The state parts (sim layout) of a synchronised snapshot, and the EE pose with its stamp."""
+        stamp, pos, quat = self.pose(snap)
         gripper = snap["gripper"][1] if "gripper" in snap else 0.0
         parts = [pos, quat, self.velocity(snap), np.array([gripper])]
         parts += [snap[k][1] for k in ("wrench", "object") if k in snap]
-        return parts, (pos, quat)
+        return parts, (stamp, pos, quat)
 
     def ee(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(position, quaternion, linear velocity) of the EE from the newest messages."""
@@ -153,8 +153,8 @@ class ProfileSources(_Sources):
             raise ValueError(f"object_state: profile {p.name} tracks no object (profile.objects)")
         # The tracked object comes from TF, at the tracker's (or robot_state_publisher's) rate: 20 Hz by default
         # (its publish_frequency), so an observation takes it as it is (unsynced) rather than wait for it.
-        self.tf = TfBuffer()
         if object_state:
+            self.tf = TfBuffer()
             self.tf.subscribe(link.node)
             obj = link.streams["object"] = Stream(lambda value: value)  # fed by put() from the TF lookups below
             newest = [-np.inf]
@@ -169,7 +169,7 @@ class ProfileSources(_Sources):
                     obj.put(t, pos)
 
             self.tf.on_update(on_tf)
-        self.unsynced = ("object",)
+            self.unsynced = ("object",)
         self.description = RobotDescription(link.node, p.robot_description, self._on_urdf)
         self.state_keys = ["joints"] + ["gripper"] * bool(p.gripper.joints) + ["wrench"] * include_wrench + \
             ["object"] * object_state

@@ -188,7 +188,8 @@ def test_the_first_observation_after_a_reset_shows_the_scene_after_it(graph, tmp
 def test_a_step_velocity_is_the_displacement_between_observations(graph, tmp_path) -> None:
     """``ee_velocity: step`` on the robot env reads what the sim's ``step`` reads: the EE's displacement since the
     previous observation over the time between their stamps (0 on the reset's first observation); at a steady
-    command through the ``typical`` robot (its slower joint loop, its latencies) it settles at the target's speed."""
+    command through the ``typical`` robot (its slower joint loop, its latencies) it settles at the target's speed.
+    The observations are a control period apart, as the sim's steps are."""
     from robot_rl.envs.ros_env import RosArmEnv
     from tests.ros.test_profiles import profile_file, start_profile_graph, wait_kinematics
 
@@ -205,6 +206,9 @@ def test_a_step_velocity_is_the_displacement_between_observations(graph, tmp_pat
             stamps.append(info["stamp"])
     finally:
         env.close()
+    # observed at the joint states' instants, a period apart (TF at the driver's 50 Hz read them 40 and 60 ms apart)
+    intervals = np.diff(stamps)[1:]
+    assert np.sum(np.abs(intervals - env.period) < 0.006) >= 6, intervals
     pos, vel = np.array(states)[:, :3].astype(np.float64), np.array(states)[:, 7:10].astype(np.float64)
     assert np.all(vel[0] == 0.0), vel[0]
     expected = np.diff(pos, axis=0) / np.diff(stamps)[:, None]
