@@ -125,28 +125,28 @@ def main() -> None:
     drives = {n: r for n, r in runs.items() if task_of(r) == "robot_rl/Drive-v0"}
     runs = {n: r for n, r in runs.items() if n not in drives}
     sizes = {name: image_size(run) for name, run in runs.items()}
-    groups = {size: [n for n in runs if sizes[n] == size] for size in sorted(set(sizes.values()))}
     policies = {name: str(policy_file(run, args.policy)) for name, run in runs.items()}
     result: dict = {"runs": {name: {"run_dir": run, "policy": args.policy,
                                     "pure_sim": policy_success(run, None, args.episodes, policy_file=policies[name]),
                                     "training_sim": training_sim(run, args.episodes, policies[name])}
                              for name, run in runs.items()}}
-    for reality, (size, names) in ((r, g) for r in args.realities for g in groups.items()):
+    for reality, name in ((r, n) for r in args.realities for n in runs):
+        size = sizes[name]
         path = camera_profile(args.profile, size, folder) if size else profile_file(args.profile, folder)
+        # a driver of its own for each run: its resets place the cubes in one sequence from its start, so every
+        # run meets the placements the sim columns replay (hardware_placements), not those after another run's
         graph = Graph(args.domain, folder)
         start_profile_graph(graph, path, "-p", f"reality:={reality}", *(["-p", f"image_size:={size}"] if size else []))
         try:
             wait_kinematics(graph)
-            for name, run in ((n, runs[n]) for n in names):
-                try:
-                    got = policy_success(run, path, args.episodes, policy_file=policies[name],
-                                         ee_velocity=args.robot_ee_velocity)
-                except (TimeoutError, RuntimeError) as exc:  # recorded; the other runs still go
-                    got = {"error": f"{type(exc).__name__}: {exc}"}
-                result["runs"][name][reality] = got
-                print(name, reality, got, flush=True)
+            got = policy_success(runs[name], path, args.episodes, policy_file=policies[name],
+                                 ee_velocity=args.robot_ee_velocity)
+        except (TimeoutError, RuntimeError) as exc:  # recorded; the other runs still go
+            got = {"error": f"{type(exc).__name__}: {exc}"}
         finally:
             graph.stop()
+        result["runs"][name][reality] = got
+        print(name, reality, got, flush=True)
     if drives:
         result["drive"] = drive_gap(drives, args.realities, args.car_profile, args.episodes, args.domain, folder,
                                     args.policy)

@@ -36,7 +36,8 @@ class CalibrateConfig:
     steps of delay are fitted to move its end effector as the robot's moved under the same actions ("" = they are
     estimated from the joint fit, less closely)."""
     randomization_width: float = 0.3
-    """Domain randomization ranges in env_kwargs.json: the fit times 1 ± this."""
+    """Domain randomization ranges in env_kwargs.json: the fit times 1 ± this (a gripper slower than the sim's:
+    1.5 x this below its fit, this above). At most 0.6, which keeps the gripper's slowest speed above zero."""
     fit: FitConfig = field(default_factory=FitConfig)
     """How the dynamics are fitted."""
     camera: CameraFitConfig = field(default_factory=CameraFitConfig)
@@ -48,8 +49,9 @@ class CalibrateConfig:
         if self.response and not Path(self.response).is_file():
             raise ValueError(f"calibrate: --response {self.response}: no such file (robot-rl record-response "
                              "writes one)")
-        if not 0 <= self.randomization_width < 1 or self.control_hz <= 0:
-            raise ValueError("calibrate: randomization_width must be in [0, 1), control_hz > 0")
+        if not 0 <= self.randomization_width <= 0.6 or self.control_hz <= 0:
+            raise ValueError("calibrate: randomization_width must be in [0, 0.6] (the gripper's range reaches 1.5 x "
+                             "below its fit), control_hz > 0")
         self.fit.validate()
         self.camera.validate()
 

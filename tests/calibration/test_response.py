@@ -65,6 +65,18 @@ def test_env_kwargs_take_the_response_fit() -> None:
     assert probed["joint_friction"] == joint_only["joint_friction"]  # the rest is the joint fit's
     assert joint_only["stiffness_scale"][1] < 1.0  # without a probe: the joint loop's estimate
     assert env_kwargs(cal)["ee_velocity"] == "step"  # the robot's EE velocity reads as the step's mean
+    # a gripper slower than the policy trained with fails grasps, a faster one does not: the range reaches further down
+    assert joint_only["gripper_speed"] == [0.0275, 0.065]
+    assert env_kwargs(cal, width=0.0)["randomization"]["gripper_speed"] == [0.05, 0.05]
+
+
+def test_calibrate_refuses_a_width_that_would_reach_a_gripper_speed_of_zero() -> None:
+    """A gripper speed of 0 draws the sim's own, fastest gripper: the range's slowest end stays above it."""
+    from robot_rl.calibration.job import CalibrateConfig
+
+    CalibrateConfig(bag="bag", randomization_width=0.6).validate()
+    with pytest.raises(ValueError, match=r"randomization_width must be in \[0, 0.6\]"):
+        CalibrateConfig(bag="bag", randomization_width=0.7).validate()
 
 
 def test_a_delay_becomes_whole_steps_and_a_step_of_jitter_between_them() -> None:
