@@ -11,7 +11,7 @@ from robot_rl.calibration.camera import CameraCalibration, CameraFitConfig, fit_
 from robot_rl.calibration.fit import FitConfig, fit
 from robot_rl.calibration.log import DriverLog, read_bag, read_images
 from robot_rl.calibration.replay import ArmReplay
-from robot_rl.calibration.report import env_kwargs, write_report
+from robot_rl.calibration.report import GRIPPER_SLOW_REACH, env_kwargs, write_report
 from robot_rl.calibration.response import fit_response, read_response
 from robot_rl.robots.profile import load_profile
 
@@ -37,7 +37,8 @@ class CalibrateConfig:
     estimated from the joint fit, less closely)."""
     randomization_width: float = 0.3
     """Domain randomization ranges in env_kwargs.json: the fit times 1 ± this (a gripper slower than the sim's:
-    1.5 x this below its fit, this above). At most 0.6, which keeps the gripper's slowest speed above zero."""
+    ``GRIPPER_SLOW_REACH`` (1.5) x this below its fit, this above). At most 0.6, which keeps the gripper's slowest
+    speed above zero."""
     fit: FitConfig = field(default_factory=FitConfig)
     """How the dynamics are fitted."""
     camera: CameraFitConfig = field(default_factory=CameraFitConfig)
@@ -50,8 +51,8 @@ class CalibrateConfig:
             raise ValueError(f"calibrate: --response {self.response}: no such file (robot-rl record-response "
                              "writes one)")
         if not 0 <= self.randomization_width <= 0.6 or self.control_hz <= 0:
-            raise ValueError("calibrate: randomization_width must be in [0, 0.6] (the gripper's range reaches 1.5 x "
-                             "below its fit), control_hz > 0")
+            raise ValueError("calibrate: randomization_width must be in [0, 0.6] (the gripper's range reaches "
+                             f"{GRIPPER_SLOW_REACH} x below its fit), control_hz > 0")
         self.fit.validate()
         self.camera.validate()
 
