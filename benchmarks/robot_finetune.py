@@ -15,8 +15,9 @@ warm-up). ``scratch`` starts fresh (500 random steps, then SAC with the same set
 every batch of both (e.g. the sim demos the base run trained with); without any, fine-tuning from the sim policy
 collapsed (60 % through ``typical`` at the start, 30 % after 500 robot steps, 5 % after 1,000). Every
 ``eval-every`` robot steps the run's policy (kept with ``keep_policies``) is evaluated afterwards through the same
-robot, deterministic, on the same placements: robot steps to >= 95 % is the figure (scratch stops at its first
-mark there; every fine-tuning mark is evaluated, to show whether it keeps it).
+robot, deterministic, on the same placements (each mark through a driver started for it: the driver's resets place
+the cube in one sequence from its start): robot steps to >= 95 % is the figure (scratch stops at its first mark
+there; every fine-tuning mark is evaluated, to show whether it keeps it).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -72,9 +75,23 @@ def train_on_robot(name: str, base: str, profile: str, steps: int, every: int, f
     return folder / name
 
 
+@contextmanager
+def robot(domain: int, folder: Path, profile: str, reality: str, size: int) -> Iterator[None]:
+    """The robot, started fresh: the emulated driver running ``reality`` and the safety node, until the block ends.
+    A fresh driver places the cube in the same sequence from its first reset."""
+    graph = Graph(domain, folder)
+    start_profile_graph(graph, profile, "-p", f"reality:={reality}", *(["-p", f"image_size:={size}"] if size else []))
+    try:
+        wait_kinematics(graph)
+        yield
+    finally:
+        graph.stop()
+
+
 def evaluate(run: Path, base: str, profile: str, episodes: int, stop_at: float | None, sim_kwargs: dict,
-             only: set[int] | None = None) -> list[dict]:
-    """Each kept policy of ``run`` (in order of robot steps; the base's first, at 0) through the robot; stops after
+             fresh_robot: Callable[[], AbstractContextManager[None]], only: set[int] | None = None) -> list[dict]:
+    """Each kept policy of ``run`` (in order of robot steps; the base's first, at 0) through the robot, each on a
+    robot of its own (``fresh_robot()``: a context that starts one), so all meet the same placements; stops after
     the first at or above ``stop_at`` (None: every one, to see whether fine-tuning keeps what it reached).
     ``sim_kwargs``: the sim that sizes the agent (the base's observations: its cameras, no object state). ``only``:
     just the policies kept at these robot steps."""
@@ -84,18 +101,19 @@ def evaluate(run: Path, base: str, profile: str, episodes: int, stop_at: float |
     marks = [(0, None)] if base else []
     marks += [(int(p.stem), p) for p in policies]
     marks = [(steps, p) for steps, p in marks if only is None or steps in only]
-    env = RosArmEnv(profile=profile, reset_service="arm_driver/reset", connect_timeout=60.0, obs_timeout=1.0)
     out = []
-    try:
-        for steps, policy in marks:
-            ok = policy_successes(base if policy is None else str(run), episodes, env, sim_kwargs=sim_kwargs,
-                                  policy_file=policy)
-            out.append({"robot_steps": steps, "success": float(ok.mean())})
-            print(run.name, out[-1], flush=True)
-            if stop_at is not None and ok.mean() >= stop_at:
-                break
-    finally:
-        env.close()
+    for steps, policy in marks:
+        with fresh_robot():
+            env = RosArmEnv(profile=profile, reset_service="arm_driver/reset", connect_timeout=60.0, obs_timeout=1.0)
+            try:
+                ok = policy_successes(base if policy is None else str(run), episodes, env, sim_kwargs=sim_kwargs,
+                                      policy_file=policy)
+            finally:
+                env.close()
+        out.append({"robot_steps": steps, "success": float(ok.mean())})
+        print(run.name, out[-1], flush=True)
+        if stop_at is not None and ok.mean() >= stop_at:
+            break
     return out
 
 
@@ -136,26 +154,26 @@ def main() -> None:
         ([("finetune", args.steps, True)] if args.steps else []) + \
         ([("scratch", args.scratch_steps, False)] if args.scratch_steps else [])
     result: dict = {"arms": {}}
-    graph = Graph(args.domain, folder)
-    start_profile_graph(graph, path, "-p", f"reality:={args.reality}", *(["-p", f"image_size:={size}"] if size else []))
-    try:
-        wait_kinematics(graph)
-        for name, steps, init in arms:
+
+    def fresh_robot() -> AbstractContextManager[None]:
+        return robot(args.domain, folder, path, args.reality, size)
+
+    for name, steps, init in arms:
+        with fresh_robot():
             started = time.monotonic()
             run = train_on_robot(name, args.base, path, steps, args.eval_every, folder, args.domain, init, args.demos,
                                  shlex.split(args.finetune_flags) if init else [])
             wall = time.monotonic() - started
-            evals = evaluate(run, args.base if init else "", path, args.episodes, None if init else 0.95, sim_kwargs)
-            result["arms"][name] = {"steps": steps, "train_wall_s": round(wall), "evals": evals,
-                                    "robot_steps_to_95": first_at_95(evals)}
-        if args.reevaluate:
-            arm, _, marks = args.reevaluate.partition(":")
-            only = {int(x) for x in marks.split(",")}
-            evals = evaluate(folder / arm, "", path, args.episodes, None, sim_kwargs, only)
-            result["arms"][f"{arm}, evaluated again"] = {"steps": max(only), "train_wall_s": None, "evals": evals,
-                                                         "robot_steps_to_95": first_at_95(evals)}
-    finally:
-        graph.stop()
+        evals = evaluate(run, args.base if init else "", path, args.episodes, None if init else 0.95, sim_kwargs,
+                         fresh_robot)
+        result["arms"][name] = {"steps": steps, "train_wall_s": round(wall), "evals": evals,
+                                "robot_steps_to_95": first_at_95(evals)}
+    if args.reevaluate:
+        arm, _, marks = args.reevaluate.partition(":")
+        only = {int(x) for x in marks.split(",")}
+        evals = evaluate(folder / arm, "", path, args.episodes, None, sim_kwargs, fresh_robot, only)
+        result["arms"][f"{arm}, evaluated again"] = {"steps": max(only), "train_wall_s": None, "evals": evals,
+                                                     "robot_steps_to_95": first_at_95(evals)}
     result["setup"] = {"base": args.base, "image_size": size, "reality": args.reality, "episodes": args.episodes,
                        "eval_every": args.eval_every, "demos": args.demos, "finetune_flags": args.finetune_flags,
                        "reevaluate": args.reevaluate}
