@@ -30,8 +30,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -41,10 +41,10 @@ sys.path.insert(0, str(ROOT))
 import yaml  # noqa: E402
 from common import Table, write_result  # noqa: E402
 from ros_latency import policy_successes  # noqa: E402
-from transfer_gap import camera_profile, image_size  # noqa: E402
+from transfer_gap import camera_profile, fresh_robot, image_size  # noqa: E402
 
-from tests.ros.graph import Graph, ros_env  # noqa: E402
-from tests.ros.test_profiles import profile_file, start_profile_graph, wait_kinematics  # noqa: E402
+from tests.ros.graph import ros_env  # noqa: E402
+from tests.ros.test_profiles import profile_file  # noqa: E402
 
 
 def train_on_robot(name: str, base: str, profile: str, steps: int, every: int, folder: Path, domain: int,
@@ -73,19 +73,6 @@ def train_on_robot(name: str, base: str, profile: str, steps: int, every: int, f
         raise RuntimeError(f"{name}: train exited {done.returncode}: {done.stderr[-2000:]}")
     print(f"{name}: {steps} robot steps in {time.monotonic() - started:.0f} s", flush=True)
     return folder / name
-
-
-@contextmanager
-def robot(domain: int, folder: Path, profile: str, reality: str, size: int) -> Iterator[None]:
-    """The robot, started fresh: the emulated driver running ``reality`` and the safety node, until the block ends.
-    A fresh driver places the cube in the same sequence from its first reset."""
-    graph = Graph(domain, folder)
-    start_profile_graph(graph, profile, "-p", f"reality:={reality}", *(["-p", f"image_size:={size}"] if size else []))
-    try:
-        wait_kinematics(graph)
-        yield
-    finally:
-        graph.stop()
 
 
 def evaluate(run: Path, base: str, profile: str, episodes: int, stop_at: float | None, sim_kwargs: dict,
@@ -155,23 +142,23 @@ def main() -> None:
         ([("scratch", args.scratch_steps, False)] if args.scratch_steps else [])
     result: dict = {"arms": {}}
 
-    def fresh_robot() -> AbstractContextManager[None]:
-        return robot(args.domain, folder, path, args.reality, size)
+    def robot() -> AbstractContextManager[None]:
+        return fresh_robot(args.domain, folder, path, args.reality, size)
 
     for name, steps, init in arms:
-        with fresh_robot():
+        with robot():
             started = time.monotonic()
             run = train_on_robot(name, args.base, path, steps, args.eval_every, folder, args.domain, init, args.demos,
                                  shlex.split(args.finetune_flags) if init else [])
             wall = time.monotonic() - started
         evals = evaluate(run, args.base if init else "", path, args.episodes, None if init else 0.95, sim_kwargs,
-                         fresh_robot)
+                         robot)
         result["arms"][name] = {"steps": steps, "train_wall_s": round(wall), "evals": evals,
                                 "robot_steps_to_95": first_at_95(evals)}
     if args.reevaluate:
         arm, _, marks = args.reevaluate.partition(":")
         only = {int(x) for x in marks.split(",")}
-        evals = evaluate(folder / arm, "", path, args.episodes, None, sim_kwargs, fresh_robot, only)
+        evals = evaluate(folder / arm, "", path, args.episodes, None, sim_kwargs, robot, only)
         result["arms"][f"{arm}, evaluated again"] = {"steps": max(only), "train_wall_s": None, "evals": evals,
                                                      "robot_steps_to_95": first_at_95(evals)}
     result["setup"] = {"base": args.base, "image_size": size, "reality": args.reality, "episodes": args.episodes,

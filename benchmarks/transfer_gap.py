@@ -24,6 +24,8 @@ import argparse
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -105,6 +107,19 @@ def camera_profile(profile: str, size: int, folder: Path) -> str:
     return str(path)
 
 
+@contextmanager
+def fresh_robot(domain: int, folder: Path, profile: str, reality: str, size: int) -> Iterator[None]:
+    """The robot, started fresh for the block: the emulated driver running ``reality`` (its cameras at ``size``
+    pixels; 0: none) and the safety node. A fresh driver places the cube in the same sequence from its first reset."""
+    graph = Graph(domain, folder)
+    start_profile_graph(graph, profile, "-p", f"reality:={reality}", *(["-p", f"image_size:={size}"] if size else []))
+    try:
+        wait_kinematics(graph)
+        yield
+    finally:
+        graph.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", nargs="+", required=True, help="NAME=RUN_DIR: PickCube runs (state or pixels)")
@@ -135,16 +150,12 @@ def main() -> None:
         path = camera_profile(args.profile, size, folder) if size else profile_file(args.profile, folder)
         # a driver of its own for each run: its resets place the cubes in one sequence from its start, so every
         # run meets the placements the sim columns replay (hardware_placements), not those after another run's
-        graph = Graph(args.domain, folder)
-        start_profile_graph(graph, path, "-p", f"reality:={reality}", *(["-p", f"image_size:={size}"] if size else []))
         try:
-            wait_kinematics(graph)
-            got = policy_success(runs[name], path, args.episodes, policy_file=policies[name],
-                                 ee_velocity=args.robot_ee_velocity)
+            with fresh_robot(args.domain, folder, path, reality, size):
+                got = policy_success(runs[name], path, args.episodes, policy_file=policies[name],
+                                     ee_velocity=args.robot_ee_velocity)
         except (TimeoutError, RuntimeError) as exc:  # recorded; the other runs still go
             got = {"error": f"{type(exc).__name__}: {exc}"}
-        finally:
-            graph.stop()
         result["runs"][name][reality] = got
         print(name, reality, got, flush=True)
     if drives:
