@@ -76,9 +76,9 @@ def train_on_robot(name: str, base: str, profile: str, steps: int, every: int, f
 
 
 def evaluate(run: Path, base: str, profile: str, episodes: int, stop_at: float | None, sim_kwargs: dict,
-             fresh_robot: Callable[[], AbstractContextManager[None]], only: set[int] | None = None) -> list[dict]:
+             start_robot: Callable[[], AbstractContextManager[None]], only: set[int] | None = None) -> list[dict]:
     """Each kept policy of ``run`` (in order of robot steps; the base's first, at 0) through the robot, each on a
-    robot of its own (``fresh_robot()``: a context that starts one), so all meet the same placements; stops after
+    robot of its own (``start_robot()``: a context that starts one), so all meet the same placements; stops after
     the first at or above ``stop_at`` (None: every one, to see whether fine-tuning keeps what it reached).
     ``sim_kwargs``: the sim that sizes the agent (the base's observations: its cameras, no object state). ``only``:
     just the policies kept at these robot steps."""
@@ -90,7 +90,7 @@ def evaluate(run: Path, base: str, profile: str, episodes: int, stop_at: float |
     marks = [(steps, p) for steps, p in marks if only is None or steps in only]
     out = []
     for steps, policy in marks:
-        with fresh_robot():
+        with start_robot():
             env = RosArmEnv(profile=profile, reset_service="arm_driver/reset", connect_timeout=60.0, obs_timeout=1.0)
             try:
                 ok = policy_successes(base if policy is None else str(run), episodes, env, sim_kwargs=sim_kwargs,
