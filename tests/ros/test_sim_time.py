@@ -98,15 +98,23 @@ def test_the_robot_env_steps_in_sim_time_under_load(graph):
     wait_ready(graph, "arm_hardware", "arm_safety")
     env = RosArmEnv(use_sim_time=True)
     try:
+        action = np.array([0.5, 0.0, 0.0, 1.0], np.float32)
         with cpu_hogs():
             _, info = env.reset(seed=0)
-            stamps = [info["stamp"]]
+            stamps, states = [info["stamp"]], []
             for _ in range(20):
-                _, _, _, _, info = env.step(np.array([0.5, 0.0, 0.0, 1.0], np.float32))
+                _, _, _, _, info = env.step(action)
                 stamps.append(info["stamp"])
-            assert info["safety_state"] == "ok"
+                states.append(info["safety_state"])
+        after = [env.step(action)[4]["safety_state"] for _ in range(2)]  # the hogs gone
     finally:
         env.close()
+    # The safety node's watchdog times the command stream in physics time: a step whose process the hogs starved for
+    # longer than its timeout reads "hold", and the next command releases it (CI saw one such step in twenty). A
+    # watchdog timing the stream on the wall clock beside a sim behind real time would hold nearly every step.
+    assert states.count("ok") >= 15 and after[-1] == "ok", (states, after)
+    if "hold" in states + after:
+        assert "command stream stale" in graph.log("arm_safety"), graph.log("arm_safety")[-2000:]
     gaps = np.diff(stamps)
     assert stamps[0] < 3600.0  # physics time, not the wall clock
     # the env paces itself on /clock: one control period (50 ms) of physics time per step, give or take the 10 ms
