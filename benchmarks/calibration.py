@@ -39,19 +39,13 @@ FIELDS = (("command_latency", "command latency (s)"), ("state_latency", "state l
 def probe_through(reality: str, args: argparse.Namespace, folder: Path) -> str:
     """``robot-rl record-response`` through the robot env and the safety node, the driver running ``reality``."""
     from robot_rl.calibration.response import ResponseConfig, record_response
-    from tests.ros.graph import Graph
-    from tests.ros.test_profiles import profile_file, start_profile_graph, wait_kinematics
+    from tests.ros.test_profiles import profile_file, running_profile
 
     path = profile_file(args.profile, folder)
-    graph = Graph(args.domain, folder)
-    start_profile_graph(graph, path, "-p", f"reality:={reality}")
-    try:
-        wait_kinematics(graph)
+    with running_profile(args.domain, folder, path, "-p", f"reality:={reality}"):
         out = str(folder / f"response-{reality}.json")
         record_response(ResponseConfig(profile=path, out=out, reset_service="arm_driver/reset"))
         return out
-    finally:
-        graph.stop()
 
 
 def calibrate_against(reality: str, args: argparse.Namespace, folder: Path) -> dict:

@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 from common import Table, write_result  # noqa: E402
 
 from tests.ros.experts import pickcube_expert  # noqa: E402
-from tests.ros.graph import Graph, ros_env  # noqa: E402
-from tests.ros.test_profiles import profile_file, start_profile_graph, wait_kinematics  # noqa: E402
+from tests.ros.graph import ros_env  # noqa: E402
+from tests.ros.test_profiles import profile_file, running_profile  # noqa: E402
 
 CLI = [sys.executable, "-m", "robot_rl.cli"]
 PURE_SIM_STEPS_TO_90 = 1500
@@ -159,14 +159,9 @@ def main() -> None:
     result: dict = {"profiles": {}}
     for name in args.profiles:
         path = profile_file(name, tmp)
-        graph = Graph(args.domain, tmp)
-        start_profile_graph(graph, path)
-        try:
-            wait_kinematics(graph)
+        with running_profile(args.domain, tmp, path):
             entry = train_and_eval(path, tmp / "runs", args.steps, args.eval_episodes, args.seed, args.domain,
                                    tmp / f"{name}.train.log", args.demos)
-        finally:
-            graph.stop()
         result["profiles"][name] = entry
         print(name, json.dumps(entry), flush=True)
     result["setup"] = {"steps": args.steps, "eval_episodes": args.eval_episodes, "seed": args.seed, "demos": args.demos,

@@ -34,8 +34,8 @@ import numpy as np  # noqa: E402
 from common import Table, write_result  # noqa: E402
 from ros_latency import beside_floor, policy_successes  # noqa: E402
 
-from tests.ros.graph import Graph, ros_env  # noqa: E402
-from tests.ros.test_profiles import ARM_PROFILES, profile_file, start_profile_graph, wait_kinematics  # noqa: E402
+from tests.ros.graph import ros_env  # noqa: E402
+from tests.ros.test_profiles import ARM_PROFILES, profile_file, running_profile  # noqa: E402
 
 
 def round_trip(profile_path: str, seconds: float) -> dict:
@@ -188,21 +188,14 @@ def main() -> None:
 
         path = profile_file(name, tmp)
         Path(path).write_text(yaml.safe_dump(to_dict(with_overrides(load_profile(path), override))))
-        graph = Graph(args.domain, tmp)
-        start_profile_graph(graph, path, *[a for p in args.driver_params for a in ("-p", p)])
-        graph.start("dds_echo")
-        try:
-            wait_kinematics(graph)
-            from robot_rl.robots.profile import load_profile
-
+        with running_profile(args.domain, tmp, path, *[a for p in args.driver_params for a in ("-p", p)]) as graph:
+            graph.start("dds_echo")
             entry = {"interface": load_profile(path).command.interface}
             entry["round_trip"] = round_trip(path, args.round_trip_seconds)
             try:
                 entry["policy"] = policy_success(args.run_dir, path, args.episodes, args.obs_timeout)
             except (TimeoutError, RuntimeError) as exc:  # recorded, and the other profiles still run
                 entry["policy_error"] = f"{type(exc).__name__}: {exc}"
-        finally:
-            graph.stop()
         result["profiles"][name] = entry
         print(name, json.dumps(entry))
     result["setup"] = {"run_dir": args.run_dir, "episodes": args.episodes, "profiles": args.profiles,

@@ -24,8 +24,7 @@ import argparse
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 os.environ.setdefault("MUJOCO_GL", "egl")
@@ -38,7 +37,7 @@ from ros_latency import policy_successes  # noqa: E402
 
 from robot_rl.utils.run_dir import policy_file  # noqa: E402
 from tests.ros.graph import Graph, ros_env  # noqa: E402
-from tests.ros.test_profiles import profile_file, start_profile_graph, wait_kinematics  # noqa: E402
+from tests.ros.test_profiles import profile_file, running_profile  # noqa: E402
 
 
 def training_sim(run: str, episodes: int, policy: str | None = None) -> dict:
@@ -107,17 +106,11 @@ def camera_profile(profile: str, size: int, folder: Path) -> str:
     return str(path)
 
 
-@contextmanager
-def fresh_robot(domain: int, folder: Path, profile: str, reality: str, size: int) -> Iterator[None]:
+def fresh_robot(domain: int, folder: Path, profile: str, reality: str, size: int) -> AbstractContextManager[Graph]:
     """The robot, started fresh for the block: the emulated driver running ``reality`` (its cameras at ``size``
     pixels; 0: none) and the safety node. A fresh driver places the cube in the same sequence from its first reset."""
-    graph = Graph(domain, folder)
-    start_profile_graph(graph, profile, "-p", f"reality:={reality}", *(["-p", f"image_size:={size}"] if size else []))
-    try:
-        wait_kinematics(graph)
-        yield
-    finally:
-        graph.stop()
+    return running_profile(domain, folder, profile, "-p", f"reality:={reality}",
+                           *(["-p", f"image_size:={size}"] if size else []))
 
 
 def main() -> None:

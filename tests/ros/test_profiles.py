@@ -8,6 +8,9 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -58,6 +61,19 @@ def wait_kinematics(graph: Graph, timeout: float = 60.0) -> None:
         assert all(graph.alive().values()), {n: graph.log(n)[-2000:] for n in graph.procs}
         assert time.monotonic() < deadline, graph.log("arm_safety")
         time.sleep(0.1)
+
+
+@contextmanager
+def running_profile(domain: int, folder: Path, profile: str, *driver_args: str) -> Iterator[Graph]:
+    """The emulated driver of ``profile`` and the safety node on ``domain``, ready (kinematics built), until the
+    block ends: for scripts, which have no ``graph`` fixture."""
+    graph = Graph(domain, folder)
+    start_profile_graph(graph, profile, *driver_args)
+    try:
+        wait_kinematics(graph)
+        yield graph
+    finally:
+        graph.stop()
 
 
 @pytest.mark.timeout(240)
