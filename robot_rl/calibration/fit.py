@@ -100,6 +100,13 @@ class Calibration:
     """The best RMS error after each generation."""
     friction_from: str = "replay"
     """Where the friction was fitted: ``efforts`` (the motors' torques) or ``replay`` (with latency and bandwidth)."""
+    median_before: float = float("nan")
+    """rad: median joint position error of the nominal sim replaying the log (the moving samples). Why beside the
+    RMS: a stutter in the command stream (commands reaching the robot in a burst, which its log does not show) jolts
+    the arm for a tenth of a second; the RMS over the log then says little about how closely the sim follows the
+    rest of it."""
+    median_after: float = float("nan")
+    """rad: the same with the fitted dynamics."""
 
     def reality(self) -> dict[str, float]:
         """As a reality profile's fields (:class:`robot_rl_sim.reality.RealityProfile`)."""
@@ -114,6 +121,7 @@ class Calibration:
 
     def summary(self) -> dict:
         return {**self.reality(), "rms_before_rad": self.rms_before, "rms_after_rad": self.rms_after,
+                "median_before_rad": self.median_before, "median_after_rad": self.median_after,
                 "evaluations": self.evaluations, "fit_seconds": round(self.seconds, 1),
                 "friction_from": self.friction_from,
                 "dynamics": asdict(self.dynamics)}
@@ -174,6 +182,11 @@ def _dynamics_to_unit(d: Dynamics, friction: tuple[float, float] | None = None) 
 def residuals(replay: ArmReplay, log: DriverLog, dyn: Dynamics) -> np.ndarray:
     """The sim's joint position errors (rad) replaying ``log`` with ``dyn``, at the moving samples."""
     return (replay.run(log, dyn) - log.state_q)[np.abs(log.state_qd) > MOVING]
+
+
+def median_error(replay: ArmReplay, log: DriverLog, dyn: Dynamics) -> float:
+    """The sim's joint position error replaying ``log`` with ``dyn`` (rad, median over the moving samples)."""
+    return float(np.median(np.abs(residuals(replay, log, dyn))))
 
 
 def rms(replay: ArmReplay, log: DriverLog, dyn: Dynamics) -> float:
@@ -312,6 +325,7 @@ def fit(log: DriverLog, cfg: FitConfig, replay: ArmReplay | None = None, efforts
     speed = opening_speed(log.state_stamp, log.opening, log.gripper_t) if len(log.gripper_t) else 0.0
     return Calibration(dynamics=best, state_latency=state_latency(log), joint_noise=joint_noise(log),
                        gripper_speed=speed, sim_gripper_speed=replay.gripper_speed() if speed else 0.0,
-                       rms_before=before, rms_after=error, evaluations=evaluations,
+                       rms_before=before, rms_after=error, median_before=median_error(replay, part, Dynamics()),
+                       median_after=median_error(replay, part, best), evaluations=evaluations,
                        seconds=time.monotonic() - started, window=part.seconds, history=history,
                        friction_from="efforts" if measured else "replay")

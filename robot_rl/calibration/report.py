@@ -150,7 +150,8 @@ def write_report(out: str | Path, cal: Calibration, log: DriverLog, source: str,
 {log.seconds:.0f} s of log; the dynamics fitted on its first {cal.window:.0f} s by CMA-ES ({cal.evaluations} replays,
 friction {"read off the motors' efforts" if cal.friction_from == "efforts" else "fitted with them"},
 {cal.seconds:.0f} s). Joint position RMS error of the sim replaying the log:
-{1e3 * cal.rms_before:.2f} mrad nominal, {1e3 * cal.rms_after:.2f} mrad calibrated.
+{1e3 * cal.rms_before:.2f} mrad nominal, {1e3 * cal.rms_after:.2f} mrad calibrated (median
+{1e3 * cal.median_before:.2f} and {1e3 * cal.median_after:.2f} mrad).
 
 | parameter | nominal sim | fitted |
 |---|---|---|
