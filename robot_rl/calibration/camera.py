@@ -13,7 +13,10 @@ out the worst 10 % of pixels, a second only those that err far more than the res
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import mujoco
@@ -68,13 +71,17 @@ class CameraFitConfig:
     """Candidates per generation."""
     seed: int = 0
     """CMA-ES seed."""
+    workers: int = 0
+    """Processes rendering a generation's candidates (0: one per CPU core, at most the population; 1: this one).
+    Each renders every frame of a candidate; the fit is the same whatever their number."""
 
     def validate(self) -> None:
-        if (self.frames < 1 or self.hold_average < 0 or self.size < 16 or self.blur < 0
+        if (self.workers < 0 or self.frames < 1 or self.hold_average < 0 or self.size < 16 or self.blur < 0
                 or not 0 <= self.trim < 0.5 or self.iterations < 1 or self.population < 4
                 or self.refine_iterations < 0 or self.refit_iterations < 0
                 or self.outlier <= 0):
-            raise ValueError("calibrate: camera.frames >= 1, camera.hold_average >= 0, camera.size >= 16, "
+            raise ValueError("calibrate: camera.workers >= 0, camera.frames >= 1, camera.hold_average >= 0, "
+                             "camera.size >= 16, "
                              "camera.blur >= 0, camera.trim in "
                              "[0, 0.5), camera.iterations >= 1, camera.refine_iterations >= 0, camera.population >= 4, "
                              "camera.refit_iterations >= 0, camera.outlier > 0")
@@ -278,10 +285,36 @@ def _polish(scene: CameraScene, x: np.ndarray, cfg: CameraFitConfig, trim: float
     return best[1], renders[0]
 
 
-def _search(scene: CameraScene, start: np.ndarray, sigma: float, iterations: int, trim: float, cfg: CameraFitConfig,
+_SCENE: CameraScene | None = None
+"""A worker's scene (built once by :func:`_start_worker`)."""
+
+
+def _start_worker(task: str, camera: str, frames: list[CameraFrame], blur: float, size: int) -> None:
+    global _SCENE
+    _SCENE = CameraScene(task, camera, frames, blur, size)
+
+
+def _error_of(job: tuple[list[float], float]) -> float:
+    u, trim = job
+    return _SCENE.error(np.asarray(u) * BOX, trim=trim)[0]
+
+
+def _scorer(scene: CameraScene, task: str, frames: list[CameraFrame], cfg: CameraFitConfig):
+    """A pool of worker processes, each with a scene of its own (spawned: a forked renderer's OpenGL context is not
+    the child's), and a function scoring candidates (in units of ``BOX``) trimmed by ``trim`` on it; or, with one
+    worker, no pool and ``scene`` scoring them here."""
+    workers = cfg.workers or min(os.cpu_count() or 1, cfg.population)
+    if workers <= 1:
+        return None, lambda candidates, trim: [scene.error(np.asarray(u) * BOX, trim=trim)[0] for u in candidates]
+    pool = multiprocessing.get_context("spawn").Pool(workers, _start_worker,
+                                                      (task, scene.camera, frames, cfg.blur, cfg.size))
+    return pool, lambda candidates, trim: pool.map(_error_of, [(list(u), trim) for u in candidates])
+
+
+def _search(score: Callable, start: np.ndarray, sigma: float, iterations: int, trim: float, cfg: CameraFitConfig,
             history: list[float], name: str, started: float):
-    """CMA-ES on ``scene``'s error trimmed by ``trim`` from ``start`` (in units of ``BOX``); each generation's best
-    error is appended to ``history``."""
+    """CMA-ES on the error trimmed by ``trim`` (``score(candidates, trim)``) from ``start`` (in units of ``BOX``);
+    each generation's best error is appended to ``history``."""
     import cma  # deferred: only calibration needs it
 
     options = {"bounds": [-1.0, 1.0], "popsize": cfg.population, "seed": cfg.seed + 1, "verbose": -9,
@@ -289,7 +322,7 @@ def _search(scene: CameraScene, start: np.ndarray, sigma: float, iterations: int
     es = cma.CMAEvolutionStrategy(np.clip(start, -1.0, 1.0), sigma, options)
     while not es.stop():
         candidates = es.ask()
-        es.tell(candidates, [scene.error(np.asarray(u) * BOX, trim=trim)[0] for u in candidates])
+        es.tell(candidates, score(candidates, trim))
         history.append(float(es.result.fbest))
         if len(history) % 10 == 0:
             logger.info(f"calibrate: camera {name}: generation {len(history)}: image RMS {es.result.fbest:.2f} "
@@ -305,13 +338,18 @@ def fit_camera(frames: list[CameraFrame], camera: str, cfg: CameraFitConfig, tas
     scene = CameraScene(task, camera, frames, cfg.blur, cfg.size)
     before, _ = scene.error(np.zeros(7), gains=np.ones(3), trim=cfg.trim)
     history: list[float] = []
-    es = _search(scene, np.zeros(7), 0.3, cfg.iterations, cfg.trim, cfg, history, camera, started)
-    x, evaluations, trim = np.asarray(es.result.xbest), int(es.result.evaluations), cfg.trim
-    if cfg.refit_iterations:
-        worst = np.abs(scene.residuals(x * BOX)[0]).max(axis=1)
-        trim = float(np.mean(worst > cfg.outlier)) + 0.005
-        es = _search(scene, x, 0.3, cfg.refit_iterations, trim, cfg, history, f"{camera} (refit)", started)
-        x, evaluations = np.asarray(es.result.xbest), evaluations + int(es.result.evaluations)
+    pool, score = _scorer(scene, task, frames, cfg)
+    try:
+        es = _search(score, np.zeros(7), 0.3, cfg.iterations, cfg.trim, cfg, history, camera, started)
+        x, evaluations, trim = np.asarray(es.result.xbest), int(es.result.evaluations), cfg.trim
+        if cfg.refit_iterations:
+            worst = np.abs(scene.residuals(x * BOX)[0]).max(axis=1)
+            trim = float(np.mean(worst > cfg.outlier)) + 0.005
+            es = _search(score, x, 0.3, cfg.refit_iterations, trim, cfg, history, f"{camera} (refit)", started)
+            x, evaluations = np.asarray(es.result.xbest), evaluations + int(es.result.evaluations)
+    finally:
+        if pool is not None:
+            pool.terminate()
     if cfg.refine_iterations:
         x, replays = _polish(scene, x, cfg, trim)
         evaluations += replays

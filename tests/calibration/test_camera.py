@@ -161,3 +161,14 @@ def test_image_latency_jitter_shows_frames_of_varying_age() -> None:
         frames.append(now.step(action)[0]["pixels"]["wrist"])
         ages.append(next(a for a in range(len(frames)) if np.array_equal(seen, frames[-1 - a])))
     assert set(ages[3:]) <= {1, 2, 3} and len(set(ages[3:])) > 1, ages
+
+
+@pytest.mark.timeout(120)
+def test_the_camera_fit_is_the_same_on_two_worker_processes_as_on_one() -> None:
+    """The candidates of each generation rendered by spawned workers, each with a scene of its own: the same search,
+    whatever the number of processes."""
+    frames = robot_frames("wrist", 32, poses=3)
+    fits = [fit_camera(frames, "wrist", CameraFitConfig(iterations=4, refit_iterations=2, refine_iterations=0,
+                                                         size=32, workers=workers)) for workers in (1, 2)]
+    assert fits[0].history == fits[1].history and fits[0].position == fits[1].position, fits
+    assert fits[0].evaluations == fits[1].evaluations == 6 * 14, fits[0].evaluations
