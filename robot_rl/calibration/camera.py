@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import multiprocessing
-import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -22,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 import mujoco
 import numpy as np
 
+from robot_rl.calibration.fit import worker_count
 from robot_rl.calibration.log import DriverLog
 from robot_rl.utils.log import get_logger
 from robot_rl_sim import arm_tasks
@@ -303,7 +303,7 @@ def _scorer(scene: CameraScene, task: str, frames: list[CameraFrame], cfg: Camer
     """A pool of worker processes, each with a scene of its own (spawned: a forked renderer's OpenGL context is not
     the child's), and a function scoring candidates (in units of ``BOX``) trimmed by ``trim`` on it; or, with one
     worker, no pool and ``scene`` scoring them here."""
-    workers = cfg.workers or min(os.cpu_count() or 1, cfg.population)
+    workers = worker_count(cfg.workers, cfg.population)
     if workers <= 1:
         return None, lambda candidates, trim: [scene.error(np.asarray(u) * BOX, trim=trim)[0] for u in candidates]
     pool = multiprocessing.get_context("spawn").Pool(workers, _start_worker,

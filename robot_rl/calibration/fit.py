@@ -184,6 +184,11 @@ def residuals(replay: ArmReplay, log: DriverLog, dyn: Dynamics) -> np.ndarray:
     return (replay.run(log, dyn) - log.state_q)[np.abs(log.state_qd) > MOVING]
 
 
+def worker_count(asked: int, population: int) -> int:
+    """Processes scoring a generation: ``asked``, or with 0 one per CPU core, at most the population."""
+    return asked or min(os.cpu_count() or 1, population)
+
+
 def median_error(replay: ArmReplay, log: DriverLog, dyn: Dynamics) -> float:
     """The sim's joint position error replaying ``log`` with ``dyn`` (rad, median over the moving samples)."""
     return float(np.median(np.abs(residuals(replay, log, dyn))))
@@ -297,7 +302,8 @@ def fit(log: DriverLog, cfg: FitConfig, replay: ArmReplay | None = None, efforts
     started = time.monotonic()
     replay = replay or ArmReplay()
     part = log.window(0.0, cfg.fit_seconds)
-    before = rms(replay, part, Dynamics())
+    nominal = np.abs(residuals(replay, part, Dynamics()))
+    before = float(np.sqrt(np.mean(nominal ** 2)))  # rms(), from the one replay the median also reads
     measured = friction_from_efforts(part, replay) if efforts else None
     fixed = (measured.coulomb, measured.viscous) if measured else None
     if measured:
@@ -308,7 +314,7 @@ def fit(log: DriverLog, cfg: FitConfig, replay: ArmReplay | None = None, efforts
     es = cma.CMAEvolutionStrategy(_dynamics_to_unit(Dynamics(0.01, 1.0, 0.1, 0.1), fixed), cfg.sigma, options)
     history: list[float] = []
     evaluations = 0
-    workers = cfg.workers or min(os.cpu_count() or 1, cfg.population)
+    workers = worker_count(cfg.workers, cfg.population)
     with _Evaluator(replay, part, workers, fixed) as evaluator:
         while not es.stop():
             candidates = es.ask()
@@ -325,7 +331,7 @@ def fit(log: DriverLog, cfg: FitConfig, replay: ArmReplay | None = None, efforts
     speed = opening_speed(log.state_stamp, log.opening, log.gripper_t) if len(log.gripper_t) else 0.0
     return Calibration(dynamics=best, state_latency=state_latency(log), joint_noise=joint_noise(log),
                        gripper_speed=speed, sim_gripper_speed=replay.gripper_speed() if speed else 0.0,
-                       rms_before=before, rms_after=error, median_before=median_error(replay, part, Dynamics()),
+                       rms_before=before, rms_after=error, median_before=float(np.median(nominal)),
                        median_after=median_error(replay, part, best), evaluations=evaluations,
                        seconds=time.monotonic() - started, window=part.seconds, history=history,
                        friction_from="efforts" if measured else "replay")
