@@ -25,7 +25,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   # one pip call, so the resolver has to find one environment for all of them (stable-baselines3, a dev extra
   # for benchmarks, needs torch >= 2.8: not installed here)
   "$VENV/bin/python" -m pip install -q ${TORCH_LOWEST:+"torch==$TORCH_LOWEST"} ${TORCHCODEC:+"$TORCHCODEC"} "$LEROBOT" \
-    -e ".[data,export,robots,cameras,view]" "pytest>=8" "pytest-timeout>=2.3" "hypothesis>=6" "pandas>=2"
+    -e ".[data,export,robots,cameras,view]" "pytest>=8" "pytest-timeout>=2.3" "pytest-xdist>=3.5" "hypothesis>=6" "pandas>=2"
   echo "$want" > "$stamp"
 fi
 "$VENV/bin/python" -c 'import torch, lerobot; print("[test_lowest] torch", torch.__version__, "lerobot", lerobot.__version__)'
@@ -33,6 +33,10 @@ export MUJOCO_GL="${MUJOCO_GL:-egl}"
 # the SAC/RLPD agent (its fast path's private-op probes included), the agent contract, training runs as processes,
 # every dataset test (LeRobot's reader and writer among them), LeRobot's ACT and Diffusion classes as base policies,
 # the operator view on the rerun-sdk LeRobot installs (0.24 to 0.26: recordings read back through rerun.dataframe)
-exec "$VENV/bin/python" -m pytest -q tests/agents/test_sac_agent.py tests/agents/test_torch_compat.py \
+# on pytest-xdist workers, one torch thread each, as scripts/test.sh runs the suite (none of these is marked serial)
+workers="${ROBOT_RL_TEST_WORKERS:-2}"
+xdist=()
+[ "$workers" -le 1 ] || xdist=(-n "$workers" --dist worksteal)
+OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" exec "$VENV/bin/python" -m pytest -q "${xdist[@]}" tests/agents/test_sac_agent.py tests/agents/test_torch_compat.py \
   tests/agents/test_contract.py tests/runtime/test_train.py tests/datasets tests/policies/test_lerobot.py \
   tests/policies/test_lerobot_classes.py tests/view "$@"

@@ -1,3 +1,4 @@
+import logging
 import os
 
 import pytest
@@ -7,6 +8,23 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 import torch  # noqa: E402
 
 torch.set_num_threads(min(2, torch.get_num_threads()))
+
+
+@pytest.fixture(autouse=True)
+def _robot_rl_logs_reach_caplog(request: pytest.FixtureRequest):
+    """robot_rl's own logger stops propagating once a CLI entry point configured it (setup_logging), so whether a
+    test's caplog saw its records depended on which test ran first in the process. A test that asks for caplog gets
+    robot_rl's records straight into caplog's handler, exactly once, whatever ran before."""
+    if "caplog" not in request.fixturenames:
+        yield
+        return
+    caplog, logger = request.getfixturevalue("caplog"), logging.getLogger("robot_rl")
+    propagate = logger.propagate
+    logger.propagate = False
+    logger.addHandler(caplog.handler)
+    yield
+    logger.removeHandler(caplog.handler)
+    logger.propagate = propagate
 
 
 @pytest.fixture
@@ -32,6 +50,19 @@ def domain(monkeypatch: pytest.MonkeyPatch) -> int:
             monkeypatch.setenv(k, v)
     monkeypatch.delenv("ROS_LOCALHOST_ONLY", raising=False)
     return d
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """ROBOT_RL_TEST_PHASE=parallel keeps the tests not marked serial, =serial only those (scripts/test.sh runs
+    the two phases); unset, every test runs. A selection by the environment composes with any -m or -k."""
+    phase = os.environ.get("ROBOT_RL_TEST_PHASE", "")
+    if phase not in ("parallel", "serial"):
+        return
+    keep = [i for i in items if (i.get_closest_marker("serial") is not None) == (phase == "serial")]
+    drop = [i for i in items if i not in keep]
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

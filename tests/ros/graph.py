@@ -24,7 +24,10 @@ NODES = {
     "dds_echo": "robot_rl.ros.echo:main",  # the DDS floor for the latency benchmark
     "bag_recorder": "robot_rl.ros.bag:main",
 }
-_next_domain = [100 + (os.getpid() % 50) * 2]
+# Under pytest-xdist each worker takes its own residue class of domains, so two tests running at once never share one.
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
+_WORKERS = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
+_next_domain = [(os.getpid() % 50) * _WORKERS]
 
 
 def _die_with_parent() -> None:
@@ -40,9 +43,11 @@ def ros_env(domain: int) -> dict[str, str]:
 
 
 def new_domain() -> int:
-    """A ROS_DOMAIN_ID not used by another test of this session (0-232 are valid)."""
-    _next_domain[0] = 100 + (_next_domain[0] - 99) % 130
-    return _next_domain[0]
+    """A ROS_DOMAIN_ID not used by another test of this session or by a test on another xdist worker (0-232 are
+    valid; this takes 100-229)."""
+    _next_domain[0] += 1
+    slots = 130 // _WORKERS
+    return 100 + (_next_domain[0] % slots) * _WORKERS + _WORKER
 
 
 class Graph:

@@ -105,6 +105,7 @@ def _hand_move(person, probe: ToolProbe, joint: int, rad: float, seconds: float 
     return time.monotonic()
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("profile", ["ros2_control_joint_position", "ur5e_servo"])
 def test_nothing_moves_that_nobody_asked_for(graph, tmp_path, profile: str) -> None:

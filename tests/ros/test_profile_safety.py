@@ -127,6 +127,7 @@ def _wait_state(link, value: str, timeout: float = 3.0) -> bool:
     return False
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("name", PROFILES)
 def test_the_safety_node_guards_every_profile(graph, tmp_path, name: str) -> None:

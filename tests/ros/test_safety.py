@@ -152,6 +152,7 @@ STARVED_GAP_MS = 10.0
 of CPU: the arm coasted on stale torques, which says nothing about the stop profile."""
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(300)
 def test_watchdog_stops_the_arm_on_a_decelerating_profile_without_rebound(arm_graph) -> None:
     from robot_rl_controllers.ros_safety_node import ArmSafetyConfig
