@@ -35,6 +35,7 @@ def _seconds(stamp) -> float:  # noqa: ANN001
     return stamp.sec + 1e-9 * stamp.nanosec
 
 
+@pytest.mark.serial  # its own CPU hogs are the load it measures under: no test beside it
 @pytest.mark.timeout(180)
 def test_the_hardware_publishes_clock_and_stamps_physics_time_under_load(graph):
     import rclpy
@@ -89,6 +90,7 @@ def test_the_hardware_publishes_clock_and_stamps_physics_time_under_load(graph):
     print(f"physics advanced {advanced:.2f} s in {wall:.2f} s of wall time beside 2 CPU hogs")
 
 
+@pytest.mark.serial
 @pytest.mark.timeout(240)
 def test_the_robot_env_steps_in_sim_time_under_load(graph):
     from robot_rl.envs.ros_env import RosArmEnv
