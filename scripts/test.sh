@@ -2,7 +2,8 @@
 # Quick start, command 2: install (if needed) and run the test suite. Extra arguments go to pytest.
 # The suite runs on ROBOT_RL_TEST_WORKERS pytest-xdist workers (default 2, the CI machine's cores; 1: one plain
 # pytest run, e.g. for --pdb), each with one torch thread, since two workers with two threads each run slower than
-# one. Then the tests marked serial (they measure an arm's motion in real time) run alone.
+# one. Then the tests marked serial (timing-sensitive: an arm's motion in real time, their own CPU hogs, a fixed
+# wall-clock run) run alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh

@@ -36,7 +36,7 @@ export MUJOCO_GL="${MUJOCO_GL:-egl}"
 # on pytest-xdist workers, one torch thread each, as scripts/test.sh runs the suite (none of these is marked serial)
 workers="${ROBOT_RL_TEST_WORKERS:-2}"
 xdist=()
-[ "$workers" -le 1 ] || xdist=(-n "$workers" --dist worksteal)
-OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" exec "$VENV/bin/python" -m pytest -q "${xdist[@]}" tests/agents/test_sac_agent.py tests/agents/test_torch_compat.py \
+[ "$workers" -le 1 ] || { xdist=(-n "$workers" --dist worksteal); export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1; }
+exec "$VENV/bin/python" -m pytest -q "${xdist[@]}" tests/agents/test_sac_agent.py tests/agents/test_torch_compat.py \
   tests/agents/test_contract.py tests/runtime/test_train.py tests/datasets tests/policies/test_lerobot.py \
   tests/policies/test_lerobot_classes.py tests/view "$@"

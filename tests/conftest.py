@@ -58,8 +58,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     phase = os.environ.get("ROBOT_RL_TEST_PHASE", "")
     if phase not in ("parallel", "serial"):
         return
-    keep = [i for i in items if (i.get_closest_marker("serial") is not None) == (phase == "serial")]
-    drop = [i for i in items if i not in keep]
+    keep, drop = [], []
+    for item in items:
+        (keep if (item.get_closest_marker("serial") is not None) == (phase == "serial") else drop).append(item)
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
